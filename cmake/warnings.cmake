@@ -1,0 +1,21 @@
+# Warnings and sanitizers are applied by one function to every target of the project.
+function(tessera_configure_target target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                                           -Wno-interference-size)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE -Wthread-safety)
+  endif()
+  if(TESSERA_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+endfunction()
+
+if(TESSERA_SANITIZER STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(TESSERA_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT TESSERA_SANITIZER STREQUAL "")
+  message(FATAL_ERROR "TESSERA_SANITIZER must be '', 'address' or 'thread', got '${TESSERA_SANITIZER}'")
+endif()
