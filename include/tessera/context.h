@@ -1,0 +1,69 @@
+// tessera/context.h — what a running task sees of the runtime.
+//
+// A context is handed to task::execute and is valid only during that call.
+//
+//   tessera::task* execute(tessera::context& ctx) override {
+//     auto* child = ctx.make_task<child_task>(m_node->left);
+//     ctx.spawn(child);            // joins this task's group
+//     return nullptr;
+//   }
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "tessera/group.h"
+#include "tessera/ids.h"
+#include "tessera/task.h"
+
+namespace tessera {
+
+class runtime;
+namespace detail {
+class worker;
+}
+
+class context {
+ public:
+  /// The worker running the task.
+  worker_id worker() const noexcept;
+  numa_node_id node() const noexcept;
+  class runtime& runtime() const noexcept { return *m_runtime; }
+
+  /// Allocates a task from this worker's allocator.
+  template <task_type T, class... Args>
+  T* make_task(Args&&... args);
+
+  /// Spawns `t`. Without a group annotation, it joins the group of the running task.
+  void spawn(task* t);
+  template <task_function F>
+  void spawn(F&& f);
+
+  /// Registers `continuation` to be spawned when group `g` completes and closes `g` (this is the
+  /// one wait a group allows). Never blocks.
+  void when_done(group g, task* continuation);
+
+  /// Under optimistic reading: true if nothing was written to the resource since the task
+  /// started. Call it before acting outside the task (a spawn, a callback); if it returns
+  /// false, return immediately (any value): the runtime restores the task and runs it again.
+  /// Under every other primitive it returns true.
+  bool validate() const noexcept;
+
+  /// The resource annotation of the running task is currently protected for writing
+  /// (useful in assertions).
+  bool writing() const noexcept;
+
+ private:
+  friend class detail::worker;
+  friend class tessera::runtime;
+  context(class runtime* rt, detail::worker* w) : m_runtime(rt), m_worker(w) {}
+
+  class runtime* m_runtime;
+  detail::worker* m_worker;
+  task* m_current = nullptr;
+  std::uint64_t m_read_version = 0;  // version seen at start under optimistic reading
+  bool m_validating = false;         // running as an optimistic reader
+  bool m_validated = false;          // validate() succeeded during this run
+};
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+// tessera/detail/resource_header.h — the 64-byte line the runtime keeps before every resource.
+// Internal: user code never reads or writes it. Layout is fixed so that the prefetcher can fetch
+// it together with the object's first lines.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera {
+enum class primitive : std::uint8_t;
+}
+
+namespace tessera::detail {
+
+struct alignas(64) resource_header {
+  /// Optimistic version. Even: stable. Odd: a writer is inside. Writers bump it twice.
+  std::atomic<std::uint64_t> version{0};
+  /// Latch word: spinlock (0/1) or reader/writer latch (bit 31 writer, low bits reader count).
+  std::atomic<std::uint32_t> latch{0};
+  /// Index of the pool that serializes tasks on this resource (scheduling modes).
+  std::atomic<std::uint32_t> pool{0};
+  primitive prim{};
+  std::uint8_t weight = 1;       ///< load weight charged to the pool (from the frequency hint)
+  std::uint16_t alignment = 64;  ///< alignment of the object (for freeing)
+  std::uint32_t object_size = 0;
+  void (*destroy)(void*) = nullptr;  ///< runs the object's destructor
+  resource_header* retired_next = nullptr;
+  std::uint64_t retired_epoch = 0;
+
+  static resource_header* of(const void* object) noexcept {
+    return reinterpret_cast<resource_header*>(const_cast<char*>(static_cast<const char*>(object)) -
+                                              sizeof(resource_header));
+  }
+  void* object() noexcept { return reinterpret_cast<char*>(this) + sizeof(resource_header); }
+};
+static_assert(sizeof(resource_header) == 64);
+
+}  // namespace tessera::detail

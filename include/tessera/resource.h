@@ -1,0 +1,79 @@
+// tessera/resource.h — data objects whose synchronization the runtime injects.
+//
+// A resource is a user object created through the runtime with hints that describe how it is
+// used. The runtime places a 64-byte header (version, latch word, owning pool) immediately
+// before the object and chooses a synchronization primitive from the hints (or takes the one
+// named explicitly). Tasks that annotate the resource with an access mode are then routed and
+// wrapped so that they are safe: user code never takes a latch or reads a version itself.
+//
+//   auto* acct = rt.make_resource<account>({.isolation = tessera::isolation::exclusive_writers,
+//                                           .read_ratio = 0.95});
+//   auto* t = rt.make_task<deposit>(acct, 100);
+//   t->annotate_resource(acct, tessera::access::write);
+//   rt.spawn(t);              // runs under the selected primitive
+//   rt.retire_resource(acct); // freed once no task can still see it (epoch-based)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/detail/resource_header.h"
+
+namespace tessera {
+
+/// What concurrent accesses to the object must be isolated from each other.
+enum class isolation : std::uint8_t {
+  exclusive,          ///< every access alone (readers too)
+  exclusive_writers,  ///< writers alone, readers in parallel with each other
+  none,               ///< the runtime adds no synchronization
+};
+
+/// How often tasks touch the object, relative to other resources.
+enum class frequency : std::uint8_t { low, normal, high };
+
+/// The synchronization primitive applied around tasks that annotate the resource.
+enum class primitive : std::uint8_t {
+  automatic,             ///< let select_primitive() decide from the hints
+  none,                  ///< no synchronization
+  spinlock,              ///< exclusive spinlock for every task
+  rwlatch,               ///< reader/writer latch, readers shared
+  optimistic_latch,      ///< readers validate a version; writers take a latch (OLFIT)
+  optimistic_scheduled,  ///< readers validate a version; writers serialized through the pool
+  scheduling,            ///< every task runs in the resource's pool, in order, no latch
+};
+
+std::string_view to_string(primitive p) noexcept;
+
+struct resource_hints {
+  enum isolation isolation = isolation::exclusive_writers;
+  /// Expected fraction of accesses that only read, 0.0 .. 1.0.
+  double read_ratio = 0.5;
+  enum frequency frequency = frequency::normal;
+  /// Anything but `automatic` overrides the selection.
+  enum primitive primitive = primitive::automatic;
+};
+
+/// The primitive the runtime would choose for `hints` (the rule of seed 001 §4.2):
+///
+/// | isolation         | read ratio | frequency   | primitive            |
+/// |-------------------|------------|-------------|----------------------|
+/// | none              | any        | any         | none                 |
+/// | exclusive         | any        | high        | scheduling           |
+/// | exclusive         | any        | low/normal  | spinlock             |
+/// | exclusive_writers | >= 0.9     | high/normal | optimistic_scheduled |
+/// | exclusive_writers | >= 0.9     | low         | optimistic_latch     |
+/// | exclusive_writers | 0.5..0.9   | any         | optimistic_latch     |
+/// | exclusive_writers | < 0.5      | high        | scheduling           |
+/// | exclusive_writers | < 0.5      | low/normal  | optimistic_latch     |
+///
+/// An explicit `hints.primitive` is returned unchanged.
+primitive select_primitive(const resource_hints& hints) noexcept;
+
+/// The header of a resource object created by runtime::make_resource.
+template <class T>
+detail::resource_header* header_of(T* object) noexcept {
+  return detail::resource_header::of(object);
+}
+
+}  // namespace tessera

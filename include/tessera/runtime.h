@@ -1,0 +1,222 @@
+// tessera/runtime.h — starting and stopping the workers; the entry points of the API.
+//
+// A runtime owns one worker thread per CPU it was given (pinned with hwloc where allowed), each
+// with its own task pools and task allocator. Tasks are spawned from workers or from any other
+// thread; the runtime routes them by their annotations (see task.h) and runs them.
+//
+//   tessera::runtime rt({.workers = 4});
+//   tessera::group g = rt.make_group();
+//   rt.spawn([](tessera::context& ctx) { std::printf("on %u\n", ctx.worker().value); }, g);
+//   rt.wait(g);
+//   rt.stop();                 // or let the destructor do it
+//
+// Lifetime: stop() (called by the destructor too) first drains: it waits until every task
+// spawned before or during stop() — including the tasks those tasks spawn — has run, then joins
+// the workers. Spawning from a non-worker thread after stop() began throws std::logic_error.
+// Retired resources are all released by stop().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/context.h"
+#include "tessera/group.h"
+#include "tessera/ids.h"
+#include "tessera/resource.h"
+#include "tessera/statistics.h"
+#include "tessera/task.h"
+
+namespace tessera {
+
+namespace detail {
+class scheduler;
+void* allocate_task_memory(std::size_t bytes, bool system);
+void free_task_memory(void* p, std::size_t bytes, bool system) noexcept;
+}  // namespace detail
+
+/// Where task descriptors come from.
+enum class task_allocator : std::uint8_t {
+  pool,    ///< per-worker free lists refilled in batches from per-NUMA-node heaps (seed 001 §5.2)
+  system,  ///< operator new/delete (for comparison)
+};
+
+struct runtime_options {
+  /// Number of workers; default: one per CPU the process may run on. Ignored if `cpus` is set.
+  std::optional<unsigned> workers;
+  /// Explicit OS CPU indices, one worker each, in this order.
+  std::vector<unsigned> cpus;
+  /// Pin each worker to its CPU with hwloc; if the OS refuses, run unpinned (said once on stderr).
+  bool pin = true;
+  /// Task pools (synchronization domains) per worker; whole pools are the unit of stealing.
+  unsigned pools_per_worker = 4;
+  /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
+  unsigned prefetch_distance = 2;
+  task_allocator allocator = task_allocator::pool;
+  /// A worker publishes its local epoch every this many tasks (and whenever idle).
+  unsigned epoch_interval_tasks = 50;
+  /// The global epoch advances at most this often.
+  std::chrono::microseconds epoch_period{1000};
+  /// Idle workers look for work this long before they park.
+  std::chrono::microseconds spin_before_park{50};
+  /// Report (to stderr) exceptions thrown by tasks that belong to no group.
+  bool report_unhandled_exceptions = true;
+};
+
+class runtime {
+ public:
+  explicit runtime(runtime_options options = {});
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+  ~runtime();
+
+  /// Drains all tasks, joins the workers, releases retired resources. Idempotent.
+  void stop();
+  bool running() const noexcept;
+
+  // ---- tasks ---------------------------------------------------------------------------------
+  /// Allocates a task with the configured allocator. Ownership passes to the runtime at spawn.
+  template <task_type T, class... Args>
+  T* make_task(Args&&... args) {
+    const bool sys = m_system_allocator;
+    void* mem = detail::allocate_task_memory(sizeof(T), sys);
+    T* t;
+    try {
+      t = ::new (mem) T(std::forward<Args>(args)...);
+    } catch (...) {
+      detail::free_task_memory(mem, sizeof(T), sys);
+      throw;
+    }
+    static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
+    set_task_size(t, sizeof(T), sys);
+    return t;
+  }
+  /// Frees a task that was made but never spawned.
+  void discard(task* t) noexcept;
+
+  /// Schedules `t` by its annotations. From a worker inside a task, prefer context::spawn (it
+  /// also inherits the running task's group). Thread-safe.
+  void spawn(task* t);
+  void spawn(task* t, group g) {
+    t->annotate(g);
+    spawn(t);
+  }
+  template <task_function F>
+  void spawn(F&& f, group g = {}) {
+    auto* t = make_task<function_task<std::decay_t<F>>>(std::forward<F>(f));
+    t->annotate(g);
+    spawn(t);
+  }
+
+  // ---- groups --------------------------------------------------------------------------------
+  group make_group();
+  /// Blocks the calling thread (which must not be a worker) without spinning until every task of
+  /// `g` finished, then closes `g`. Rethrows the first exception a task of `g` threw.
+  void wait(group g);
+  /// Blocks until no task is queued or running anywhere (the calling thread must not be a
+  /// worker). Exceptions of grouped tasks stay with their groups.
+  void wait_idle();
+  /// Exceptions thrown by tasks without a group since the last call.
+  std::vector<std::exception_ptr> take_unhandled_exceptions();
+
+  // ---- resources -----------------------------------------------------------------------------
+  /// Creates a resource object with the runtime's header in front (see resource.h).
+  template <class T, class... Args>
+  T* make_resource(const resource_hints& hints, Args&&... args) {
+    static_assert(alignof(T) <= 64, "resources are at most 64-byte aligned");
+    auto* h = allocate_resource(sizeof(T), hints);
+    T* obj;
+    try {
+      obj = ::new (h->object()) T(std::forward<Args>(args)...);
+    } catch (...) {
+      free_resource(h);
+      throw;
+    }
+    if constexpr (!std::is_trivially_destructible_v<T>) {
+      h->destroy = [](void* p) { static_cast<T*>(p)->~T(); };
+    }
+    return obj;
+  }
+  /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4).
+  /// Tasks that still name it must not be queued anymore when it is retired.
+  template <class T>
+  void retire_resource(T* object) {
+    retire(detail::resource_header::of(object));
+  }
+  /// The primitive chosen for a resource.
+  template <class T>
+  static primitive primitive_of(T* object) noexcept {
+    return detail::resource_header::of(object)->prim;
+  }
+  /// Moves a resource's serialization domain to the pool of `w`. Only for resources that no
+  /// queued task names (e.g. right after creation, or from a task of its own pool that spawns
+  /// nothing else on it before returning).
+  template <class T>
+  void move_resource(T* object, worker_id w) {
+    move(detail::resource_header::of(object), w);
+  }
+
+  // ---- configuration and introspection -------------------------------------------------------
+  unsigned workers() const noexcept;
+  unsigned active_workers() const noexcept;
+  /// Grows or shrinks the set of workers that run tasks (1 .. workers()) without losing tasks.
+  void set_active_workers(unsigned n);
+  unsigned prefetch_distance() const noexcept;
+  void set_prefetch_distance(unsigned d);
+  static constexpr unsigned max_prefetch_distance = 16;
+  /// The OS CPU a worker runs on, and its NUMA node.
+  unsigned cpu_of(worker_id w) const;
+  numa_node_id node_of(worker_id w) const;
+  bool pinned() const noexcept;
+  runtime_statistics statistics() const;
+  /// The worker this thread is, if it is one of this runtime's workers.
+  std::optional<worker_id> current_worker() const noexcept;
+
+  detail::scheduler& internals() noexcept { return *m_scheduler; }
+
+ private:
+  static void set_task_size(task* t, std::size_t bytes, bool system) noexcept {
+    t->m_bytes = static_cast<std::uint16_t>(bytes);
+    t->m_allocator = system ? 1 : 0;
+  }
+  detail::resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
+  void free_resource(detail::resource_header* h) noexcept;
+  void retire(detail::resource_header* h);
+  void move(detail::resource_header* h, worker_id w);
+
+  std::unique_ptr<detail::scheduler> m_scheduler;
+  bool m_system_allocator = false;
+};
+
+/// Stops a runtime when it leaves scope (the runtime's destructor does the same; the guard is for
+/// runtimes held by pointer or owned elsewhere).
+class runtime_guard {
+ public:
+  explicit runtime_guard(runtime& rt) noexcept : m_rt(&rt) {}
+  runtime_guard(const runtime_guard&) = delete;
+  runtime_guard& operator=(const runtime_guard&) = delete;
+  ~runtime_guard() { m_rt->stop(); }
+
+ private:
+  runtime* m_rt;
+};
+
+// ---- context inline members ------------------------------------------------------------------
+template <task_type T, class... Args>
+T* context::make_task(Args&&... args) {
+  return m_runtime->make_task<T>(std::forward<Args>(args)...);
+}
+template <task_function F>
+void context::spawn(F&& f) {
+  spawn(make_task<function_task<std::decay_t<F>>>(std::forward<F>(f)));
+}
+
+}  // namespace tessera

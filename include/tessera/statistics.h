@@ -1,0 +1,43 @@
+// tessera/statistics.h — per-worker counters (seed 004 §III-F).
+//
+// Counters are written only by their worker with relaxed stores (no read-modify-write) and read
+// by any thread with relaxed loads, so a snapshot taken while the runtime runs is approximate;
+// a snapshot taken after runtime::wait_idle() or stop() is exact. Timing counters (idle, parked)
+// are compiled out when TESSERA_STATISTICS is off; task counters always exist because the
+// runtime's quiescence detection uses them.
+//
+//   auto s = rt.statistics();
+//   std::cout << s.to_string();            // one line per worker and a total
+//   std::uint64_t n = s.total().executed;
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct worker_statistics {
+  std::uint64_t executed = 0;        ///< task executions that completed (retries not counted)
+  std::uint64_t spawned_local = 0;   ///< spawns into a pool this worker owned
+  std::uint64_t spawned_remote = 0;  ///< spawns into another worker's pool
+  std::uint64_t optimistic_retries = 0;
+  std::uint64_t prefetches = 0;      ///< prefetch instructions issued for task data
+  std::uint64_t pools_stolen = 0;    ///< whole pools this worker took from others
+  std::uint64_t tasks_stolen = 0;    ///< single unannotated tasks this worker received by stealing
+  std::uint64_t exceptions = 0;      ///< tasks whose execute threw
+  std::uint64_t idle_ns = 0;         ///< time spent looking for work (spinning)
+  std::uint64_t parked_ns = 0;       ///< time spent asleep
+
+  worker_statistics& operator+=(const worker_statistics& o) noexcept;
+};
+
+struct runtime_statistics {
+  std::vector<worker_statistics> workers;
+  std::uint64_t spawned_external = 0;  ///< spawns from threads that are not workers
+
+  worker_statistics total() const noexcept;
+  std::string to_string() const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,168 @@
+// tessera/task.h — the unit of work: a small run-to-completion object with annotations.
+//
+// A task is a user type deriving from tessera::task with an `execute` method. It is allocated
+// through the runtime (runtime::make_task), annotated with what it touches and where it should
+// run, and spawned. It never blocks: to continue later it returns a follow-up (itself,
+// re-annotated, e.g. for the next tree node, or another task), which costs no allocation.
+//
+//   struct hello final : tessera::task {
+//     tessera::task* execute(tessera::context&) override { std::puts("hi"); return nullptr; }
+//   };
+//   auto* t = rt.make_task<hello>();
+//   t->annotate(tessera::priority::high);
+//   rt.spawn(t);
+//
+// Invariants: a task is owned by the runtime from spawn until execute returns something other
+// than `this`; then it is destroyed and its memory reused. A task is executed by one worker at a
+// time. Under optimistic reading (see resource.h) a task may be executed more than once: the
+// runtime restores its bytes to the state they had when it was dequeued before each retry, so
+// execute must not act outside the task (spawn, write shared memory, call back) before
+// context::validate() returned true, and must not keep owning pointers that execute changes.
+#pragma once
+
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/group.h"
+#include "tessera/ids.h"
+#include "tessera/resource.h"
+
+namespace tessera {
+
+class context;
+class runtime;
+namespace detail {
+class worker;
+class scheduler;
+class mpsc_queue;
+class local_queue;
+struct task_access;
+}  // namespace detail
+
+class task {
+ public:
+  task() = default;
+  task(const task&) = delete;
+  task& operator=(const task&) = delete;
+  virtual ~task() = default;
+
+  /// Runs the task. Returns nullptr when done, `this` to be scheduled again (after changing the
+  /// annotations), or another task to be scheduled in its place (this one is then destroyed).
+  virtual task* execute(context& ctx) = 0;
+
+  // ---- annotations ---------------------------------------------------------------------------
+  task& annotate(priority p) noexcept {
+    m_priority = static_cast<std::uint8_t>(p);
+    return *this;
+  }
+  /// Run on this worker (wins over every other placement rule).
+  task& annotate(worker_id w) noexcept {
+    m_target_kind = target_worker;
+    m_target = w.value;
+    return *this;
+  }
+  /// Run on some worker of this NUMA node.
+  task& annotate(numa_node_id n) noexcept {
+    m_target_kind = target_node;
+    m_target = n.value;
+    return *this;
+  }
+  /// Bind to a group (see group.h); children spawned by this task join the same group.
+  task& annotate(group g) noexcept {
+    m_group = g;
+    return *this;
+  }
+  /// The task touches `bytes` bytes of the resource `object` (created by make_resource) with
+  /// `mode`. The runtime synchronizes the task with the resource's primitive and prefetches the
+  /// header line and the bytes.
+  template <class T>
+  task& annotate_resource(T* object, access mode, std::size_t bytes = sizeof(T)) noexcept {
+    m_data = object;
+    m_data_size = static_cast<std::uint32_t>(bytes);
+    m_access = static_cast<std::uint8_t>(mode);
+    m_is_resource = 1;
+    return *this;
+  }
+  /// The task touches `bytes` bytes at `data` (any memory): prefetched, not synchronized.
+  task& annotate_data(const void* data, std::size_t bytes, access mode = access::read) noexcept {
+    m_data = data;
+    m_data_size = static_cast<std::uint32_t>(bytes);
+    m_access = static_cast<std::uint8_t>(mode);
+    m_is_resource = 0;
+    return *this;
+  }
+  /// Drops the data annotation and the placement target (priority and group stay).
+  task& clear_annotations() noexcept {
+    m_data = nullptr;
+    m_data_size = 0;
+    m_is_resource = 0;
+    m_target_kind = target_none;
+    return *this;
+  }
+
+  // ---- read back -----------------------------------------------------------------------------
+  enum priority priority() const noexcept { return static_cast<enum priority>(m_priority); }
+  const void* data() const noexcept { return m_data; }
+  std::size_t data_size() const noexcept { return m_data_size; }
+  access mode() const noexcept { return static_cast<access>(m_access); }
+  bool has_resource() const noexcept { return m_is_resource != 0; }
+  group task_group() const noexcept { return m_group; }
+
+ private:
+  friend class runtime;
+  friend class detail::worker;
+  friend class detail::scheduler;
+  friend class detail::mpsc_queue;
+  friend class detail::local_queue;
+  friend struct detail::task_access;
+
+  enum : std::uint8_t { target_none = 0, target_worker = 1, target_node = 2 };
+
+  std::atomic<task*> m_next{nullptr};  // queue link, owned by whichever queue holds the task
+  const void* m_data = nullptr;
+  group m_group{};
+  std::uint32_t m_data_size = 0;
+  std::uint16_t m_target = 0;
+  std::uint16_t m_bytes = 0;       // sizeof the most derived type (for optimistic restore)
+  std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
+  std::uint8_t m_access = 0;
+  std::uint8_t m_is_resource = 0;
+  std::uint8_t m_target_kind = target_none;
+  std::uint8_t m_allocator = 0;    // 0: tessera pool allocator, 1: system allocator
+  std::uint8_t m_epoch_slot = 0;   // internal: reclamation epoch the task's operation started in
+  std::uint16_t m_reserved = 0;
+};
+
+/// A type the runtime can allocate and run as a task.
+template <class T>
+concept task_type = std::derived_from<T, task> && !std::is_abstract_v<T>;
+
+/// Callables accepted by runtime::spawn(F): `void(context&)` or `task*(context&)`.
+template <class F>
+concept task_function = std::invocable<F&, context&> &&
+    (std::is_void_v<std::invoke_result_t<F&, context&>> ||
+     std::convertible_to<std::invoke_result_t<F&, context&>, task*>);
+
+/// Wraps a callable as a task (what runtime::spawn(F) allocates).
+template <task_function F>
+class function_task final : public task {
+ public:
+  explicit function_task(F f) : m_f(std::move(f)) {}
+  task* execute(context& ctx) override {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, context&>>) {
+      m_f(ctx);
+      return nullptr;
+    } else {
+      return m_f(ctx);
+    }
+  }
+
+ private:
+  F m_f;
+};
+
+}  // namespace tessera

@@ -1,0 +1,11 @@
+// tessera/tessera.h — the whole public API in one include.
+#pragma once
+
+#include "tessera/context.h"
+#include "tessera/group.h"
+#include "tessera/ids.h"
+#include "tessera/resource.h"
+#include "tessera/runtime.h"
+#include "tessera/statistics.h"
+#include "tessera/task.h"
+#include "tessera/version.h"

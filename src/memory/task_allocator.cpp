@@ -1,0 +1,216 @@
+#include "memory/task_allocator.h"
+
+#include <sys/mman.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#if defined(TESSERA_HAVE_NUMA)
+#include <numa.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define TESSERA_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define TESSERA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define TESSERA_POISON(p, n) ((void)(p), (void)(n))
+#define TESSERA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace tessera::detail {
+namespace {
+
+struct free_block {
+  free_block* next;
+};
+
+/// A batch: an intrusive list of up to batch_blocks blocks.
+struct batch {
+  free_block* head = nullptr;
+  std::size_t count = 0;
+};
+
+constexpr unsigned max_nodes = 64;
+
+struct node_heap {
+  std::mutex mutex;
+  std::vector<batch> batches[task_allocator::class_count];
+  unsigned node = 0;
+  std::atomic<std::size_t> os_bytes{0};
+
+  char* chunk_cursor[task_allocator::class_count] = {};
+  char* chunk_end[task_allocator::class_count] = {};
+
+  static char* os_chunk(unsigned node, std::atomic<std::size_t>& counter) {
+    void* p = ::mmap(nullptr, task_allocator::chunk_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#if defined(TESSERA_HAVE_NUMA)
+    if (numa_available() >= 0 && numa_max_node() > 0) {
+      numa_tonode_memory(p, task_allocator::chunk_bytes, static_cast<int>(node));
+    }
+#else
+    (void)node;
+#endif
+    counter.fetch_add(task_allocator::chunk_bytes, std::memory_order_relaxed);
+    return static_cast<char*>(p);
+  }
+
+  // Requires: mutex held. Blocks come back poisoned (under ASan) except the one handed out.
+  batch take(unsigned c) {
+    auto& list = batches[c];
+    if (!list.empty()) {
+      batch b = list.back();
+      list.pop_back();
+      return b;
+    }
+    const std::size_t size = task_allocator::class_bytes(c);
+    batch b;
+    for (std::size_t i = 0; i < task_allocator::batch_blocks; ++i) {
+      if (chunk_cursor[c] == chunk_end[c]) {
+        chunk_cursor[c] = os_chunk(node, os_bytes);
+        chunk_end[c] = chunk_cursor[c] + task_allocator::chunk_bytes;
+      }
+      auto* blk = reinterpret_cast<free_block*>(chunk_cursor[c]);
+      chunk_cursor[c] += size;
+      blk->next = b.head;
+      b.head = blk;
+      ++b.count;
+    }
+    return b;
+  }
+};
+
+struct heaps {
+  std::array<node_heap, max_nodes> nodes;
+  heaps() {
+    for (unsigned i = 0; i < max_nodes; ++i) nodes[i].node = i;
+  }
+};
+
+heaps& global_heaps() {
+  // Never destroyed: thread caches of threads that outlive main's statics give blocks back to it.
+  static heaps* h = new heaps();
+  return *h;
+}
+
+struct thread_cache {
+  free_block* head[task_allocator::class_count] = {};
+  std::size_t count[task_allocator::class_count] = {};
+  unsigned node = 0;
+
+  ~thread_cache() { flush(); }
+
+  void flush() noexcept {
+    auto& heap = global_heaps().nodes[node];
+    std::lock_guard lock(heap.mutex);
+    for (unsigned c = 0; c < task_allocator::class_count; ++c) {
+      while (head[c] != nullptr) {
+        batch b;
+        while (head[c] != nullptr && b.count < task_allocator::batch_blocks) {
+          free_block* blk = head[c];
+          TESSERA_UNPOISON(blk, sizeof(free_block));
+          head[c] = blk->next;
+          blk->next = b.head;
+          TESSERA_POISON(blk, task_allocator::class_bytes(c));
+          b.head = blk;
+          ++b.count;
+        }
+        try {
+          heap.batches[c].push_back(b);
+        } catch (...) {
+          // Out of memory for the vector: drop the blocks (they stay mapped; no corruption).
+        }
+      }
+      count[c] = 0;
+    }
+  }
+};
+
+thread_local thread_cache tl_cache;
+
+}  // namespace
+
+void* task_allocator::allocate(std::size_t bytes) {
+  if (bytes > max_block) return ::operator new(bytes);
+  const unsigned c = size_class(bytes);
+  thread_cache& tc = tl_cache;
+  if (tc.head[c] == nullptr) {
+    auto& heap = global_heaps().nodes[tc.node];
+    batch b;
+    {
+      std::lock_guard lock(heap.mutex);
+      b = heap.take(c);
+    }
+    tc.head[c] = b.head;
+    tc.count[c] = b.count;
+  }
+  free_block* blk = tc.head[c];
+  TESSERA_UNPOISON(blk, class_bytes(c));
+  tc.head[c] = blk->next;
+  --tc.count[c];
+  return blk;
+}
+
+void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes > max_block) {
+    ::operator delete(p);
+    return;
+  }
+  const unsigned c = size_class(bytes);
+  thread_cache& tc = tl_cache;
+  auto* blk = static_cast<free_block*>(p);
+  blk->next = tc.head[c];
+  TESSERA_POISON(blk, class_bytes(c));
+  tc.head[c] = blk;
+  if (++tc.count[c] > 2 * batch_blocks) {
+    // Give one batch back so frees from other threads cannot pile up here.
+    batch b;
+    while (b.count < batch_blocks) {
+      free_block* x = tc.head[c];
+      TESSERA_UNPOISON(x, sizeof(free_block));
+      tc.head[c] = x->next;
+      x->next = b.head;
+      TESSERA_POISON(x, class_bytes(c));
+      b.head = x;
+      ++b.count;
+    }
+    tc.count[c] -= b.count;
+    auto& heap = global_heaps().nodes[tc.node];
+    std::lock_guard lock(heap.mutex);
+    try {
+      heap.batches[c].push_back(b);
+    } catch (...) {
+    }
+  }
+}
+
+void task_allocator::set_thread_node(unsigned node) noexcept {
+  thread_cache& tc = tl_cache;
+  if (tc.node != node) {
+    tc.flush();
+    tc.node = node < max_nodes ? node : 0;
+  }
+}
+
+std::size_t task_allocator::thread_cached_blocks() noexcept {
+  std::size_t n = 0;
+  for (auto c : tl_cache.count) n += c;
+  return n;
+}
+
+void task_allocator::flush_thread_cache() noexcept { tl_cache.flush(); }
+
+std::size_t task_allocator::os_bytes() noexcept {
+  std::size_t n = 0;
+  for (auto& h : global_heaps().nodes) n += h.os_bytes.load(std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,50 @@
+// src/memory/task_allocator.h — the multi-level task allocator of seed 001 §5.2.
+//
+// Level 1: a per-thread LIFO free list per size class, used without any synchronization.
+// Level 2: a per-NUMA-node heap per size class (mutex-protected), exchanging whole batches of
+//          blocks with the thread caches.
+// Level 3: the operating system: 1 MiB chunks, placed on the node with libnuma.
+//
+// A block freed on another thread goes to that thread's list; when a list grows past two batches,
+// one batch goes back to the thread's node heap, so cross-thread frees never pile up memory on one
+// thread without bound. Blocks over the largest class (1 KiB) come from operator new.
+//
+//   void* p = tessera::detail::task_allocator::allocate(96);   // 128-byte class
+//   tessera::detail::task_allocator::deallocate(p, 96);
+//
+// Thread-safety: allocate/deallocate may be called from any thread. A block may be freed on a
+// thread other than the one that allocated it (the heap's mutex orders the hand-over).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::detail {
+
+class task_allocator {
+ public:
+  static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
+  static constexpr std::size_t max_block = 1024;
+  static constexpr std::size_t batch_blocks = 64;
+  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+
+  static void* allocate(std::size_t bytes);
+  static void deallocate(void* p, std::size_t bytes) noexcept;
+
+  /// The NUMA node this thread's refills come from (workers call it once at start).
+  static void set_thread_node(unsigned node) noexcept;
+
+  /// Blocks currently cached by the calling thread (all classes); for tests.
+  static std::size_t thread_cached_blocks() noexcept;
+  /// Returns the calling thread's cached blocks to its node heap.
+  static void flush_thread_cache() noexcept;
+  /// Bytes obtained from the operating system so far (all nodes); for tests.
+  static std::size_t os_bytes() noexcept;
+
+  static constexpr unsigned size_class(std::size_t bytes) noexcept {
+    return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
+  }
+  static constexpr std::size_t class_bytes(unsigned c) noexcept { return std::size_t{64} << c; }
+};
+
+}  // namespace tessera::detail

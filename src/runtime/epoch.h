@@ -1,0 +1,47 @@
+// src/runtime/epoch.h — per-epoch task counters: quiescence, statistics and reclamation in one.
+//
+// Every task carries the epoch slot (epoch mod `epoch_slots`) of the operation it belongs to:
+// tasks spawned from outside take the current global epoch, tasks spawned by a task and
+// follow-ups inherit their parent's slot. Each worker counts the tasks it spawned per slot
+// (published at once, before the task becomes visible) and the tasks it completed per slot
+// (published every `epoch_interval_tasks` tasks and whenever it is idle, seed 001 §4.4).
+//
+// Reading all `completed` counters (acquire) and then all `spawned` counters gives, when the
+// sums are equal, a moment at which no task of that slot was queued or running (completions only
+// follow their spawn). That answers three questions:
+// - quiescence (wait_idle/stop): all slots balanced;
+// - may the global epoch advance from E to E+1: slot (E+1) mod K balanced, i.e. no task of the
+//   operation epoch E+1-K is left;
+// - may a resource retired at epoch r be freed: the global epoch reached r+K, so every task that
+//   could still hold a pointer to it (its operation started at or before r) has finished.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace tessera::detail {
+
+inline constexpr unsigned epoch_slots = 4;
+
+struct alignas(64) epoch_counters {
+  std::array<std::atomic<std::uint64_t>, epoch_slots> spawned{};
+  alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> completed{};
+  // Owner-only: completions not yet published.
+  std::array<std::uint64_t, epoch_slots> completed_local{};
+
+  /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
+  void count_spawn(unsigned slot) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  }
+  void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
+  void publish() noexcept {
+    for (unsigned s = 0; s < epoch_slots; ++s) {
+      // release: a reader that sees the count also sees the spawns these tasks made.
+      completed[s].store(completed_local[s], std::memory_order_release);
+    }
+  }
+};
+
+}  // namespace tessera::detail

@@ -1,0 +1,68 @@
+#include "runtime/group_table.h"
+
+#include <stdexcept>
+
+namespace tessera::detail {
+
+group_table::~group_table() {
+  for (auto& c : m_chunks) delete c.load(std::memory_order_relaxed);
+}
+
+group group_table::open() {
+  std::uint32_t i;
+  {
+    std::lock_guard lock(m_mutex);
+    if (!m_free.empty()) {
+      i = m_free.back();
+      m_free.pop_back();
+    } else {
+      if (m_used == chunk_slots * max_chunks) throw std::length_error("tessera: too many open groups");
+      i = m_used++;
+      if (i % chunk_slots == 0) {
+        // release: a thread indexing this chunk later sees it constructed.
+        m_chunks[i / chunk_slots].store(new chunk(), std::memory_order_release);
+      }
+    }
+  }
+  group g{i + 1, 0};
+  group_slot& s = slot(g);
+  g.generation = s.generation.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lock(s.mutex);
+    s.error = nullptr;
+    s.continuation = nullptr;
+    s.closed = false;
+  }
+  s.done.store(0, std::memory_order_relaxed);
+  s.pending.store(1, std::memory_order_release);  // the open reference; release: slot reset first
+  return g;
+}
+
+bool group_table::current(group g) noexcept {
+  if (g.index == 0) return false;
+  const std::uint32_t i = g.index - 1;
+  if (i / chunk_slots >= max_chunks) return false;
+  chunk* c = m_chunks[i / chunk_slots].load(std::memory_order_acquire);
+  if (c == nullptr) return false;
+  return (*c)[i % chunk_slots].generation.load(std::memory_order_acquire) == g.generation;
+}
+
+void group_table::record_exception(group g, std::exception_ptr e) {
+  group_slot& s = slot(g);
+  std::lock_guard lock(s.mutex);
+  if (!s.error) s.error = std::move(e);
+}
+
+void group_table::release(group g) {
+  group_slot& s = slot(g);
+  {
+    std::lock_guard lock(s.mutex);
+    s.error = nullptr;
+    s.continuation = nullptr;
+  }
+  s.generation.fetch_add(1, std::memory_order_release);  // release: stale handles see the change
+  std::lock_guard lock(m_mutex);
+  m_free.push_back(g.index - 1);
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,72 @@
+// src/runtime/group_table.h — the slot map behind tessera::group (seed 004 §III-D).
+//
+// Slots live in chunks that are never moved or freed while the runtime runs, so the hot path
+// (join/leave on spawn/completion) indexes without a lock. A slot is handed out with a generation
+// and an "open" reference; the one wait (or when_done) drops that reference; when the count reaches
+// zero the group is complete: a waiter is woken or the continuation is spawned, and the slot's
+// generation advances so old handles are recognized as stale.
+//
+//   group g = table.open();
+//   table.join(g);            // per task spawned into g
+//   table.leave(g) -> true    // the last leave completes g
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tessera/group.h"
+#include "tessera/task.h"
+
+namespace tessera::detail {
+
+struct group_slot {
+  std::atomic<std::int64_t> pending{0};
+  std::atomic<std::uint32_t> generation{1};
+  std::atomic<std::uint32_t> done{0};  // futex word for waiters
+  std::mutex mutex;
+  std::exception_ptr error;       // first exception (guarded by mutex)
+  task* continuation = nullptr;   // guarded by mutex
+  bool closed = false;            // wait or when_done called (guarded by mutex)
+};
+
+class group_table {
+ public:
+  static constexpr std::uint32_t chunk_slots = 1024;
+  static constexpr std::uint32_t max_chunks = 4096;
+
+  group_table() = default;
+  ~group_table();
+
+  group open();
+  group_slot& slot(group g) noexcept {
+    const std::uint32_t i = g.index - 1;
+    return (*m_chunks[i / chunk_slots].load(std::memory_order_acquire))[i % chunk_slots];
+  }
+  /// True if `g` names the slot's current generation.
+  bool current(group g) noexcept;
+  /// One more task in g. Relaxed: the caller holds a reference already (its own task or the
+  /// open reference), so the count cannot reach zero concurrently.
+  void join(group g) noexcept { slot(g).pending.fetch_add(1, std::memory_order_relaxed); }
+  /// One task of g done. Returns true when this completed the group.
+  bool leave(group g) noexcept {
+    // acq_rel: the completer must see every other task's writes (release from each leaver).
+    return slot(g).pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+  void record_exception(group g, std::exception_ptr e);
+  /// Returns a completed slot to the free list (generation advances).
+  void release(group g);
+
+ private:
+  using chunk = std::array<group_slot, chunk_slots>;
+  std::array<std::atomic<chunk*>, max_chunks> m_chunks{};
+  std::mutex m_mutex;
+  std::vector<std::uint32_t> m_free;  // guarded by m_mutex
+  std::uint32_t m_used = 0;           // guarded by m_mutex
+};
+
+}  // namespace tessera::detail

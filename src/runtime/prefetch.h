@@ -1,0 +1,83 @@
+// src/runtime/prefetch.h — turning a task's annotation into prefetch instructions.
+//
+// The annotated bytes become cache lines, capped at `max_lines` (16 lines = 1 KiB: the rest of a
+// larger object is left to the hardware prefetcher, which follows the sequential pattern).
+// Every address issued lies inside [data, data + size): the first is `data` itself, then the start
+// of each following line the object overlaps. Writers get a prefetch with write intent, readers
+// a read prefetch. A resource whose primitive checks a version or takes a latch also gets its
+// header line (with write intent when a latch will be taken).
+//
+//   prefetch_plan plan = plan_prefetch(*t);
+//   issue_prefetch(plan);        // plan.count instructions
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/detail/resource_header.h"
+#include "tessera/resource.h"
+#include "tessera/task.h"
+
+namespace tessera::detail {
+
+struct prefetch_plan {
+  static constexpr unsigned max_lines = 16;
+  std::array<const void*, max_lines + 1> address{};
+  std::array<bool, max_lines + 1> write{};
+  unsigned count = 0;
+};
+
+/// Header access pattern of a primitive: 0 none, 1 read (version check), 2 write (latch).
+inline int header_use(primitive p, bool writer) noexcept {
+  switch (p) {
+    case primitive::spinlock:
+    case primitive::rwlatch: return 2;
+    case primitive::optimistic_latch: return writer ? 2 : 1;
+    case primitive::optimistic_scheduled: return writer ? 2 : 1;
+    default: return 0;
+  }
+}
+
+inline prefetch_plan plan_prefetch(const void* data, std::size_t size, bool writer,
+                                   const resource_header* header) noexcept {
+  prefetch_plan plan;
+  if (data == nullptr || size == 0) return plan;
+  if (header != nullptr) {
+    const int use = header_use(header->prim, writer);
+    if (use != 0) {
+      plan.address[plan.count] = header;
+      plan.write[plan.count] = use == 2;
+      ++plan.count;
+    }
+  }
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t end = begin + size;
+  const std::uintptr_t first_line = begin & ~std::uintptr_t{63};
+  unsigned lines = 0;
+  for (std::uintptr_t line = first_line; line < end && lines < prefetch_plan::max_lines;
+       line += 64, ++lines) {
+    plan.address[plan.count] = reinterpret_cast<const void*>(line < begin ? begin : line);
+    plan.write[plan.count] = writer;
+    ++plan.count;
+  }
+  return plan;
+}
+
+inline prefetch_plan plan_prefetch(const task& t) noexcept {
+  const bool writer = t.mode() == access::write;
+  const resource_header* h = t.has_resource() ? resource_header::of(t.data()) : nullptr;
+  return plan_prefetch(t.data(), t.data_size(), writer, h);
+}
+
+inline void issue_prefetch(const prefetch_plan& plan) noexcept {
+  for (unsigned i = 0; i < plan.count; ++i) {
+    if (plan.write[i]) {
+      __builtin_prefetch(plan.address[i], 1, 3);
+    } else {
+      __builtin_prefetch(plan.address[i], 0, 3);
+    }
+  }
+}
+
+}  // namespace tessera::detail

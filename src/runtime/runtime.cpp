@@ -1,0 +1,195 @@
+// The public runtime and context entry points, forwarding to the scheduler.
+#include "tessera/runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "memory/task_allocator.h"
+#include "runtime/scheduler.h"
+#include "sync/latch.h"
+
+namespace tessera {
+namespace detail {
+
+void* allocate_task_memory(std::size_t bytes, bool system) {
+  return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
+}
+void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
+  if (system) {
+    ::operator delete(p);
+  } else {
+    task_allocator::deallocate(p, bytes);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+detail::worker* worker_of(detail::scheduler& s) noexcept {
+  detail::worker* w = detail::current_worker();
+  return (w != nullptr && &s.worker_at(w->index()) == w) ? w : nullptr;
+}
+}  // namespace
+
+runtime::runtime(runtime_options options)
+    : m_system_allocator(options.allocator == task_allocator::system) {
+  m_scheduler = std::make_unique<detail::scheduler>(*this, options);
+}
+
+runtime::~runtime() { stop(); }
+
+void runtime::stop() { m_scheduler->stop(); }
+bool runtime::running() const noexcept { return m_scheduler->running(); }
+
+void runtime::discard(task* t) noexcept { m_scheduler->destroy(t); }
+
+void runtime::spawn(task* t) { m_scheduler->spawn(t, worker_of(*m_scheduler)); }
+
+group runtime::make_group() { return m_scheduler->make_group(); }
+void runtime::wait(group g) { m_scheduler->wait(g); }
+void runtime::wait_idle() { m_scheduler->wait_idle(); }
+std::vector<std::exception_ptr> runtime::take_unhandled_exceptions() {
+  return m_scheduler->take_unhandled();
+}
+
+detail::resource_header* runtime::allocate_resource(std::size_t bytes, const resource_hints& hints) {
+  return m_scheduler->allocate_resource(bytes, hints);
+}
+void runtime::free_resource(detail::resource_header* h) noexcept {
+  detail::scheduler::free_resource(h);
+}
+void runtime::retire(detail::resource_header* h) { m_scheduler->retire(h); }
+void runtime::move(detail::resource_header* h, worker_id w) { m_scheduler->move(h, w); }
+
+unsigned runtime::workers() const noexcept { return m_scheduler->worker_count(); }
+unsigned runtime::active_workers() const noexcept { return m_scheduler->active_workers(); }
+void runtime::set_active_workers(unsigned n) { m_scheduler->set_active_workers(n); }
+unsigned runtime::prefetch_distance() const noexcept { return m_scheduler->prefetch_distance(); }
+void runtime::set_prefetch_distance(unsigned d) {
+  if (d > max_prefetch_distance) {
+    throw std::invalid_argument("tessera: prefetch distance " + std::to_string(d) +
+                                " is above the maximum " + std::to_string(max_prefetch_distance));
+  }
+  m_scheduler->set_prefetch_distance(d);
+}
+unsigned runtime::cpu_of(worker_id w) const {
+  if (w.value >= workers()) throw std::out_of_range("tessera: cpu_of: no such worker");
+  return m_scheduler->worker_at(w.value).cpu();
+}
+numa_node_id runtime::node_of(worker_id w) const {
+  if (w.value >= workers()) throw std::out_of_range("tessera: node_of: no such worker");
+  return numa_node_id{static_cast<std::uint16_t>(m_scheduler->worker_at(w.value).node())};
+}
+bool runtime::pinned() const noexcept { return m_scheduler->pinned(); }
+runtime_statistics runtime::statistics() const { return m_scheduler->statistics(); }
+std::optional<worker_id> runtime::current_worker() const noexcept {
+  detail::worker* w = worker_of(*m_scheduler);
+  if (w == nullptr) return std::nullopt;
+  return worker_id{w->index()};
+}
+
+// ---- context -----------------------------------------------------------------------------------
+
+worker_id context::worker() const noexcept { return worker_id{m_worker->index()}; }
+numa_node_id context::node() const noexcept {
+  return numa_node_id{static_cast<std::uint16_t>(m_worker->node())};
+}
+void context::spawn(task* t) { m_runtime->internals().spawn(t, m_worker); }
+void context::when_done(group g, task* continuation) {
+  m_runtime->internals().when_done(g, continuation, *m_worker);
+}
+bool context::validate() const noexcept {
+  if (!m_validating) return true;
+  auto& h = *detail::resource_header::of(m_current->data());
+  if (!detail::validate_read(h, m_read_version)) return false;
+  const_cast<context*>(this)->m_validated = true;
+  return true;
+}
+bool context::writing() const noexcept {
+  return m_current != nullptr && m_current->has_resource() && m_current->mode() == access::write;
+}
+
+// ---- resources ---------------------------------------------------------------------------------
+
+std::string_view to_string(primitive p) noexcept {
+  switch (p) {
+    case primitive::automatic: return "automatic";
+    case primitive::none: return "none";
+    case primitive::spinlock: return "spinlock";
+    case primitive::rwlatch: return "rwlatch";
+    case primitive::optimistic_latch: return "optimistic_latch";
+    case primitive::optimistic_scheduled: return "optimistic_scheduled";
+    case primitive::scheduling: return "scheduling";
+  }
+  return "unknown";
+}
+
+primitive select_primitive(const resource_hints& h) noexcept {
+  if (h.primitive != primitive::automatic) return h.primitive;
+  switch (h.isolation) {
+    case isolation::none: return primitive::none;
+    case isolation::exclusive:
+      return h.frequency == frequency::high ? primitive::scheduling : primitive::spinlock;
+    case isolation::exclusive_writers:
+      if (h.read_ratio >= 0.9) {
+        return h.frequency == frequency::low ? primitive::optimistic_latch
+                                             : primitive::optimistic_scheduled;
+      }
+      if (h.read_ratio >= 0.5) return primitive::optimistic_latch;
+      return h.frequency == frequency::high ? primitive::scheduling : primitive::optimistic_latch;
+  }
+  return primitive::optimistic_latch;
+}
+
+// ---- statistics --------------------------------------------------------------------------------
+
+worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noexcept {
+  executed += o.executed;
+  spawned_local += o.spawned_local;
+  spawned_remote += o.spawned_remote;
+  optimistic_retries += o.optimistic_retries;
+  prefetches += o.prefetches;
+  pools_stolen += o.pools_stolen;
+  tasks_stolen += o.tasks_stolen;
+  exceptions += o.exceptions;
+  idle_ns += o.idle_ns;
+  parked_ns += o.parked_ns;
+  return *this;
+}
+
+worker_statistics runtime_statistics::total() const noexcept {
+  worker_statistics t;
+  for (auto& w : workers) t += w;
+  return t;
+}
+
+std::string runtime_statistics::to_string() const {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-7s %12s %12s %12s %10s %12s %8s %8s %6s %10s %10s\n",
+                "worker", "executed", "spawn-local", "spawn-remote", "retries", "prefetches",
+                "pools-in", "tasks-out", "exc", "idle-ms", "parked-ms");
+  out << line;
+  auto row = [&](const std::string& name, const worker_statistics& w) {
+    std::snprintf(line, sizeof line,
+                  "%-7s %12llu %12llu %12llu %10llu %12llu %8llu %8llu %6llu %10.1f %10.1f\n",
+                  name.c_str(), static_cast<unsigned long long>(w.executed),
+                  static_cast<unsigned long long>(w.spawned_local),
+                  static_cast<unsigned long long>(w.spawned_remote),
+                  static_cast<unsigned long long>(w.optimistic_retries),
+                  static_cast<unsigned long long>(w.prefetches),
+                  static_cast<unsigned long long>(w.pools_stolen),
+                  static_cast<unsigned long long>(w.tasks_stolen),
+                  static_cast<unsigned long long>(w.exceptions), w.idle_ns / 1e6,
+                  w.parked_ns / 1e6);
+    out << line;
+  };
+  for (std::size_t i = 0; i < workers.size(); ++i) row(std::to_string(i), workers[i]);
+  row("total", total());
+  out << "spawned from outside the workers: " << spawned_external << "\n";
+  return out.str();
+}
+
+}  // namespace tessera

@@ -1,0 +1,471 @@
+#include "runtime/scheduler.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "memory/task_allocator.h"
+#include "runtime/topology.h"
+#include "sync/latch.h"
+
+namespace tessera::detail {
+namespace {
+
+thread_local std::uint64_t tl_random = 0x9E3779B97F4A7C15ull;
+std::uint64_t next_random() noexcept {
+  // xorshift64*: placement choices only, never correctness.
+  tl_random ^= tl_random >> 12;
+  tl_random ^= tl_random << 25;
+  tl_random ^= tl_random >> 27;
+  return tl_random * 0x2545F4914F6CDD1Dull;
+}
+
+std::uint8_t weight_of(frequency f) noexcept {
+  switch (f) {
+    case frequency::low: return 1;
+    case frequency::normal: return 4;
+    case frequency::high: return 16;
+  }
+  return 4;
+}
+
+}  // namespace
+
+scheduler::scheduler(runtime& rt, const runtime_options& options)
+    : m_runtime(rt), m_options(options), m_start(std::chrono::steady_clock::now()) {
+  auto& topo = topology::get();
+  std::vector<unsigned> cpus = options.cpus;
+  if (cpus.empty()) {
+    const auto& allowed = topo.allowed_cpus();
+    const unsigned n = options.workers.value_or(static_cast<unsigned>(allowed.size()));
+    if (n == 0) throw std::invalid_argument("tessera: runtime_options.workers must be at least 1");
+    for (unsigned i = 0; i < n; ++i) cpus.push_back(allowed[i % allowed.size()]);
+  }
+  if (cpus.size() > 65535) throw std::invalid_argument("tessera: at most 65535 workers");
+  if (options.pools_per_worker == 0) {
+    throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be at least 1");
+  }
+  if (options.prefetch_distance > runtime::max_prefetch_distance) {
+    throw std::invalid_argument("tessera: prefetch_distance must be at most " +
+                                std::to_string(runtime::max_prefetch_distance));
+  }
+  if (options.epoch_interval_tasks == 0) {
+    throw std::invalid_argument("tessera: epoch_interval_tasks must be at least 1");
+  }
+  m_prefetch_distance.store(options.prefetch_distance, std::memory_order_relaxed);
+  const unsigned w = static_cast<unsigned>(cpus.size());
+  const unsigned ppw = options.pools_per_worker;
+  for (unsigned i = 0; i < w * ppw; ++i) {
+    auto p = std::make_unique<pool>();
+    p->index = i;
+    p->home_of = static_cast<std::uint16_t>(i / ppw);
+    p->is_home = (i % ppw) == 0;
+    p->owner.store(i / ppw, std::memory_order_relaxed);
+    m_pools.push_back(std::move(p));
+  }
+  for (unsigned i = 0; i < w; ++i) {
+    const unsigned node = topo.node_of_cpu(cpus[i]);
+    m_workers.push_back(std::make_unique<worker>(*this, static_cast<std::uint16_t>(i), cpus[i], node));
+    if (m_workers_of_node.size() <= node) m_workers_of_node.resize(node + 1);
+    m_workers_of_node[node].push_back(i);
+  }
+  m_active.store(w, std::memory_order_release);
+  for (unsigned i = 0; i < w; ++i) {
+    std::vector<pool*> mine;
+    for (unsigned j = 0; j < ppw; ++j) mine.push_back(m_pools[i * ppw + j].get());
+    pool* home = mine.front();
+    m_workers[i]->start(home, std::move(mine));
+  }
+}
+
+scheduler::~scheduler() { stop(); }
+
+std::uint64_t scheduler::now_ns() const noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - m_start)
+                                        .count());
+}
+
+void scheduler::report_pin_failure(const std::string& why) {
+  m_pinned.store(false, std::memory_order_relaxed);
+  static std::atomic<bool> reported{false};  // once per process, not per runtime
+  if (!reported.exchange(true)) {
+    std::fprintf(stderr, "tessera: could not pin workers to CPUs (%s); running unpinned\n",
+                 why.c_str());
+  }
+}
+
+// ---- spawning ----------------------------------------------------------------------------------
+
+void scheduler::spawn(task* t, worker* from) {
+  if (from == nullptr) {
+    if (m_stopping.load(std::memory_order_acquire)) {
+      throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
+    }
+    const unsigned slot = static_cast<unsigned>(global_epoch() % epoch_slots);
+    t->m_epoch_slot = static_cast<std::uint8_t>(slot);
+    if (t->m_group.valid()) {
+#if defined(TESSERA_DEBUG_CHECKS)
+      if (!m_groups.current(t->m_group)) {
+        throw std::logic_error("tessera: spawn into a stale or completed group");
+      }
+#endif
+      m_groups.join(t->m_group);
+    }
+    // relaxed is enough: the inbox push below releases the task after this increment, and
+    // quiescence readers acquire the completion before they read spawn counts.
+    m_external_spawned[slot].fetch_add(1, std::memory_order_relaxed);
+    route(t, nullptr);
+    return;
+  }
+  // From a task: inherit the operation's epoch slot and, without a group of its own, the group.
+  t->m_epoch_slot = from->current_slot();
+  task* parent = from->current_task();
+  if (!t->m_group.valid() && parent != nullptr) t->m_group = parent->m_group;
+  if (t->m_group.valid()) m_groups.join(t->m_group);
+  from->counters().count_spawn(t->m_epoch_slot);
+  route(t, from);
+}
+
+pool* scheduler::choose_pool(task* t, worker* from) noexcept {
+  if (t->m_is_resource != 0) {
+    resource_header* h = resource_header::of(t->m_data);
+    const primitive p = h->prim;
+    if (p == primitive::scheduling ||
+        (p == primitive::optimistic_scheduled && t->m_access == static_cast<std::uint8_t>(access::write))) {
+      return m_pools[h->pool.load(std::memory_order_relaxed)].get();
+    }
+  }
+  const unsigned ppw = m_options.pools_per_worker;
+  switch (t->m_target_kind) {
+    case task::target_worker: {
+      const unsigned n = static_cast<unsigned>(m_workers.size());
+      const unsigned w = t->m_target < n ? t->m_target : t->m_target % n;
+      return m_pools[w * ppw].get();
+    }
+    case task::target_node: {
+      const unsigned node = t->m_target;
+      if (node < m_workers_of_node.size() && !m_workers_of_node[node].empty()) {
+        const auto& ws = m_workers_of_node[node];
+        return m_pools[ws[next_random() % ws.size()] * ppw].get();
+      }
+      break;  // no worker on that node: fall through to the default placement
+    }
+    default: break;
+  }
+  if (from != nullptr) return from->home();
+  static thread_local unsigned rr = 0;
+  const unsigned active = std::max(1u, active_workers());
+  return m_pools[(rr++ % active) * ppw].get();
+}
+
+void scheduler::route(task* t, worker* from) {
+  pool* p = choose_pool(t, from);
+  push(*p, t, from);
+}
+
+void scheduler::push(pool& p, task* t, worker* from) noexcept {
+  // Relaxed owner read: if `from` owns p, only `from` could have changed it, so it is exact.
+  if (from != nullptr && p.owner.load(std::memory_order_relaxed) == from->index()) {
+    from->push_local(p, t);
+    return;
+  }
+  p.inbox[t->m_priority].push(t);
+  if (from != nullptr) bump(from->m_stats.spawned_remote);
+  // seq_cst: ordered after the push's exchange, so a pool handed over concurrently is seen with
+  // its new owner (see worker::give_pool), and that owner's `sleeping` flag is read after it.
+  const unsigned owner = p.owner.load(std::memory_order_seq_cst);
+  m_workers[owner]->wake_if_sleeping();
+}
+
+void scheduler::destroy(task* t) noexcept {
+  const std::size_t bytes = t->m_bytes;
+  const bool system = t->m_allocator != 0;
+  t->~task();
+  free_task_memory(t, bytes, system);
+}
+
+// ---- groups ------------------------------------------------------------------------------------
+
+void scheduler::wait(group g) {
+  if (current_worker() != nullptr) {
+    throw std::logic_error(
+        "tessera: runtime::wait(group) called from a worker; use context::when_done instead");
+  }
+  if (!m_groups.current(g)) throw std::logic_error("tessera: wait on a stale or unknown group");
+  group_slot& s = m_groups.slot(g);
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
+    s.closed = true;
+  }
+  leave_group(g, nullptr);  // drop the open reference
+  // acquire: every write of the group's tasks happens-before we return (paired with the
+  // completer's release store of `done`).
+  while (s.done.load(std::memory_order_acquire) == 0) {
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.done), FUTEX_WAIT_PRIVATE, 0, nullptr,
+            nullptr, 0);
+  }
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(s.mutex);
+    error = s.error;
+  }
+  m_groups.release(g);
+  if (error) std::rethrow_exception(error);
+}
+
+void scheduler::when_done(group g, task* continuation, worker& from) {
+  if (!m_groups.current(g)) throw std::logic_error("tessera: when_done on a stale or unknown group");
+  group_slot& s = m_groups.slot(g);
+  // The continuation joins the running task's group now, so an outer wait covers it.
+  task* parent = from.current_task();
+  if (!continuation->m_group.valid() && parent != nullptr) continuation->m_group = parent->m_group;
+  if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
+  continuation->m_epoch_slot = from.current_slot();
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
+    s.closed = true;
+    s.continuation = continuation;
+  }
+  leave_group(g, &from);
+}
+
+void scheduler::leave_group(group g, worker* from) noexcept {
+  if (m_groups.leave(g)) complete_group(g, from);
+}
+
+void scheduler::complete_group(group g, worker* from) noexcept {
+  group_slot& s = m_groups.slot(g);
+  task* cont;
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(s.mutex);
+    cont = s.continuation;
+    error = s.error;
+  }
+  if (cont == nullptr) {
+    // release: publish the group's work to the waiter; then wake it.
+    s.done.store(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.done), FUTEX_WAKE_PRIVATE, INT32_MAX,
+            nullptr, nullptr, 0);
+    return;
+  }
+  m_groups.release(g);
+  // The exception moves on to the group the continuation belongs to (or to the unhandled list).
+  if (error) record_exception(cont->m_group, error);
+  if (from != nullptr) {
+    from->counters().count_spawn(cont->m_epoch_slot);
+  } else {
+    m_external_spawned[cont->m_epoch_slot].fetch_add(1, std::memory_order_relaxed);
+  }
+  route(cont, from);
+}
+
+void scheduler::record_exception(group g, std::exception_ptr e) {
+  if (g.valid()) {
+    m_groups.record_exception(g, std::move(e));
+    return;
+  }
+  if (m_options.report_unhandled_exceptions && !m_unhandled_reported.exchange(true)) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr,
+                 "tessera: a task without a group threw (%s); the worker goes on. Further ones are "
+                 "collected silently: runtime::take_unhandled_exceptions()\n",
+                 what.c_str());
+  }
+  std::lock_guard lock(m_unhandled_mutex);
+  m_unhandled.push_back(std::move(e));
+}
+
+std::vector<std::exception_ptr> scheduler::take_unhandled() {
+  std::lock_guard lock(m_unhandled_mutex);
+  return std::exchange(m_unhandled, {});
+}
+
+// ---- quiescence and epochs --------------------------------------------------------------------
+
+bool scheduler::slot_balanced(unsigned slot) const noexcept {
+  std::uint64_t completed = 0;
+  for (auto& w : m_workers) completed += w->m_epoch.completed[slot].load(std::memory_order_acquire);
+  std::uint64_t spawned = m_external_spawned[slot].load(std::memory_order_acquire);
+  for (auto& w : m_workers) spawned += w->m_epoch.spawned[slot].load(std::memory_order_acquire);
+  return spawned == completed;
+}
+
+bool scheduler::quiescent() const noexcept {
+  std::uint64_t completed = 0;
+  for (auto& w : m_workers) {
+    for (auto& c : w->m_epoch.completed) completed += c.load(std::memory_order_acquire);
+  }
+  std::uint64_t spawned = 0;
+  for (auto& c : m_external_spawned) spawned += c.load(std::memory_order_acquire);
+  for (auto& w : m_workers) {
+    for (auto& c : w->m_epoch.spawned) spawned += c.load(std::memory_order_acquire);
+  }
+  return spawned == completed;
+}
+
+void scheduler::wait_idle() {
+  if (current_worker() != nullptr) {
+    throw std::logic_error("tessera: wait_idle() called from a worker");
+  }
+  auto pause = std::chrono::microseconds(20);
+  while (!quiescent()) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void scheduler::try_advance_epoch() noexcept {
+  const std::uint64_t now = now_ns();
+  const std::uint64_t period =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(m_options.epoch_period).count());
+  std::uint64_t last = m_last_advance_ns.load(std::memory_order_relaxed);
+  if (now - last < period) return;
+  if (!m_last_advance_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  std::uint64_t e = m_global_epoch.load(std::memory_order_acquire);
+  if (!slot_balanced(static_cast<unsigned>((e + 1) % epoch_slots))) return;
+  // acq_rel: a retire that reads the new epoch happens after the balance we observed.
+  m_global_epoch.compare_exchange_strong(e, e + 1, std::memory_order_acq_rel);
+}
+
+// ---- resources ---------------------------------------------------------------------------------
+
+resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_hints& hints) {
+  const std::size_t total = sizeof(resource_header) + ((bytes + 63) & ~std::size_t{63});
+  void* mem = ::operator new(total, std::align_val_t{64});
+  auto* h = ::new (mem) resource_header();
+  h->prim = select_primitive(hints);
+  h->weight = weight_of(hints.frequency);
+  h->object_size = static_cast<std::uint32_t>(bytes);
+  // Place it: two random candidate pools (non-home ones when there are any), the lighter wins.
+  const unsigned ppw = m_options.pools_per_worker;
+  auto pick = [&]() -> unsigned {
+    const unsigned n = pool_count();
+    if (ppw == 1) return static_cast<unsigned>(next_random() % n);
+    const unsigned w = static_cast<unsigned>(next_random() % m_workers.size());
+    return w * ppw + 1 + static_cast<unsigned>(next_random() % (ppw - 1));
+  };
+  unsigned a = pick();
+  unsigned b = pick();
+  if (m_pools[b]->weight.load(std::memory_order_relaxed) <
+      m_pools[a]->weight.load(std::memory_order_relaxed)) {
+    a = b;
+  }
+  m_pools[a]->weight.fetch_add(h->weight, std::memory_order_relaxed);
+  h->pool.store(a, std::memory_order_relaxed);
+  return h;
+}
+
+void scheduler::free_resource(resource_header* h) noexcept {
+  if (h->destroy != nullptr) h->destroy(h->object());
+  h->~resource_header();
+  ::operator delete(static_cast<void*>(h), std::align_val_t{64});
+}
+
+void scheduler::retire(resource_header* h) {
+  {
+    const unsigned p = h->pool.load(std::memory_order_relaxed);
+    m_pools[p]->weight.fetch_sub(h->weight, std::memory_order_relaxed);
+  }
+  worker* w = current_worker();
+  if (w != nullptr && &w->m_sched == this) {
+    w->retire(h);
+    return;
+  }
+  h->retired_epoch = global_epoch();
+  std::lock_guard lock(m_retired_mutex);
+  m_retired_external.push_back(h);
+}
+
+void scheduler::move(resource_header* h, worker_id w) {
+  if (w.value >= m_workers.size()) throw std::out_of_range("tessera: move_resource to an unknown worker");
+  const unsigned ppw = m_options.pools_per_worker;
+  unsigned best = w.value * ppw + (ppw > 1 ? 1 : 0);
+  for (unsigned j = 1; j < ppw; ++j) {
+    const unsigned i = w.value * ppw + j;
+    if (m_pools[i]->weight.load(std::memory_order_relaxed) <
+        m_pools[best]->weight.load(std::memory_order_relaxed)) {
+      best = i;
+    }
+  }
+  const unsigned old = h->pool.load(std::memory_order_relaxed);
+  m_pools[old]->weight.fetch_sub(h->weight, std::memory_order_relaxed);
+  m_pools[best]->weight.fetch_add(h->weight, std::memory_order_relaxed);
+  h->pool.store(best, std::memory_order_relaxed);
+}
+
+// ---- workers -----------------------------------------------------------------------------------
+
+void scheduler::set_active_workers(unsigned n) {
+  if (n == 0 || n > m_workers.size()) {
+    throw std::invalid_argument("tessera: set_active_workers(" + std::to_string(n) +
+                                "): must be between 1 and " + std::to_string(m_workers.size()));
+  }
+  std::lock_guard lock(m_resize_mutex);
+  m_active.store(n, std::memory_order_release);
+  for (unsigned i = 0; i < m_workers.size(); ++i) m_workers[i]->set_active(i < n);
+}
+
+int scheduler::choose_victim(unsigned thief) const noexcept {
+  int best = -1;
+  std::uint32_t most = 1;  // a victim must have more than one queued task
+  const unsigned n = static_cast<unsigned>(m_workers.size());
+  const unsigned start = static_cast<unsigned>(next_random() % n);
+  for (unsigned k = 0; k < n; ++k) {
+    const unsigned i = (start + k) % n;
+    if (i == thief) continue;
+    const std::uint32_t q = m_workers[i]->m_queued.load(std::memory_order_relaxed);
+    if (q > most) {
+      most = q;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+runtime_statistics scheduler::statistics() const {
+  runtime_statistics s;
+  for (auto& w : m_workers) s.workers.push_back(w->statistics());
+  for (auto& c : m_external_spawned) s.spawned_external += c.load(std::memory_order_relaxed);
+  return s;
+}
+
+void scheduler::stop() {
+  std::lock_guard lock(m_stop_mutex);
+  if (m_stopped) return;
+  if (current_worker() != nullptr && &current_worker()->m_sched == this) {
+    std::fprintf(stderr, "tessera: runtime::stop() called from one of its own workers\n");
+    std::abort();
+  }
+  m_stopping.store(true, std::memory_order_release);
+  // Drain: every task spawned so far, and every task those spawn, runs. Resizing to all workers
+  // first makes sure no pool is parked with an inactive worker.
+  set_active_workers(static_cast<unsigned>(m_workers.size()));
+  wait_idle();
+  for (auto& w : m_workers) w->notify(worker::attention_exit);
+  for (auto& w : m_workers) w->join();
+  for (auto& w : m_workers) w->reclaim_all();
+  {
+    std::lock_guard rl(m_retired_mutex);
+    for (auto* h : m_retired_external) free_resource(h);
+    m_retired_external.clear();
+  }
+  m_stopped = true;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,131 @@
+// src/runtime/scheduler.h — the runtime's internals: workers, pools, routing, groups, epochs.
+//
+// Routing (seed 001 Fig. 5, lines 1-7), in this order:
+//   1. the task annotates a resource serialized by scheduling (primitive `scheduling`, or
+//      `optimistic_scheduled` and the task writes) -> the resource's pool; serialization wins
+//      over every placement annotation;
+//   2. a worker target -> that worker's home pool;
+//   3. a NUMA node target -> the home pool of a worker on that node (round-robin);
+//   4. spawned by a worker -> that worker's home pool (optimistic and latched readers stay local);
+//   5. spawned from outside -> the home pool of an active worker, round-robin.
+// A push into a pool the spawning worker owns is a plain list append; anything else is one
+// atomic exchange into the pool's inbox, followed by a wake-up of its owner if that one sleeps.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/epoch.h"
+#include "runtime/group_table.h"
+#include "runtime/pool.h"
+#include "runtime/worker.h"
+#include "tessera/runtime.h"
+
+namespace tessera::detail {
+
+/// The worker the calling thread is (any runtime), or nullptr.
+worker* current_worker() noexcept;
+
+class scheduler {
+ public:
+  scheduler(runtime& rt, const runtime_options& options);
+  ~scheduler();
+
+  void stop();
+  bool running() const noexcept { return !m_stopping.load(std::memory_order_acquire); }
+
+  /// Routes a task. `from` is the calling worker (nullptr from outside).
+  void route(task* t, worker* from);
+  /// Public spawn entry: checks, counts, groups.
+  void spawn(task* t, worker* from);
+  void destroy(task* t) noexcept;
+
+  // groups
+  group make_group() { return m_groups.open(); }
+  void wait(group g);
+  void when_done(group g, task* continuation, worker& from);
+  void leave_group(group g, worker* from) noexcept;
+  void record_exception(group g, std::exception_ptr e);
+  void wait_idle();
+  bool quiescent() const noexcept;
+  std::vector<std::exception_ptr> take_unhandled();
+
+  // resources and reclamation
+  resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
+  static void free_resource(resource_header* h) noexcept;
+  void retire(resource_header* h);
+  void move(resource_header* h, worker_id w);
+  std::uint64_t global_epoch() const noexcept {
+    return m_global_epoch.load(std::memory_order_acquire);
+  }
+  /// Advances the global epoch if the slot it would reuse is drained. Any worker may call it.
+  void try_advance_epoch() noexcept;
+  bool slot_balanced(unsigned slot) const noexcept;
+
+  // workers
+  runtime& rt() noexcept { return m_runtime; }
+  const runtime_options& options() const noexcept { return m_options; }
+  unsigned worker_count() const noexcept { return static_cast<unsigned>(m_workers.size()); }
+  worker& worker_at(unsigned i) noexcept { return *m_workers[i]; }
+  const worker& worker_at(unsigned i) const noexcept { return *m_workers[i]; }
+  pool& pool_at(unsigned i) noexcept { return *m_pools[i]; }
+  unsigned pool_count() const noexcept { return static_cast<unsigned>(m_pools.size()); }
+  unsigned active_workers() const noexcept { return m_active.load(std::memory_order_acquire); }
+  void set_active_workers(unsigned n);
+  unsigned prefetch_distance() const noexcept {
+    return m_prefetch_distance.load(std::memory_order_relaxed);
+  }
+  void set_prefetch_distance(unsigned d) noexcept {
+    m_prefetch_distance.store(d, std::memory_order_relaxed);
+  }
+  bool pinned() const noexcept { return m_pinned.load(std::memory_order_relaxed); }
+  void report_pin_failure(const std::string& why);
+  runtime_statistics statistics() const;
+  std::uint64_t now_ns() const noexcept;
+
+  /// Picks the worker an idle thief should ask (the one with most queued tasks), or -1.
+  int choose_victim(unsigned thief) const noexcept;
+
+ private:
+  pool* choose_pool(task* t, worker* from) noexcept;
+  void push(pool& p, task* t, worker* from) noexcept;
+  void complete_group(group g, worker* from) noexcept;
+
+  runtime& m_runtime;
+  runtime_options m_options;
+  std::vector<std::unique_ptr<pool>> m_pools;
+  std::vector<std::unique_ptr<worker>> m_workers;
+  std::vector<std::vector<unsigned>> m_workers_of_node;
+  group_table m_groups;
+
+  std::atomic<bool> m_stopping{false};
+  bool m_stopped = false;
+  std::mutex m_stop_mutex;
+  std::atomic<unsigned> m_active{0};
+  std::mutex m_resize_mutex;
+  std::atomic<unsigned> m_prefetch_distance{0};
+  std::atomic<bool> m_pinned{true};
+  std::atomic<bool> m_pin_reported{false};
+
+  alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
+  std::atomic<std::uint64_t> m_last_advance_ns{0};
+  alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> m_external_spawned{};
+
+  std::mutex m_retired_mutex;
+  std::vector<resource_header*> m_retired_external;  // retired by non-worker threads
+
+  std::mutex m_unhandled_mutex;
+  std::vector<std::exception_ptr> m_unhandled;
+  std::atomic<bool> m_unhandled_reported{false};
+
+  std::chrono::steady_clock::time_point m_start;
+
+  friend class worker;
+};
+
+}  // namespace tessera::detail

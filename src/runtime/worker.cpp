@@ -1,0 +1,620 @@
+#include "runtime/worker.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "memory/task_allocator.h"
+#include "runtime/prefetch.h"
+#include "runtime/scheduler.h"
+#include "runtime/topology.h"
+#include "sync/latch.h"
+
+namespace tessera::detail {
+namespace {
+
+thread_local worker* tl_worker = nullptr;
+
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, long timeout_ns) {
+  timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts,
+          nullptr, 0);
+}
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+          nullptr, 0);
+}
+
+/// Frees a detached list of retired resources (reclamation runs as a task, seed 001 §4.4).
+class reclaim_task final : public task {
+ public:
+  explicit reclaim_task(resource_header* list) : m_list(list) {}
+  task* execute(context&) override {
+    while (m_list != nullptr) {
+      resource_header* next = m_list->retired_next;
+      scheduler::free_resource(m_list);
+      m_list = next;
+    }
+    return nullptr;
+  }
+
+ private:
+  resource_header* m_list;
+};
+
+}  // namespace
+
+worker* current_worker() noexcept { return tl_worker; }
+
+worker::worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node)
+    : m_sched(s), m_index(index), m_cpu(cpu), m_node(node), m_ctx(&s.rt(), this) {}
+
+worker::~worker() { join(); }
+
+void worker::start(pool* home, std::vector<pool*> pools) {
+  m_home = home;
+  m_pools = std::move(pools);
+  m_thread = std::thread([this] { run(); });
+}
+
+void worker::join() {
+  if (m_thread.joinable()) m_thread.join();
+}
+
+// ---- cross-thread signalling --------------------------------------------------------------------
+
+void worker::notify(std::uint32_t bits) noexcept {
+  m_attention.fetch_or(bits, std::memory_order_seq_cst);  // seq_cst: Dekker with park()
+  wake_if_sleeping();
+}
+
+void worker::wake_if_sleeping() noexcept {
+  // seq_cst: ordered after the caller's push/notify; see mpsc_queue::maybe_nonempty.
+  if (m_sleeping.load(std::memory_order_seq_cst) != 0 &&
+      m_sleeping.exchange(0, std::memory_order_seq_cst) != 0) {
+    futex_wake(m_sleeping);
+  }
+}
+
+bool worker::request_steal(int thief) noexcept {
+  int expected = no_thief;
+  // acq_rel: nothing is published with the request itself; the answer comes through the
+  // hand-over mutex or an inbox.
+  if (!m_steal_request.compare_exchange_strong(expected, thief, std::memory_order_acq_rel)) {
+    return false;
+  }
+  notify(attention_steal);
+  return true;
+}
+
+void worker::set_active(bool a) noexcept {
+  if (m_active.exchange(a, std::memory_order_acq_rel) != a) notify(attention_active);
+}
+
+void worker::push_local(pool& p, task* t) noexcept {
+  p.local[t->m_priority].push_back(t);
+  ++m_local_count[t->m_priority];
+}
+
+// ---- the loop ------------------------------------------------------------------------------------
+
+void worker::run() {
+  tl_worker = this;
+  task_allocator::set_thread_node(m_node);
+  if (m_sched.options().pin) {
+    std::string why;
+    if (!topology::get().pin_this_thread(m_cpu, why)) m_sched.report_pin_failure(why);
+  } else {
+    m_sched.m_pinned.store(false, std::memory_order_relaxed);
+  }
+  m_distance = m_sched.prefetch_distance();
+  for (;;) {
+    const std::uint32_t bits = m_attention.load(std::memory_order_relaxed);
+    if (bits != 0) handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+    if (m_exit) break;
+    if (!m_active_local) {
+      park();
+      continue;
+    }
+    task* t;
+    pool* p;
+    if (next(t, p)) {
+      execute(t, p);
+      if (++m_since_publish >= m_sched.options().epoch_interval_tasks) periodic();
+      continue;
+    }
+    idle();
+  }
+  m_epoch.publish();
+  task_allocator::flush_thread_cache();
+  tl_worker = nullptr;
+}
+
+void worker::periodic() {
+  m_since_publish = 0;
+  m_epoch.publish();
+  m_queued.store(static_cast<std::uint32_t>(local_total()), std::memory_order_relaxed);
+  m_distance = m_sched.prefetch_distance();
+  m_sched.try_advance_epoch();
+  maybe_reclaim();
+}
+
+void worker::handle_attention(std::uint32_t bits) {
+  if (bits & attention_incoming) adopt_incoming();
+  if (bits & attention_active) m_active_local = m_active.load(std::memory_order_acquire);
+  // An inactive worker keeps no pools, also none that reach it after it was deactivated.
+  if (!m_active_local && !m_pools.empty()) give_everything();
+  if (bits & attention_steal) answer_steal_request();
+  if (bits & attention_exit) m_exit = true;
+}
+
+// ---- pools changing hands ----------------------------------------------------------------------
+
+bool worker::owns(const pool* p) const noexcept {
+  return std::find(m_pools.begin(), m_pools.end(), p) != m_pools.end();
+}
+
+void worker::adopt_incoming() {
+  std::vector<pool*> in;
+  {
+    // The mutex orders everything the giver did to these pools before our first access.
+    std::lock_guard lock(m_incoming_mutex);
+    in.swap(m_incoming);
+  }
+  bump(m_stats.pools_stolen, in.size());
+  for (pool* p : in) {
+    m_pools.push_back(p);
+    for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] += p->local[pr].size();
+  }
+}
+
+void worker::give_pool(pool* p, worker& to) {
+  // Tasks of p already taken into the window go back to the front of p, in order.
+  std::array<window_entry, 17> keep{};
+  unsigned kept = 0;
+  for (unsigned i = m_wsize; i-- > 0;) {
+    window_entry e = m_window[(m_wbegin + i) % m_window.size()];
+    if (e.p == p) {
+      p->local[e.t->m_priority].push_front(e.t);
+      ++m_local_count[e.t->m_priority];
+    } else {
+      keep[kept++] = e;
+    }
+  }
+  m_wbegin = 0;
+  m_wsize = kept;
+  for (unsigned i = 0; i < kept; ++i) m_window[i] = keep[kept - 1 - i];
+
+  m_pools.erase(std::find(m_pools.begin(), m_pools.end(), p));
+  for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] -= p->local[pr].size();
+  m_rr = 0;
+  m_batch = 0;
+  {
+    std::lock_guard lock(to.m_incoming_mutex);
+    // seq_cst: a spawner that pushes after this reads the new owner (see scheduler::push).
+    p->owner.store(to.m_index, std::memory_order_seq_cst);
+    to.m_incoming.push_back(p);
+  }
+  to.notify(attention_incoming);
+}
+
+void worker::give_everything() {
+  const unsigned active = std::max(1u, m_sched.active_workers());
+  unsigned k = m_index;
+  while (!m_pools.empty()) {
+    pool* p = m_pools.back();
+    give_pool(p, m_sched.worker_at(k++ % active));  // k % active is never us: we are inactive
+  }
+  m_queued.store(0, std::memory_order_relaxed);
+}
+
+void worker::answer_steal_request() {
+  const int thief = m_steal_request.exchange(no_thief, std::memory_order_acq_rel);
+  if (thief == no_thief || thief == m_index) return;
+  worker& to = m_sched.worker_at(static_cast<unsigned>(thief));
+  if (!to.m_active.load(std::memory_order_acquire)) return;  // it would only hand them back
+  // 1. The thief's own home pool goes back to it.
+  for (pool* p : m_pools) {
+    if (p->is_home && p->home_of == thief) {
+      give_pool(p, to);
+      return;
+    }
+  }
+  // 2. A whole resource pool with work, if another pool of ours has work too.
+  drain_inboxes(1024);
+  unsigned with_work = 0;
+  pool* candidate = nullptr;
+  for (pool* p : m_pools) {
+    if (p->queued() == 0) continue;
+    ++with_work;
+    if (!p->is_home) candidate = p;
+  }
+  if (with_work >= 2 && candidate != nullptr) {
+    give_pool(candidate, to);
+    return;
+  }
+  // 3. Half of the home pool's tasks that have no placement target, as one chain.
+  std::size_t moved = 0;
+  for (unsigned pr = 0; pr < priority_count; ++pr) {
+    local_queue& q = m_home->local[pr];
+    if (!owns(m_home) || q.size() < 2) continue;
+    std::size_t want = q.size() / 2;
+    local_queue keep;
+    task* first = nullptr;
+    task* last = nullptr;
+    while (!q.empty()) {
+      task* t = q.pop_front();
+      if (want > 0 && t->m_target_kind == task::target_none) {
+        --want;
+        ++moved;
+        if (first == nullptr) {
+          first = t;
+        } else {
+          last->m_next.store(t, std::memory_order_relaxed);
+        }
+        last = t;
+      } else {
+        keep.push_back(t);
+      }
+    }
+    q = keep;
+    if (first != nullptr) {
+      m_local_count[pr] = 0;
+      for (pool* p : m_pools) m_local_count[pr] += p->local[pr].size();
+      to.home()->inbox[pr].push_chain(first, last);
+    }
+  }
+  if (moved > 0) {
+    bump(m_stats.tasks_stolen, moved);
+    to.wake_if_sleeping();
+  }
+}
+
+void worker::try_steal() {
+  if (m_pending_victim >= 0) {
+    // Still waiting for the victim to answer?
+    if (m_sched.worker_at(static_cast<unsigned>(m_pending_victim))
+            .m_steal_request.load(std::memory_order_relaxed) == m_index) {
+      return;
+    }
+    m_pending_victim = -1;
+  }
+  int victim;
+  if (!owns(m_home)) {
+    victim = static_cast<int>(m_home->owner.load(std::memory_order_acquire));
+    if (victim == m_index) return;
+  } else {
+    victim = m_sched.choose_victim(m_index);
+  }
+  if (victim < 0) return;
+  if (m_sched.worker_at(static_cast<unsigned>(victim)).request_steal(m_index)) {
+    m_pending_victim = victim;
+  }
+}
+
+// ---- picking the next task -----------------------------------------------------------------------
+
+std::size_t worker::drain_inboxes(std::size_t limit) {
+  std::size_t n = 0;
+  for (pool* p : m_pools) {
+    for (unsigned pr = 0; pr < priority_count; ++pr) {
+      if (!p->inbox[pr].maybe_nonempty_relaxed()) continue;
+      task* t;
+      std::size_t k = 0;
+      while (k < limit && p->inbox[pr].pop(t) == pop_result::item) {
+        p->local[pr].push_back(t);
+        ++k;
+      }
+      m_local_count[pr] += k;
+      n += k;
+    }
+  }
+  return n;
+}
+
+bool worker::fetch(task*& t, pool*& p) {
+  // Inboxes are drained every 16 fetches, and when nothing else is at hand (an empty local
+  // queue with a non-empty window can wait: the window still has work).
+  if ((++m_fetches & 15) == 0 || (local_total() == 0 && m_wsize == 0)) drain_inboxes(256);
+  const std::size_t n = m_pools.size();
+  for (unsigned pr = 0; pr < priority_count; ++pr) {
+    if (m_local_count[pr] == 0) continue;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (m_rr >= n) m_rr = 0;
+      pool* q = m_pools[m_rr];
+      if (!q->local[pr].empty()) {
+        t = q->local[pr].pop_front();
+        --m_local_count[pr];
+        p = q;
+        if (++m_batch >= pool_batch) {
+          m_batch = 0;
+          ++m_rr;
+        }
+        return true;
+      }
+      ++m_rr;
+      m_batch = 0;
+    }
+  }
+  return false;
+}
+
+bool worker::next(task*& t, pool*& p) {
+  if (m_distance == 0 && m_wsize == 0) return fetch(t, p);
+  // Refill the window: a task entering at position k is k tasks away from running.
+  while (m_wsize <= m_distance) {
+    task* x;
+    pool* q;
+    if (!fetch(x, q)) break;
+    prefetch(x);
+    m_window[(m_wbegin + m_wsize) % m_window.size()] = {x, q};
+    ++m_wsize;
+  }
+  if (m_wsize == 0) return false;
+  window_entry e = m_window[m_wbegin];
+  m_wbegin = (m_wbegin + 1) % m_window.size();
+  --m_wsize;
+  t = e.t;
+  p = e.p;
+  return true;
+}
+
+void worker::prefetch(const task* t) noexcept {
+  // The descriptor queued after t will enter the window next: fetch it now, so its annotation
+  // is in cache when its data prefetch is due (seed 000 §3.3, the two-step prefetch).
+  if (task* after = local_queue::next_of(const_cast<task*>(t))) __builtin_prefetch(after, 0, 3);
+  if (t->m_data == nullptr) return;
+  prefetch_plan plan = plan_prefetch(*t);
+  issue_prefetch(plan);
+  bump(m_stats.prefetches, plan.count);
+}
+
+// ---- running a task ------------------------------------------------------------------------------
+
+task* worker::invoke(task* t, std::exception_ptr& error) noexcept {
+  try {
+    return t->execute(m_ctx);
+  } catch (...) {
+    error = std::current_exception();
+    return nullptr;
+  }
+}
+
+task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error) {
+  const std::size_t bytes = t->m_bytes;
+  if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
+  std::memcpy(m_snapshot.get(), static_cast<void*>(t), bytes);
+  for (unsigned attempt = 0;; ++attempt) {
+    const std::uint64_t v = begin_read(h);
+    m_ctx.m_read_version = v;
+    m_ctx.m_validating = true;
+    m_ctx.m_validated = false;
+    error = nullptr;
+    task* follow = invoke(t, error);
+    m_ctx.m_validating = false;
+    if (m_ctx.m_validated || validate_read(h, v)) return follow;
+    // A writer overlapped: put the task back as it was dequeued and run it again.
+    std::memcpy(static_cast<void*>(t), m_snapshot.get(), bytes);
+    bump(m_stats.optimistic_retries);
+    if (attempt >= 8) std::this_thread::yield();
+  }
+}
+
+void worker::execute(task* t, pool* p) {
+  (void)p;
+  m_ctx.m_current = t;
+  m_current_slot = t->m_epoch_slot;
+  std::exception_ptr error;
+  task* follow;
+  if (t->m_is_resource == 0) {
+    follow = invoke(t, error);
+  } else {
+    resource_header& h = *resource_header::of(t->m_data);
+    const bool write = t->m_access == static_cast<std::uint8_t>(access::write);
+    switch (h.prim) {
+      case primitive::spinlock:
+        spin_lock(h);
+        follow = invoke(t, error);
+        spin_unlock(h);
+        break;
+      case primitive::rwlatch:
+        if (write) {
+          write_lock(h);
+          follow = invoke(t, error);
+          write_unlock(h);
+        } else {
+          read_lock(h);
+          follow = invoke(t, error);
+          read_unlock(h);
+        }
+        break;
+      case primitive::optimistic_latch:
+        if (write) {
+          write_lock(h);
+          const std::uint64_t v = begin_write(h);
+          follow = invoke(t, error);
+          end_write(h, v);
+          write_unlock(h);
+        } else {
+          follow = run_optimistic_read(t, h, error);
+        }
+        break;
+      case primitive::optimistic_scheduled:
+        if (write) {
+          // Serialized by the pool: no latch, only the version for concurrent readers.
+          const std::uint64_t v = begin_write(h);
+          follow = invoke(t, error);
+          end_write(h, v);
+        } else if (m_sched.pool_at(h.pool.load(std::memory_order_relaxed))
+                       .owner.load(std::memory_order_relaxed) == m_index) {
+          // Writers of this resource only run on us, and we are here: nothing can overlap.
+          follow = invoke(t, error);
+        } else {
+          follow = run_optimistic_read(t, h, error);
+        }
+        break;
+      case primitive::scheduling:
+      case primitive::none:
+      case primitive::automatic:
+      default:
+        follow = invoke(t, error);
+        break;
+    }
+  }
+  finish(t, follow, std::move(error));
+  m_ctx.m_current = nullptr;
+}
+
+void worker::finish(task* t, task* follow, std::exception_ptr error) {
+  const group g = t->m_group;
+  const unsigned slot = t->m_epoch_slot;
+  if (error) {
+    bump(m_stats.exceptions);
+    m_sched.record_exception(g, std::move(error));
+    if (follow != nullptr && follow != t) m_sched.destroy(follow);
+    follow = nullptr;
+  }
+  if (follow == t) {
+    m_epoch.count_spawn(slot);
+    m_sched.route(t, this);
+  } else {
+    bool transferred = false;
+    if (follow != nullptr) {
+      follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
+      if (!follow->m_group.valid()) follow->m_group = g;
+      if (follow->m_group == g) {
+        transferred = g.valid();
+      } else {
+        m_sched.m_groups.join(follow->m_group);
+      }
+      m_epoch.count_spawn(slot);
+      m_sched.route(follow, this);
+    }
+    m_sched.destroy(t);
+    if (g.valid() && !transferred) m_sched.leave_group(g, this);
+  }
+  // Counted last: everything this task caused is already counted as spawned.
+  m_epoch.count_completion(slot);
+}
+
+// ---- idling ------------------------------------------------------------------------------------
+
+bool worker::has_work_for_park() const noexcept {
+  if (local_total() != 0 || m_wsize != 0) return true;
+  if (m_attention.load(std::memory_order_seq_cst) != 0) return true;
+  for (const pool* p : m_pools) {
+    if (p->inbox_maybe_nonempty()) return true;
+  }
+  return false;
+}
+
+void worker::idle() {
+  m_epoch.publish();
+  m_queued.store(0, std::memory_order_relaxed);
+  m_distance = m_sched.prefetch_distance();
+  m_sched.try_advance_epoch();
+  maybe_reclaim();
+  if (local_total() != 0) return;  // the reclaim task
+  const std::uint64_t start = m_sched.now_ns();
+  const std::uint64_t spin =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     m_sched.options().spin_before_park)
+                                     .count());
+  unsigned round = 0;
+  for (;;) {
+    if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) break;
+    if ((round++ & 7) == 0 && m_sched.worker_count() > 1) try_steal();
+    const std::uint64_t now = m_sched.now_ns();
+    if (now - start >= spin) {
+#if defined(TESSERA_STATISTICS)
+      bump(m_stats.idle_ns, now - start);
+#endif
+      park();
+      return;
+    }
+    for (int i = 0; i < 32; ++i) cpu_relax();
+  }
+#if defined(TESSERA_STATISTICS)
+  bump(m_stats.idle_ns, m_sched.now_ns() - start);
+#endif
+}
+
+void worker::park() {
+  m_epoch.publish();
+  // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
+  m_sleeping.store(1, std::memory_order_seq_cst);
+  if (has_work_for_park() && m_active_local) {
+    m_sleeping.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (!m_active_local && m_attention.load(std::memory_order_seq_cst) != 0) {
+    m_sleeping.store(0, std::memory_order_relaxed);
+    return;
+  }
+#if defined(TESSERA_STATISTICS)
+  const std::uint64_t start = m_sched.now_ns();
+#endif
+  // The timeout is a safety net only; every wake-up path is explicit.
+  futex_wait(m_sleeping, 1, 50'000'000);
+  m_sleeping.store(0, std::memory_order_relaxed);
+#if defined(TESSERA_STATISTICS)
+  bump(m_stats.parked_ns, m_sched.now_ns() - start);
+#endif
+}
+
+// ---- reclamation -------------------------------------------------------------------------------
+
+void worker::retire(resource_header* h) noexcept {
+  h->retired_epoch = m_sched.global_epoch();
+  h->retired_next = m_retired;
+  m_retired = h;
+  ++m_retired_count;
+}
+
+void worker::maybe_reclaim() {
+  if (m_retired == nullptr) return;
+  const std::uint64_t e = m_sched.global_epoch();
+  // The list is newest first: cut it at the first entry old enough; everything after is older.
+  resource_header** link = &m_retired;
+  while (*link != nullptr && (*link)->retired_epoch + epoch_slots > e) link = &(*link)->retired_next;
+  resource_header* old = *link;
+  if (old == nullptr) return;
+  *link = nullptr;
+  auto* t = m_sched.rt().make_task<reclaim_task>(old);
+  t->annotate(priority::low).annotate(worker_id{m_index});
+  t->m_epoch_slot = static_cast<std::uint8_t>(e % epoch_slots);
+  m_epoch.count_spawn(t->m_epoch_slot);
+  m_sched.route(t, this);
+}
+
+void worker::reclaim_all() noexcept {
+  while (m_retired != nullptr) {
+    resource_header* next = m_retired->retired_next;
+    scheduler::free_resource(m_retired);
+    m_retired = next;
+  }
+}
+
+worker_statistics worker::statistics() const noexcept {
+  worker_statistics s;
+  for (unsigned i = 0; i < epoch_slots; ++i) {
+    s.executed += m_epoch.completed[i].load(std::memory_order_relaxed);
+    s.spawned_local += m_epoch.spawned[i].load(std::memory_order_relaxed);
+  }
+  s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
+  s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
+  s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);
+  s.prefetches = m_stats.prefetches.load(std::memory_order_relaxed);
+  s.pools_stolen = m_stats.pools_stolen.load(std::memory_order_relaxed);
+  s.tasks_stolen = m_stats.tasks_stolen.load(std::memory_order_relaxed);
+  s.exceptions = m_stats.exceptions.load(std::memory_order_relaxed);
+  s.idle_ns = m_stats.idle_ns.load(std::memory_order_relaxed);
+  s.parked_ns = m_stats.parked_ns.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace tessera::detail

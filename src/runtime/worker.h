@@ -1,0 +1,173 @@
+// src/runtime/worker.h — one pinned thread that runs the tasks of the pools it owns.
+//
+// The loop (docs/architecture.md has the picture):
+//   1. attention word set by others? handle it: adopt handed-over pools, answer a steal request,
+//      deactivate, shut down;
+//   2. refill the prefetch window from the owned pools (highest priority first, round-robin
+//      over pools, at most `pool_batch` tasks from one pool in a row) — each task entering the
+//      window gets its data prefetched, and the descriptor after it too;
+//   3. run the window's oldest task under its resource's primitive; route its follow-up;
+//   4. no task: publish epoch counters, spin a while (draining inboxes, asking to steal), park.
+//
+// Everything here is touched only by the worker's own thread except the members in the
+// "shared" block, whose contracts are stated where they are declared.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/epoch.h"
+#include "runtime/pool.h"
+#include "tessera/context.h"
+#include "tessera/detail/resource_header.h"
+#include "tessera/statistics.h"
+#include "tessera/task.h"
+
+namespace tessera::detail {
+
+class scheduler;
+
+/// Counters written only by their worker (relaxed store) and read by anyone (relaxed load).
+struct worker_counters {
+  std::atomic<std::uint64_t> spawned_remote{0};
+  std::atomic<std::uint64_t> optimistic_retries{0};
+  std::atomic<std::uint64_t> prefetches{0};
+  std::atomic<std::uint64_t> pools_stolen{0};
+  std::atomic<std::uint64_t> tasks_stolen{0};
+  std::atomic<std::uint64_t> exceptions{0};
+  std::atomic<std::uint64_t> idle_ns{0};
+  std::atomic<std::uint64_t> parked_ns{0};
+};
+
+inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // owner-only
+}
+
+class worker {
+ public:
+  enum attention_bits : std::uint32_t {
+    attention_incoming = 1,  ///< pools were handed to us
+    attention_steal = 2,     ///< a thief asked for work
+    attention_active = 4,    ///< set_active_workers changed our state
+    attention_exit = 8,      ///< the runtime stops (only when idle)
+  };
+  static constexpr unsigned pool_batch = 16;
+  static constexpr int no_thief = -1;
+
+  worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+  ~worker();
+
+  void start(pool* home, std::vector<pool*> pools);
+  void join();
+
+  std::uint16_t index() const noexcept { return m_index; }
+  unsigned cpu() const noexcept { return m_cpu; }
+  unsigned node() const noexcept { return m_node; }
+  pool* home() const noexcept { return m_home; }
+  task* current_task() const noexcept { return m_ctx.m_current; }
+  std::uint8_t current_slot() const noexcept { return m_current_slot; }
+  context& ctx() noexcept { return m_ctx; }
+
+  /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
+  void push_local(pool& p, task* t) noexcept;
+  /// Any thread: raise attention bits and wake the worker if it sleeps.
+  void notify(std::uint32_t bits) noexcept;
+  /// Any thread: wake the worker if it parked (after a push into one of its pools).
+  void wake_if_sleeping() noexcept;
+  /// Any thread: ask this worker for work on behalf of `thief`. False if another request waits.
+  bool request_steal(int thief) noexcept;
+
+  void set_active(bool a) noexcept;
+  worker_statistics statistics() const noexcept;
+  epoch_counters& counters() noexcept { return m_epoch; }
+  /// Retire a resource from a task running on this worker.
+  void retire(resource_header* h) noexcept;
+  /// Frees everything still retired (runtime stopped).
+  void reclaim_all() noexcept;
+
+ private:
+  struct window_entry {
+    task* t;
+    pool* p;
+  };
+
+  void run();
+  void handle_attention(std::uint32_t bits);
+  void adopt_incoming();
+  void answer_steal_request();
+  void give_pool(pool* p, worker& to);
+  void give_everything();
+  bool next(task*& t, pool*& p);
+  bool fetch(task*& t, pool*& p);
+  std::size_t drain_inboxes(std::size_t limit);
+  void prefetch(const task* t) noexcept;
+  void execute(task* t, pool* p);
+  task* invoke(task* t, std::exception_ptr& error) noexcept;
+  task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
+  void finish(task* t, task* follow, std::exception_ptr error);
+  void idle();
+  void park();
+  bool has_work_for_park() const noexcept;
+  bool owns(const pool* p) const noexcept;
+  void try_steal();
+  void periodic();
+  void maybe_reclaim();
+  std::size_t local_total() const noexcept {
+    return m_local_count[0] + m_local_count[1] + m_local_count[2];
+  }
+
+  // ---- owner-only -----------------------------------------------------------------------------
+  scheduler& m_sched;
+  std::uint16_t m_index;
+  unsigned m_cpu;
+  unsigned m_node;
+  std::thread m_thread;
+  pool* m_home = nullptr;
+  std::vector<pool*> m_pools;
+  std::array<std::size_t, priority_count> m_local_count{};
+  std::size_t m_rr = 0;
+  unsigned m_batch = 0;
+  unsigned m_fetches = 0;
+  std::array<window_entry, 17> m_window{};
+  unsigned m_wbegin = 0;
+  unsigned m_wsize = 0;
+  unsigned m_distance = 0;
+  context m_ctx;
+  std::uint8_t m_current_slot = 0;
+  unsigned m_since_publish = 0;
+  bool m_active_local = true;
+  bool m_exit = false;
+  int m_pending_victim = -1;
+  std::unique_ptr<std::byte[]> m_snapshot;
+  std::uint64_t m_last_epoch_try_ns = 0;
+  resource_header* m_retired = nullptr;  // newest first
+  std::uint64_t m_retired_count = 0;
+  bool m_reclaim_pending = false;
+
+  // ---- shared ---------------------------------------------------------------------------------
+  /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
+  alignas(64) std::atomic<std::uint32_t> m_attention{0};
+  /// 1 while parked (futex word). seq_cst on both sides: see mpsc_queue::maybe_nonempty.
+  std::atomic<std::uint32_t> m_sleeping{0};
+  /// The thief waiting for an answer, or no_thief.
+  std::atomic<int> m_steal_request{no_thief};
+  /// Tasks queued in owned pools, published for thieves choosing a victim (relaxed, a hint).
+  std::atomic<std::uint32_t> m_queued{0};
+  std::atomic<bool> m_active{true};
+  std::mutex m_incoming_mutex;
+  std::vector<pool*> m_incoming;  // guarded by m_incoming_mutex
+  worker_counters m_stats;
+  epoch_counters m_epoch;
+
+  friend class scheduler;
+  friend class tessera::context;
+};
+
+}  // namespace tessera::detail

@@ -1,0 +1,106 @@
+// src/sync/latch.h — the latches and the version protocol the worker wraps around tasks.
+//
+// All operate on a resource's header (tessera/detail/resource_header.h):
+// - spinlock on `latch` (0 free, 1 held): test-and-test-and-set.
+// - reader/writer latch on `latch`: bit 31 writer holds it, bit 30 a writer waits (new readers
+//   stay out, so writers are not starved), low bits count readers.
+// - optimistic version (seqlock, Boehm 2012): writers make `version` odd before writing and even
+//   after; readers take an even version with acquire, read with relaxed atomics, issue an acquire
+//   fence and compare. A match means no writer overlapped the read.
+//
+// Memory ordering: unlock (release) of a latch synchronizes-with the next lock (acquire), so a
+// holder sees everything the previous holder wrote. end_write (release store of the even version)
+// pairs with begin_read's acquire load: a reader that validates saw only completed writes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "tessera/detail/resource_header.h"
+
+namespace tessera::detail {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline void spin_lock(resource_header& h) noexcept {
+  for (;;) {
+    // acquire: the previous holder's writes are visible once we own the latch.
+    if (h.latch.exchange(1, std::memory_order_acquire) == 0) return;
+    while (h.latch.load(std::memory_order_relaxed) != 0) cpu_relax();
+  }
+}
+inline void spin_unlock(resource_header& h) noexcept {
+  h.latch.store(0, std::memory_order_release);  // release: publish our writes to the next holder
+}
+
+inline constexpr std::uint32_t rw_writer = 1u << 31;
+inline constexpr std::uint32_t rw_waiting = 1u << 30;
+
+inline void read_lock(resource_header& h) noexcept {
+  for (;;) {
+    std::uint32_t x = h.latch.load(std::memory_order_relaxed);
+    if ((x & (rw_writer | rw_waiting)) == 0 &&
+        // acquire: see the last writer's changes.
+        h.latch.compare_exchange_weak(x, x + 1, std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+      return;
+    }
+    cpu_relax();
+  }
+}
+inline void read_unlock(resource_header& h) noexcept {
+  h.latch.fetch_sub(1, std::memory_order_release);  // release: our reads happen before a writer
+}
+inline void write_lock(resource_header& h) noexcept {
+  for (;;) {
+    std::uint32_t x = h.latch.load(std::memory_order_relaxed);
+    if ((x & ~rw_waiting) == 0) {
+      // acquire: see the previous holders' changes.
+      if (h.latch.compare_exchange_weak(x, rw_writer, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+        return;
+      }
+    } else if ((x & rw_waiting) == 0) {
+      h.latch.fetch_or(rw_waiting, std::memory_order_relaxed);
+    }
+    cpu_relax();
+  }
+}
+inline void write_unlock(resource_header& h) noexcept {
+  h.latch.store(0, std::memory_order_release);  // release: publish our writes
+}
+
+/// Writer side of the version protocol; the caller already excludes other writers.
+inline std::uint64_t begin_write(resource_header& h) noexcept {
+  const std::uint64_t v = h.version.load(std::memory_order_relaxed);
+  h.version.store(v + 1, std::memory_order_relaxed);
+  // release fence: the odd version is ordered before every data write that follows.
+  std::atomic_thread_fence(std::memory_order_release);
+  return v;
+}
+inline void end_write(resource_header& h, std::uint64_t v) noexcept {
+  h.version.store(v + 2, std::memory_order_release);  // release: data writes before even version
+}
+
+/// Reader side: an even version to validate against later (spins while a writer is inside).
+inline std::uint64_t begin_read(const resource_header& h) noexcept {
+  for (;;) {
+    // acquire: reads that follow see at least the writes of the version we got.
+    const std::uint64_t v = h.version.load(std::memory_order_acquire);
+    if ((v & 1) == 0) return v;
+    cpu_relax();
+  }
+}
+inline bool validate_read(const resource_header& h, std::uint64_t v) noexcept {
+  // acquire fence: the data reads before it are ordered before the version re-read.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return h.version.load(std::memory_order_relaxed) == v;
+}
+
+}  // namespace tessera::detail
