@@ -4,6 +4,7 @@
 #include "tessera/context.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/optimistic.h"
 #include "tessera/resource.h"
 #include "tessera/runtime.h"
 #include "tessera/statistics.h"
