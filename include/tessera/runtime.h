@@ -151,6 +151,12 @@ class runtime {
   void retire_resource(T* object) {
     retire(detail::resource_header::of(object));
   }
+  /// Frees a resource at once. Only for objects no task can reach anymore and no queued task
+  /// names (never published, or the runtime is idle); otherwise use retire_resource.
+  template <class T>
+  void destroy_resource(T* object) noexcept {
+    free_resource(detail::resource_header::of(object));
+  }
   /// The primitive chosen for a resource.
   template <class T>
   static primitive primitive_of(T* object) noexcept {

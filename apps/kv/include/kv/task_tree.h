@@ -1,0 +1,122 @@
+#pragma once
+// kv::task_tree — the B-link tree built out of tessera tasks (seed 001 §5.1, Fig. 6).
+//
+// Every node is a tessera resource (the runtime keeps its version, latch word and pool in the
+// 64-byte header before the kv::node body). Every operation is a chain of tasks, one node per
+// task: a task reads its node, picks the next one (child, or right sibling when the key is at or
+// beyond the high key), re-annotates itself for it and returns itself, so a traversal costs no
+// allocation. Tasks annotate nodes as readers while descending and as writers one level early
+// (at a branch node, whose children are leaves) when the operation will modify the leaf; the
+// runtime picks the primitive from the node's hints (inner nodes: read-mostly and hot; leaves:
+// balanced) unless `tree_options::sync` forces one, and prefetches each node before its task.
+//
+// Splits: a full leaf is split by the inserting task (the new right node is linked as sibling at
+// once); a separate task then descends from the root to the parent level and inserts the
+// separator, splitting further up if needed; when the root itself split, that task creates the
+// new root (compare-and-swap of the root pointer).
+//
+// Deletes remove the key from its leaf. A leaf that becomes empty and has a left neighbour under
+// the same parent is unlinked by three tasks: `kill` (on the leaf: still empty? mark it dead),
+// `merge` (on the left neighbour: take over the dead leaf's range and sibling link) and `unhook`
+// (on the parent: drop the separator and child pointer), then retired through the runtime's
+// epoch-based reclamation. A task that reaches a dead leaf restarts from the root. Other empty
+// leaves (the leftmost child of a parent) and empty inner nodes stay: they are valid nodes.
+//
+// Scans (YCSB E) visit leaves left to right from the first key >= `key`, each leaf read as one
+// validated snapshot; results land in ascending key order.
+//
+// Completion: each operation is described by a kv::request the caller owns until its
+// `on_done` callback ran (on some worker). Results are in the request.
+//
+// Thread-safety: submit() may be called from tasks and from other threads concurrently. The
+// destructor, size(), root() and check_tree() need a quiescent tree (runtime::wait_idle()).
+//
+//   kv::task_tree tree(rt);
+//   kv::request r{.type = kv::request_type::insert, .key = 7, .value = 70,
+//                 .on_done = [](kv::request& q) { /* q.status */ }};
+//   tree.submit(r);
+//   rt.wait_idle();
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include <tessera/tessera.h>
+
+#include "kv/node.h"
+
+namespace kv {
+
+enum class request_type : std::uint8_t { lookup, insert, update, upsert, remove, scan };
+enum class request_status : std::uint8_t {
+  ok,         ///< done (lookup: found; insert: inserted; update/remove: key was present)
+  not_found,  ///< lookup/update/remove: key absent
+  exists,     ///< insert: key already present (nothing changed)
+};
+
+/// The synchronization the tree asks the runtime for.
+enum class tree_sync : std::uint8_t {
+  automatic,   ///< from the hints: inner nodes read-mostly+hot, leaves balanced
+  spinlock,    ///< every node: exclusive spinlock
+  rwlatch,     ///< every node: reader/writer latch
+  optimistic,  ///< every node: optimistic versioning with writer latches (OLFIT)
+  scheduling,  ///< every node: serialized through its pool
+};
+
+struct tree_options {
+  tree_sync sync = tree_sync::automatic;
+};
+
+struct request {
+  request_type type = request_type::lookup;
+  key_t key = 0;
+  value_t value = 0;           ///< insert/update/upsert: the value; lookup: the result
+  std::uint32_t scan_count = 0;  ///< scan: entries wanted
+  entry* scan_out = nullptr;   ///< scan: room for scan_count entries
+  std::uint32_t scanned = 0;   ///< scan: entries delivered
+  request_status status = request_status::ok;
+  void (*on_done)(request&) = nullptr;  ///< called once, on a worker, when the request is done
+  void* user = nullptr;                 ///< for the caller (e.g. its batch)
+  // internal: scan progress
+  key_t scan_from = 0;
+};
+
+class task_tree {
+ public:
+  explicit task_tree(tessera::runtime& rt, tree_options options = {});
+  task_tree(const task_tree&) = delete;
+  task_tree& operator=(const task_tree&) = delete;
+  /// Frees every node. The runtime must be idle (no task of this tree queued or running).
+  ~task_tree();
+
+  /// Starts a request. From inside a task pass its context (the first task then stays on that
+  /// worker); from any other thread pass nullptr.
+  void submit(request& r, tessera::context* ctx = nullptr);
+
+  /// Quiescent-only helpers.
+  [[nodiscard]] std::size_t size() const;
+  [[nodiscard]] std::size_t height() const;
+  [[nodiscard]] const node* root() const noexcept { return m_root.load(std::memory_order_acquire); }
+  /// Nodes unlinked and handed to the runtime's reclamation so far.
+  [[nodiscard]] std::uint64_t retired_nodes() const noexcept {
+    return m_retired.load(std::memory_order_relaxed);
+  }
+
+  // ---- internal, used by the tree's tasks ------------------------------------------------------
+  tessera::runtime& runtime() noexcept { return m_rt; }
+  node* make_node(node_kind kind, std::uint8_t level);
+  void retire_node(node* n);
+  node* load_root() const noexcept { return m_root.load(std::memory_order_acquire); }
+  bool replace_root(node* expected, node* desired) noexcept {
+    // acq_rel: the new root's contents are published with it; a failed CAS sees the winner's.
+    return m_root.compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
+  }
+
+ private:
+  tessera::runtime& m_rt;
+  tree_options m_options;
+  alignas(64) std::atomic<node*> m_root;
+  std::atomic<std::uint64_t> m_retired{0};
+};
+
+}  // namespace kv

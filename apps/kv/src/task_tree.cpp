@@ -1,0 +1,348 @@
+// kv::task_tree — see kv/task_tree.h for the design; the tasks live here.
+#include "kv/task_tree.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kv/node_ops.h"
+
+namespace kv {
+namespace {
+
+using tessera::access;
+
+tessera::resource_hints hints_for(tree_sync sync, std::uint8_t level) {
+  tessera::resource_hints h;
+  switch (sync) {
+    case tree_sync::automatic:
+      // Inner nodes: almost only read, touched by every operation. Leaves: read and written.
+      if (level > 0) {
+        h.read_ratio = 0.99;
+        h.frequency = tessera::frequency::high;
+      } else {
+        h.read_ratio = 0.7;
+        h.frequency = tessera::frequency::normal;
+      }
+      break;
+    case tree_sync::spinlock: h.primitive = tessera::primitive::spinlock; break;
+    case tree_sync::rwlatch: h.primitive = tessera::primitive::rwlatch; break;
+    case tree_sync::optimistic: h.primitive = tessera::primitive::optimistic_latch; break;
+    case tree_sync::scheduling: h.primitive = tessera::primitive::scheduling; break;
+  }
+  return h;
+}
+
+node* node_of(const tessera::task& t) noexcept {
+  return static_cast<node*>(const_cast<void*>(t.data()));
+}
+
+void visit(tessera::task& t, node* n, access mode) noexcept {
+  t.annotate_resource(n, mode, sizeof(node));
+}
+
+/// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
+/// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
+/// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
+/// (writers are annotated one level early, seed 001 Fig. 6).
+bool step_towards(tessera::task& t, node* n, key_t k, std::uint8_t level, access mode) noexcept {
+  const std::uint8_t here = n->level();
+  node* next;
+  std::uint8_t next_level = here;
+  if (n->dead()) {
+    next = n->forward();
+  } else if (must_move_right(*n, k)) {
+    next = n->right();
+  } else if (here > level) {
+    next = child_for(*n, k);
+    next_level = static_cast<std::uint8_t>(here - 1);
+  } else {
+    return true;
+  }
+  if (next == nullptr) {
+    // Only an optimistic reader that read a torn node gets here; the version check fails and
+    // the runtime runs the task again. Stay on this node.
+    next = n;
+    next_level = here;
+  }
+  visit(t, next, next_level == level ? mode : access::read);
+  return false;
+}
+
+/// Annotates `t` for the root on its way to `level`.
+void start_at_root(task_tree& tree, tessera::task& t, std::uint8_t level, access mode) noexcept {
+  node* root = tree.load_root();
+  visit(t, root, root->level() == level ? mode : access::read);
+}
+
+/// Inserts separator `sep` with right child `right` into the node at `child_level + 1`
+/// covering `sep`, splitting upward as needed; creates a new root when the split node was it.
+class link_task final : public tessera::task {
+ public:
+  link_task(task_tree* tree, node* left, key_t sep, node* right, std::uint8_t child_level)
+      : m_tree(tree), m_left(left), m_right(right), m_sep(sep), m_level(child_level) {}
+
+  tessera::task* execute(tessera::context&) override {
+    if (data() == nullptr) return start();
+    node* n = node_of(*this);
+    const auto parent_level = static_cast<std::uint8_t>(m_level + 1);
+    if (!step_towards(*this, n, m_sep, parent_level, access::write)) return this;
+    if (!is_full(*n)) {
+      inner_insert(*n, m_sep, m_right);
+      return nullptr;
+    }
+    node* sibling = m_tree->make_node(n->kind(), n->level());
+    const key_t up = split(*n, *sibling);
+    inner_insert(m_sep < up ? *n : *sibling, m_sep, m_right);
+    // Continue one level up with the new split, from the root.
+    m_left = n;
+    m_right = sibling;
+    m_sep = up;
+    m_level = parent_level;
+    clear_annotations();
+    return this;
+  }
+
+ private:
+  tessera::task* start() {
+    node* root = m_tree->load_root();
+    if (root->level() > m_level) {
+      start_at_root(*m_tree, *this, static_cast<std::uint8_t>(m_level + 1), access::write);
+      return this;
+    }
+    if (root != m_left) {
+      // The root was split too and its own new root is not installed yet: try again later.
+      annotate(tessera::priority::low);
+      return this;
+    }
+    node* fresh = m_tree->make_node(kind_for_level(static_cast<std::uint8_t>(m_level + 1)),
+                                    static_cast<std::uint8_t>(m_level + 1));
+    make_root(*fresh, m_left, m_sep, m_right);
+    if (m_tree->replace_root(m_left, fresh)) return nullptr;
+    m_tree->runtime().destroy_resource(fresh);  // never published
+    return this;
+  }
+
+  task_tree* m_tree;
+  node* m_left;
+  node* m_right;
+  key_t m_sep;
+  std::uint8_t m_level;
+};
+
+/// Removes an empty leaf (see kv/task_tree.h): unhook from the parent, kill, merge, retire.
+class unlink_task final : public tessera::task {
+ public:
+  unlink_task(task_tree* tree, node* leaf, key_t key) : m_tree(tree), m_leaf(leaf), m_key(key) {}
+
+  tessera::task* execute(tessera::context&) override {
+    switch (m_phase) {
+      case phase::unhook: return unhook();
+      case phase::kill: return kill();
+      case phase::merge: return merge();
+    }
+    return nullptr;
+  }
+
+ private:
+  enum class phase : std::uint8_t { unhook, kill, merge };
+
+  tessera::task* unhook() {
+    if (data() == nullptr) {
+      node* root = m_tree->load_root();
+      if (root->level() < 1) return nullptr;  // the leaf is the root: keep it
+      start_at_root(*m_tree, *this, 1, access::write);
+      return this;
+    }
+    node* p = node_of(*this);
+    if (!step_towards(*this, p, m_key, 1, access::write)) return this;
+    const std::size_t i = child_index(*p, m_key);
+    if (i == 0 || p->child(i) != m_leaf) return nullptr;  // leftmost child, or moved: keep it
+    m_left = p->child(i - 1);
+    m_sep = p->key(i - 1);
+    // Drop separator i-1 and child i: child i-1 now covers the leaf's range in p's view, and
+    // searches reach the leaf through the left neighbour's right link until it is merged.
+    const std::size_t count = p->count();
+    for (std::size_t j = i; j < count; ++j) {
+      p->set_key(j - 1, p->key(j));
+      p->set_child(j, p->child(j + 1));
+    }
+    p->set_count(count - 1);
+    m_phase = phase::kill;
+    visit(*this, m_leaf, access::write);
+    return this;
+  }
+
+  tessera::task* kill() {
+    node* leaf = node_of(*this);
+    if (leaf->count() != 0) {
+      // Filled again meanwhile: hang it back under its parent.
+      return m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
+    }
+    leaf->set_dead(m_left);
+    m_phase = phase::merge;
+    clear_annotations();
+    start_at_root(*m_tree, *this, 0, access::write);
+    return this;
+  }
+
+  tessera::task* merge() {
+    node* n = node_of(*this);
+    if (!step_towards(*this, n, m_sep - 1, 0, access::write)) return this;
+    if (n->right() != m_leaf || n->high_key() != m_sep) return nullptr;  // cannot happen
+    n->set_high_key(m_leaf->high_key());
+    n->set_right(m_leaf->right());
+    m_tree->retire_node(m_leaf);
+    return nullptr;
+  }
+
+  task_tree* m_tree;
+  node* m_leaf;
+  node* m_left = nullptr;
+  key_t m_key;
+  key_t m_sep = 0;
+  phase m_phase = phase::unhook;
+};
+
+/// One request: descends one node per execution and performs the operation at the leaf.
+class op_task final : public tessera::task {
+ public:
+  op_task(task_tree* tree, request* r) : m_tree(tree), m_req(r) {}
+
+  tessera::task* execute(tessera::context& ctx) override {
+    request& r = *m_req;
+    node* n = node_of(*this);
+    const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
+    const key_t k = r.type == request_type::scan ? r.scan_from : r.key;
+    if (!step_towards(*this, n, k, 0, writes ? access::write : access::read)) return this;
+    if (writes && mode() != access::write) {
+      visit(*this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
+      return this;
+    }
+    switch (r.type) {
+      case request_type::lookup: {
+        const auto v = leaf_lookup(*n, k);
+        if (!ctx.validate()) return nullptr;  // torn read: the runtime runs us again
+        r.status = v ? request_status::ok : request_status::not_found;
+        if (v) r.value = *v;
+        break;
+      }
+      case request_type::scan: {
+        // Copies into the caller's buffer are repeated identically if the read is retried.
+        const std::size_t want = r.scan_count - r.scanned;
+        const std::size_t got = leaf_scan(*n, k, r.scan_out + r.scanned, want);
+        node* next = n->right();
+        const key_t high = n->high_key();
+        if (!ctx.validate()) return nullptr;
+        r.scanned += static_cast<std::uint32_t>(got);
+        if (r.scanned < r.scan_count && next != nullptr && high != key_infinity) {
+          r.scan_from = high;
+          visit(*this, next, access::read);
+          return this;
+        }
+        r.status = request_status::ok;
+        break;
+      }
+      case request_type::insert:
+      case request_type::upsert: insert(r, *n, ctx); break;
+      case request_type::update:
+        r.status = leaf_update(*n, k, r.value) ? request_status::ok : request_status::not_found;
+        break;
+      case request_type::remove:
+        if (leaf_remove(*n, k)) {
+          r.status = request_status::ok;
+          if (n->count() == 0) ctx.spawn(ctx.make_task<unlink_task>(m_tree, n, k));
+        } else {
+          r.status = request_status::not_found;
+        }
+        break;
+    }
+    if (r.on_done != nullptr) r.on_done(r);
+    return nullptr;
+  }
+
+ private:
+  void insert(request& r, node& leaf, tessera::context& ctx) {
+    const bool up = r.type == request_type::upsert;
+    if (up) {
+      const upsert_result u = leaf_upsert(leaf, r.key, r.value);
+      if (u != upsert_result::full) {
+        r.status = request_status::ok;
+        return;
+      }
+    } else {
+      const insert_result i = leaf_insert(leaf, r.key, r.value);
+      if (i != insert_result::full) {
+        r.status = i == insert_result::inserted ? request_status::ok : request_status::exists;
+        return;
+      }
+    }
+    node* right = m_tree->make_node(node_kind::leaf, 0);
+    const key_t sep = split(leaf, *right);
+    const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
+    (void)i;  // absent before the split, so inserted now
+    r.status = request_status::ok;
+    ctx.spawn(ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0));
+  }
+
+  task_tree* m_tree;
+  request* m_req;
+};
+
+}  // namespace
+
+task_tree::task_tree(tessera::runtime& rt, tree_options options)
+    : m_rt(rt), m_options(options), m_root(nullptr) {
+  m_root.store(make_node(node_kind::leaf, 0), std::memory_order_release);
+}
+
+task_tree::~task_tree() {
+  // Every node is reachable from the root through child pointers or right links (the runtime is
+  // idle, so no split is half linked); dead leaves were retired and are freed by the runtime.
+  std::vector<node*> all;
+  std::vector<node*> level_heads{m_root.load(std::memory_order_acquire)};
+  while (!level_heads.empty()) {
+    node* head = level_heads.back();
+    level_heads.pop_back();
+    for (node* n = head; n != nullptr; n = n->right()) {
+      all.push_back(n);
+      if (n == head && !n->is_leaf()) level_heads.push_back(n->child(0));
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  for (node* n : all) m_rt.destroy_resource(n);
+}
+
+node* task_tree::make_node(node_kind kind, std::uint8_t level) {
+  return m_rt.make_resource<node>(hints_for(m_options.sync, level), kind, level);
+}
+
+void task_tree::retire_node(node* n) {
+  m_retired.fetch_add(1, std::memory_order_relaxed);
+  m_rt.retire_resource(n);
+}
+
+void task_tree::submit(request& r, tessera::context* ctx) {
+  r.scanned = 0;
+  r.scan_from = r.key;
+  const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
+  op_task* t = ctx != nullptr ? ctx->make_task<op_task>(this, &r) : m_rt.make_task<op_task>(this, &r);
+  start_at_root(*this, *t, 0, writes ? access::write : access::read);
+  if (ctx != nullptr) {
+    ctx->spawn(t);
+  } else {
+    m_rt.spawn(t);
+  }
+}
+
+std::size_t task_tree::size() const {
+  const node* n = root();
+  while (!n->is_leaf()) n = n->child(0);
+  std::size_t total = 0;
+  for (; n != nullptr; n = n->right()) total += n->dead() ? 0 : n->count();
+  return total;
+}
+
+std::size_t task_tree::height() const { return static_cast<std::size_t>(root()->level()) + 1; }
+
+}  // namespace kv
