@@ -99,6 +99,11 @@ class runtime {
     set_task_size(t, sizeof(T), sys);
     return t;
   }
+  /// Wraps a callable (`void(context&)` or `task*(context&)`) as a task to annotate and spawn.
+  template <task_function F>
+  function_task<std::decay_t<F>>* make_task_from(F&& f) {
+    return make_task<function_task<std::decay_t<F>>>(std::forward<F>(f));
+  }
   /// Frees a task that was made but never spawned.
   void discard(task* t) noexcept;
 
