@@ -1,0 +1,68 @@
+// bench/common/registry.h — the subcommands of tessera-bench and what a running one is given.
+//
+// A benchmark is {name, one-line help, implementations, reference implementation, its own flags,
+// run function}. Adding one takes one file that defines it and registers it with a static
+// `registration`, plus that file (and its implementation files) in bench/CMakeLists.txt:
+//
+//   static void run(const run_context& ctx) {
+//     for (unsigned w : ctx.workers) ctx.report.add(row("sync", "tessera", w, measure(...)));
+//   }
+//   static const registration sync_benchmark({.name = "sync", .help = "latch primitives",
+//       .implementations = {"tessera", "std"}, .reference = "std",
+//       .flags = {int_flag("keys", 1000, "number of keys", 1)}, .run = run});
+//
+// The driver (main.cpp) adds the flags every subcommand shares — --workers, --repeat, --json,
+// --implementation — parses the command line, and calls `run` with the parsed values; `run`
+// adds rows to ctx.report and throws bench_failure if an answer is wrong.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/reporter.h"
+
+namespace tessera::bench {
+
+struct run_context;
+
+struct benchmark_definition {
+  std::string name;                          ///< the subcommand
+  std::string help;                          ///< one line for `tessera-bench --help`
+  std::vector<std::string> implementations;  ///< in the order they run and are listed
+  std::string reference;                     ///< ratio column divides by this one's ops/s
+  std::vector<flag_definition> flags;        ///< subcommand-specific flags
+  void (*run)(const run_context& ctx) = nullptr;
+  /// Optional, called before the command line is parsed and before any thread exists (alloc
+  /// uses it to re-execute itself with a larger static TLS reserve for dlopen(jemalloc)).
+  void (*prepare_process)(int argc, char** argv) = nullptr;
+};
+
+/// What a benchmark's run function is given.
+struct run_context {
+  const benchmark_definition& benchmark;
+  const flag_values& flags;             ///< every flag, shared ones included
+  std::vector<unsigned> workers;        ///< --workers, in the order given
+  unsigned repeat = 3;                  ///< --repeat; the median run is reported
+  std::vector<std::string> implementations;  ///< --implementation, in definition order
+  reporter& report;
+
+  bool selected(std::string_view implementation) const;
+  /// "<benchmark> <implementation> workers=<w> <details>" for progress lines.
+  std::string label(std::string_view implementation, unsigned worker_count,
+                    std::string_view details = {}) const;
+};
+
+/// All registered benchmarks, sorted by name.
+std::vector<const benchmark_definition*> registered_benchmarks();
+const benchmark_definition* find_benchmark(std::string_view name);
+
+/// Registers a benchmark during static initialization (one per subcommand file).
+class registration {
+ public:
+  explicit registration(benchmark_definition definition);
+};
+
+}  // namespace tessera::bench

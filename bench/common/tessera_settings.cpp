@@ -1,0 +1,36 @@
+#include "common/tessera_settings.h"
+
+#include <cstdio>
+
+#include "tessera/runtime.h"
+
+namespace tessera::bench {
+
+tessera_settings tessera_settings::from(const flag_values& flags) {
+  tessera_settings s;
+  s.pin = flags.text("pin") == "yes";
+  s.statistics = flags.text("runtime-stats") == "yes";
+  return s;
+}
+
+std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_definition> own) {
+  own.push_back(choice_flag("pin", "yes", {"yes", "no"}, "pin tessera's workers to CPUs"));
+  own.push_back(choice_flag("runtime-stats", "no", {"no", "yes"},
+                            "print tessera's per-worker statistics (stderr) per configuration"));
+  return own;
+}
+
+runtime_options tessera_settings::options(unsigned workers) const {
+  runtime_options o;
+  o.workers = workers;
+  o.pin = pin;
+  return o;
+}
+
+void tessera_settings::print_statistics(const std::string& label, const runtime& rt) const {
+  if (!statistics) return;
+  std::fprintf(stderr, "tessera-bench: %s: runtime statistics, all runs%s\n%s", label.c_str(),
+               rt.pinned() ? "" : " (unpinned)", rt.statistics().to_string().c_str());
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,36 @@
+// bench/common/tessera_settings.h — how every benchmark starts a tessera runtime, and the flags
+// that change it (--pin, --runtime-stats), registered once here for all subcommands.
+//
+//   .flags = tessera_settings::add_flags({int_flag("n", 30, "fib argument")}),
+//   tessera_settings s = tessera_settings::from(ctx.flags);
+//   tessera::runtime rt(s.options(workers));
+//   ... runs ...
+//   s.print_statistics(label, rt);   // per-worker counters on stderr if --runtime-stats yes
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
+
+namespace tessera {
+class runtime;
+struct runtime_options;
+}  // namespace tessera
+
+namespace tessera::bench {
+
+struct tessera_settings {
+  bool pin = true;          ///< --pin yes|no: pin workers to CPUs (the runtime's default: yes)
+  bool statistics = false;  ///< --runtime-stats yes|no: print runtime statistics after a config
+
+  static tessera_settings from(const flag_values& flags);
+  /// `own` followed by the flags above.
+  static std::vector<flag_definition> add_flags(std::vector<flag_definition> own);
+
+  runtime_options options(unsigned workers) const;
+  /// With --runtime-stats yes: "<label>: runtime statistics" and rt.statistics() on stderr.
+  void print_statistics(const std::string& label, const runtime& rt) const;
+};
+
+}  // namespace tessera::bench

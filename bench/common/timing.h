@@ -1,0 +1,76 @@
+// bench/common/timing.h — wall-clock timing of repeated benchmark runs (std::chrono::steady_clock).
+//
+// A run is a callable returning a `sample` (how many operations it did, how long its timed part
+// took); it times itself with a stopwatch so that setup and the check of its answer stay outside
+// the measurement. measure() calls it `repeat` times and reports the MEDIAN duration (the
+// statistic every table and JSON line of tessera-bench uses), with the fastest and slowest run.
+//
+//   measurement m = measure(progress_label, 3, [&] {
+//     stopwatch clock;
+//     const std::uint64_t r = compute();
+//     const double seconds = clock.seconds();
+//     if (r != expected) throw bench_failure("wrong result");   // checked before any time prints
+//     return sample{.ops = ops, .seconds = seconds};
+//   });
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tessera::bench {
+
+/// A benchmark computed a wrong answer (or could not run); tessera-bench exits with status 1.
+class bench_failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class stopwatch {
+ public:
+  stopwatch() noexcept : m_start(std::chrono::steady_clock::now()) {}
+  void restart() noexcept { m_start = std::chrono::steady_clock::now(); }
+  double seconds() const noexcept {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point m_start;
+};
+
+struct sample {
+  std::uint64_t ops = 0;
+  double seconds = 0;
+};
+
+struct measurement {
+  std::uint64_t ops = 0;     ///< operations of one run (every run must do the same number)
+  double seconds = 0;        ///< median over the runs
+  double min_seconds = 0;
+  double max_seconds = 0;
+  unsigned runs = 0;
+};
+
+/// Median of `samples` (mean of the two middle ones for an even count).
+measurement summarize(std::vector<sample> samples);
+
+/// Runs `run_once` `repeat` times; prints "<label> ..." before and the median after on stderr.
+template <class F>
+measurement measure(const std::string& label, unsigned repeat, F&& run_once) {
+  std::fprintf(stderr, "tessera-bench: %s: %u run%s ...\n", label.c_str(), repeat,
+               repeat == 1 ? "" : "s");
+  std::vector<sample> samples;
+  samples.reserve(repeat);
+  for (unsigned i = 0; i < repeat; ++i) samples.push_back(run_once());
+  measurement m = summarize(std::move(samples));
+  std::fprintf(stderr, "tessera-bench: %s: median %.4f s (%.4f..%.4f), %.3g ops/s\n",
+               label.c_str(), m.seconds, m.min_seconds, m.max_seconds,
+               m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0.0);
+  return m;
+}
+
+}  // namespace tessera::bench

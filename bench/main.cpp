@@ -1,0 +1,169 @@
+// tessera-bench: `tessera-bench <subcommand> [flags]`. Dispatches to the registered benchmarks
+// (bench/common/registry.h), prints their table on stdout and appends their JSON lines to --json.
+// Exit status: 0 success, 1 a benchmark failed (wrong answer, error), 2 bad command line.
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/registry.h"
+#include "common/reporter.h"
+
+namespace bench = tessera::bench;
+
+namespace {
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  const int n = CPU_COUNT(&set);
+  return n > 0 ? static_cast<unsigned>(n) : 1;
+}
+
+/// 1,2,4,... up to the CPUs this process may use (at least up to 2), and that count itself.
+std::string default_workers() {
+  const unsigned cpus = usable_cpus();
+  std::string out;
+  unsigned w = 1;
+  for (; w <= std::max(cpus, 2u); w *= 2) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(w);
+  }
+  if (cpus > 2 && w / 2 != cpus) {
+    out += ',';
+    out += std::to_string(cpus);
+  }
+  return out;
+}
+
+std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definition& b) {
+  return {
+      bench::uint_list_flag("workers", default_workers(),
+                            "comma-separated worker counts, each measured separately", 1, 4096),
+      bench::int_flag("repeat", 3, "runs per configuration; the MEDIAN run is reported", 1,
+                      1000000),
+      bench::choice_list_flag("implementation", "all", b.implementations,
+                              "implementations to run"),
+      bench::string_flag("json", "", "append one JSON object per result row to FILE", "FILE"),
+  };
+}
+
+std::vector<bench::flag_definition> all_flags(const bench::benchmark_definition& b) {
+  std::vector<bench::flag_definition> defs = b.flags;
+  for (auto& f : shared_flags(b)) defs.push_back(std::move(f));
+  return defs;
+}
+
+void print_usage(std::FILE* out) {
+  std::fputs(
+      "usage: tessera-bench <subcommand> [flags]\n"
+      "       tessera-bench <subcommand> --help    (that subcommand's flags and defaults)\n\n"
+      "subcommands:\n",
+      out);
+  std::size_t width = 0;
+  for (const auto* b : bench::registered_benchmarks()) width = std::max(width, b->name.size());
+  for (const auto* b : bench::registered_benchmarks())
+    std::fprintf(out, "  %-*s   %s\n", static_cast<int>(width), b->name.c_str(), b->help.c_str());
+  std::fprintf(out,
+               "\nflags every subcommand takes:\n"
+               "  --workers LIST          worker counts to measure (default: %s)\n"
+               "  --repeat N              runs per configuration, median reported (default: 3)\n"
+               "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
+               "  --json FILE             append one JSON object per result row\n"
+               "exit status: 0 ok, 1 a benchmark failed its own check, 2 bad command line\n",
+               default_workers().c_str());
+}
+
+void print_subcommand_help(const bench::benchmark_definition& b) {
+  std::printf("usage: tessera-bench %s [flags]\n%s\n", b.name.c_str(), b.help.c_str());
+  std::printf("implementations: ");
+  for (std::size_t i = 0; i < b.implementations.size(); ++i)
+    std::printf("%s%s", i ? ", " : "", b.implementations[i].c_str());
+  std::printf("%s\n\nflags:\n%s", b.reference.empty() ? "" : (" (ratios against " + b.reference + ")").c_str(),
+              bench::flags_help(all_flags(b)).c_str());
+}
+
+void finish(const bench::reporter& report, std::FILE* json) {
+  std::fputs(report.table().c_str(), stdout);
+  std::fflush(stdout);
+  if (json != nullptr) {
+    report.write_json(json);
+    std::fclose(json);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_usage(stderr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  const bench::benchmark_definition* b = bench::find_benchmark(args[0]);
+  if (b == nullptr) {
+    std::fprintf(stderr, "tessera-bench: %.*s: %s (see tessera-bench --help)\n",
+                 static_cast<int>(args[0].size()), args[0].data(),
+                 args[0].starts_with("-") ? "expected a subcommand first" : "unknown subcommand");
+    return 2;
+  }
+  if (b->prepare_process != nullptr) b->prepare_process(argc, argv);
+
+  const std::vector<bench::flag_definition> defs = all_flags(*b);
+  const std::vector<std::string_view> rest(args.begin() + 1, args.end());
+  bench::parse_result parsed = bench::parse_flags(defs, rest);
+  if (parsed.status == bench::parse_status::help) {
+    print_subcommand_help(*b);
+    return 0;
+  }
+  if (parsed.status == bench::parse_status::error) {
+    std::fprintf(stderr, "%s\n", parsed.error.c_str());
+    return 2;
+  }
+  const bench::flag_values& flags = parsed.values;
+  if (flags.list("implementation").empty()) {
+    std::fprintf(stderr, "tessera-bench: --implementation: selects nothing\n");
+    return 2;
+  }
+
+  std::FILE* json = nullptr;
+  if (const std::string& path = flags.text("json"); !path.empty()) {
+    json = std::fopen(path.c_str(), "a");
+    if (json == nullptr) {
+      std::fprintf(stderr, "tessera-bench: --json: cannot open '%s': %s\n", path.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+  }
+
+  bench::reporter report(b->reference);
+  std::vector<unsigned> workers;
+  for (const std::uint64_t w : flags.uint_list("workers")) workers.push_back(static_cast<unsigned>(w));
+  const bench::run_context ctx{.benchmark = *b,
+                               .flags = flags,
+                               .workers = workers,
+                               .repeat = static_cast<unsigned>(flags.integer("repeat")),
+                               .implementations = flags.list("implementation"),
+                               .report = report};
+  try {
+    b->run(ctx);
+  } catch (const std::exception& e) {
+    finish(report, json);
+    std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(), e.what());
+    return 1;
+  }
+  finish(report, json);
+  return 0;
+}

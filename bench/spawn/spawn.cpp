@@ -1,0 +1,78 @@
+// The `spawn` subcommand: registration, flags, and the loop over configurations.
+#include "spawn/spawn.h"
+
+#include <string>
+#include <vector>
+
+#include "common/registry.h"
+
+namespace tessera::bench::spawn {
+
+std::string_view to_string(pattern p) noexcept {
+  switch (p) {
+    case pattern::chain: return "chain";
+    case pattern::tree: return "tree";
+    case pattern::roundrobin: return "roundrobin";
+  }
+  return "?";
+}
+
+sample checked(const char* implementation, const config& cfg, std::uint64_t executed,
+               double seconds) {
+  if (executed != cfg.tasks)
+    throw bench_failure(std::string(implementation) + " " + std::string(to_string(cfg.shape)) +
+                        ": " + std::to_string(executed) + " tasks ran, expected " +
+                        std::to_string(cfg.tasks));
+  return sample{.ops = cfg.tasks, .seconds = seconds};
+}
+
+namespace {
+
+pattern parse_pattern(const std::string& name) {
+  if (name == "tree") return pattern::tree;
+  if (name == "roundrobin") return pattern::roundrobin;
+  return pattern::chain;
+}
+
+void run(const run_context& ctx) {
+  const auto tasks = static_cast<std::uint64_t>(ctx.flags.integer("tasks"));
+  for (const auto& pattern_name : ctx.flags.list("pattern")) {
+    const pattern shape = parse_pattern(pattern_name);
+    for (const unsigned w : ctx.workers) {
+      for (const auto& impl : ctx.implementations) {
+        if (shape == pattern::roundrobin && impl != "tessera") {
+          ctx.report.add(row::skipped("spawn", impl, w, "n/a: no way to place a task on a worker")
+                             .with("pattern", pattern_name));
+          continue;
+        }
+        config cfg{.workers = w,
+                   .tasks = tasks,
+                   .shape = shape,
+                   .repeat = ctx.repeat,
+                   .label = ctx.label(impl, w, "pattern=" + pattern_name),
+                   .tessera = tessera_settings::from(ctx.flags)};
+        measurement m;
+        if (impl == "tessera") m = run_tessera(cfg);
+        if (impl == "onetbb") m = run_onetbb(cfg);
+        if (impl == "openmp") m = run_openmp(cfg);
+        if (impl == "pool") m = run_pool(cfg);
+        ctx.report.add(row("spawn", impl, w, m).with("pattern", pattern_name));
+      }
+    }
+  }
+}
+
+const registration spawn_benchmark({
+    .name = "spawn",
+    .help = "millions of empty tasks (chain, tree, roundrobin): per-task scheduling overhead",
+    .implementations = {"tessera", "onetbb", "openmp", "pool"},
+    .reference = "onetbb",
+    .flags = tessera_settings::add_flags({int_flag("tasks", 10'000'000, "empty tasks per run (ops)", 1),
+              choice_list_flag("pattern", "all", {"chain", "tree", "roundrobin"},
+                               "task graph shapes to run")}),
+    .run = run,
+});
+
+}  // namespace
+
+}  // namespace tessera::bench::spawn

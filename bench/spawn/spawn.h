@@ -1,0 +1,51 @@
+// bench/spawn/spawn.h — throughput of empty tasks: spawn + schedule + run + free, nothing else.
+//
+// Three shapes, each exactly `tasks` tasks:
+//   chain       one chain per worker; each task spawns the next on its own worker
+//   tree        a binary fan-out tree in heap order: task i spawns 2i+1 and 2i+2 while < tasks
+//   roundrobin  one chain per worker; each task spawns the next on worker (self+1) % workers
+// Every task bumps its worker's counter (common/worker_counters.h); the sum must equal `tasks`
+// before a time is kept. roundrobin needs placement, which only tessera has.
+//
+//   spawn::config cfg{.workers = 2, .tasks = 1'000'000, .shape = spawn::pattern::tree};
+//   measurement m = spawn::run_tessera(cfg);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/tessera_settings.h"
+#include "common/timing.h"
+
+namespace tessera::bench::spawn {
+
+enum class pattern : std::uint8_t { chain, tree, roundrobin };
+
+std::string_view to_string(pattern p) noexcept;
+
+struct config {
+  unsigned workers = 1;
+  std::uint64_t tasks = 1;
+  pattern shape = pattern::chain;
+  unsigned repeat = 3;
+  std::string label;
+  tessera_settings tessera;  ///< tessera only
+};
+
+/// Tasks in chain `c` of `chains`: tasks / chains, one more for the first tasks % chains chains.
+inline std::uint64_t chain_length(std::uint64_t tasks, unsigned chains, unsigned c) noexcept {
+  return tasks / chains + (c < tasks % chains ? 1 : 0);
+}
+
+/// sample{tasks, seconds}, or bench_failure if `executed` != cfg.tasks.
+sample checked(const char* implementation, const config& cfg, std::uint64_t executed,
+               double seconds);
+
+measurement run_tessera(const config& cfg);
+/// chain and tree only.
+measurement run_onetbb(const config& cfg);
+measurement run_openmp(const config& cfg);
+measurement run_pool(const config& cfg);
+
+}  // namespace tessera::bench::spawn
