@@ -46,6 +46,15 @@ class reclaim_task final : public task {
   resource_header* m_list;
 };
 
+/// The scheduler put `t` in its resource's pool to serialize it (scheduling, or a writer under
+/// optimistic_scheduled): it must stay in that pool, so it is never handed out on its own.
+bool serialized_by_pool(const task* t) noexcept {
+  if (!t->has_resource()) return false;
+  const primitive p = resource_header::of(t->data())->prim;
+  return p == primitive::scheduling ||
+         (p == primitive::optimistic_scheduled && t->mode() == access::write);
+}
+
 }  // namespace
 
 worker* current_worker() noexcept { return tl_worker; }
@@ -237,7 +246,8 @@ void worker::answer_steal_request() {
     give_pool(candidate, to);
     return;
   }
-  // 3. Half of the home pool's tasks that have no placement target, as one chain.
+  // 3. Half of the home pool's tasks that have no placement target, as one chain. With one pool
+  //    per worker, resources live in home pools: their serialized tasks stay.
   std::size_t moved = 0;
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     local_queue& q = m_home->local[pr];
@@ -248,7 +258,7 @@ void worker::answer_steal_request() {
     task* last = nullptr;
     while (!q.empty()) {
       task* t = q.pop_front();
-      if (want > 0 && t->m_target_kind == task::target_none) {
+      if (want > 0 && t->m_target_kind == task::target_none && !serialized_by_pool(t)) {
         --want;
         ++moved;
         if (first == nullptr) {
