@@ -1,0 +1,195 @@
+// White-box tests of the multi-level task allocator (src/memory/task_allocator.h), without a
+// runtime: size classes, reuse, alignment, cross-thread frees that must not pile up memory.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "memory/task_allocator.h"
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+using alloc = detail::task_allocator;
+
+TEST(task_allocator, size_classes) {
+  EXPECT_EQ(alloc::size_class(1), 0u);
+  EXPECT_EQ(alloc::size_class(64), 0u);
+  EXPECT_EQ(alloc::size_class(65), 1u);
+  EXPECT_EQ(alloc::size_class(128), 1u);
+  EXPECT_EQ(alloc::size_class(256), 2u);
+  EXPECT_EQ(alloc::size_class(512), 3u);
+  EXPECT_EQ(alloc::size_class(1024), 4u);
+  for (unsigned c = 0; c < alloc::class_count; ++c) {
+    EXPECT_GE(alloc::class_bytes(c), c == 0 ? 1u : alloc::class_bytes(c - 1) + 1);
+    EXPECT_EQ(alloc::size_class(alloc::class_bytes(c)), c);
+  }
+  EXPECT_EQ(alloc::class_bytes(alloc::class_count - 1), alloc::max_block);
+}
+
+TEST(task_allocator, blocks_are_distinct_aligned_and_keep_their_bytes) {
+  const std::size_t sizes[] = {1, 48, 64, 65, 128, 200, 256, 300, 512, 1000, 1024, 1025, 5000};
+  for (std::size_t size : sizes) {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 500; ++i) {
+      void* p = alloc::allocate(size);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignof(std::max_align_t), 0u)
+          << size << "-byte block misaligned";
+      std::memset(p, i & 0xff, size);
+      blocks.push_back(p);
+    }
+    std::set<void*> unique(blocks.begin(), blocks.end());
+    ASSERT_EQ(unique.size(), blocks.size()) << "a live block was handed out twice";
+    for (int i = 0; i < 500; ++i) {
+      auto* b = static_cast<unsigned char*>(blocks[i]);
+      ASSERT_TRUE(std::all_of(b, b + size, [&](unsigned char x) { return x == (i & 0xff); }))
+          << size << "-byte block " << i << " was overwritten while live";
+    }
+    for (void* p : blocks) alloc::deallocate(p, size);
+  }
+  alloc::deallocate(nullptr, 64);  // freeing null is a no-op
+}
+
+TEST(task_allocator, freed_blocks_are_reused_without_new_os_memory) {
+  // Warm up this thread's cache and the node heap, then cycle: the OS total must not move.
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(alloc::allocate(100));
+  for (void* p : v) alloc::deallocate(p, 100);
+  v.clear();
+  const std::size_t before = alloc::os_bytes();
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 1000; ++i) v.push_back(alloc::allocate(100));
+    for (void* p : v) alloc::deallocate(p, 100);
+    v.clear();
+  }
+  EXPECT_EQ(alloc::os_bytes(), before);
+}
+
+TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
+  std::thread t([] {
+    std::vector<void*> v;
+    for (int i = 0; i < 5000; ++i) v.push_back(alloc::allocate(200));
+    for (void* p : v) alloc::deallocate(p, 200);
+    EXPECT_LE(alloc::thread_cached_blocks(), 2 * alloc::batch_blocks)
+        << "a thread's free list grew past two batches";
+    alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+  });
+  t.join();
+}
+
+/// Two threads: `a` allocates rounds of blocks, `b` frees them. Without the batch give-back the
+/// blocks would pile up on `b` and `a` would map new chunks every round.
+TEST(task_allocator, one_way_cross_thread_frees_do_not_grow_os_memory) {
+  const int rounds = static_cast<int>(scaled(3000, 300));
+  constexpr int per_round = 1000;
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<void*> handoff;
+  bool full = false;
+  bool done = false;
+  std::size_t after_warmup = 0;
+  std::atomic<std::size_t> consumer_cache_max{0};
+
+  std::thread consumer([&] {
+    for (;;) {
+      std::vector<void*> mine;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return full || done; });
+        if (!full && done) break;
+        mine.swap(handoff);
+        full = false;
+      }
+      cv.notify_all();
+      for (void* p : mine) alloc::deallocate(p, 96);
+      consumer_cache_max.store(std::max(consumer_cache_max.load(), alloc::thread_cached_blocks()));
+    }
+  });
+  std::thread producer_thread([&] {
+    for (int r = 0; r < rounds; ++r) {
+      if (r == 10) after_warmup = alloc::os_bytes();
+      std::vector<void*> batch;
+      for (int i = 0; i < per_round; ++i) {
+        void* p = alloc::allocate(96);
+        std::memset(p, r & 0xff, 96);
+        batch.push_back(p);
+      }
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return !full; });
+      handoff.swap(batch);
+      full = true;
+      cv.notify_all();
+    }
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return !full; });
+    done = true;
+    cv.notify_all();
+  });
+  producer_thread.join();
+  consumer.join();
+  const std::size_t growth = alloc::os_bytes() - after_warmup;
+  EXPECT_LE(growth, 2 * alloc::chunk_bytes)
+      << "memory freed on the consumer thread never came back to the producer";
+  EXPECT_LE(consumer_cache_max.load(), 2 * alloc::batch_blocks);
+}
+
+TEST(task_allocator, many_threads_allocate_and_free_each_others_blocks) {
+  constexpr int threads = 4;
+  const int rounds = static_cast<int>(scaled(200, 30));
+  std::vector<std::vector<void*>> slots(threads);
+  std::vector<std::mutex> locks(threads);
+  std::vector<std::thread> pool;
+  std::atomic<int> corrupt{0};
+  // Each block carries its size in its first word and a marker in its last byte.
+  auto free_checked = [&](void* v) {
+    std::size_t size;
+    std::memcpy(&size, v, sizeof size);
+    if (size < 16 || size > 2000 || static_cast<unsigned char*>(v)[size - 1] != 0xa5) {
+      corrupt.fetch_add(1);
+      return;
+    }
+    alloc::deallocate(v, size);
+  };
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int r = 0; r < rounds; ++r) {
+        std::vector<void*> mine;
+        for (int i = 0; i < 300; ++i) {
+          const std::size_t size = 16 + static_cast<std::size_t>((i * 37 + t) % 1500);
+          void* p = alloc::allocate(size);
+          std::memcpy(p, &size, sizeof size);
+          static_cast<unsigned char*>(p)[size - 1] = 0xa5;
+          mine.push_back(p);
+        }
+        // Hand the blocks to the next thread, free what the previous one left.
+        std::vector<void*> theirs;
+        {
+          std::lock_guard lock(locks[(t + 1) % threads]);
+          auto& next = slots[(t + 1) % threads];
+          next.insert(next.end(), mine.begin(), mine.end());
+        }
+        {
+          std::lock_guard lock(locks[t]);
+          theirs.swap(slots[t]);
+        }
+        for (void* v : theirs) free_checked(v);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (auto& s : slots) {
+    for (void* v : s) free_checked(v);
+  }
+  EXPECT_EQ(corrupt.load(), 0);
+}
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,155 @@
+// Follow-ups: execute returning `this` schedules the same task again (after re-annotation),
+// returning another task schedules that one in its place and destroys the first (task.h).
+#include <atomic>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+class followup_test : public runtime_fixture {};
+
+/// Re-runs itself `runs` times; counts executions and destructions.
+class rerun_task final : public counted_task {
+ public:
+  rerun_task(unsigned runs, std::atomic<unsigned>& executions, std::atomic<unsigned>& destroyed,
+             std::atomic<unsigned>& misplaced, bool hop) noexcept
+      : m_left(runs), m_executions(&executions), m_destroyed(&destroyed),
+        m_misplaced(&misplaced), m_hop(hop) {}
+  ~rerun_task() override { m_destroyed->fetch_add(1, std::memory_order_relaxed); }
+
+  task* execute(context& ctx) override {
+    m_executions->fetch_add(1, std::memory_order_relaxed);
+    if (m_hop && m_expected >= 0 && ctx.worker().value != m_expected) m_misplaced->fetch_add(1);
+    if (--m_left == 0) return nullptr;
+    if (m_hop) {  // move to the next worker for the next run
+      const unsigned next = (ctx.worker().value + 1u) % ctx.runtime().workers();
+      m_expected = static_cast<int>(next);
+      annotate(wid(next));
+    }
+    return this;
+  }
+
+ private:
+  unsigned m_left;
+  std::atomic<unsigned>* m_executions;
+  std::atomic<unsigned>* m_destroyed;
+  std::atomic<unsigned>* m_misplaced;
+  bool m_hop;
+  int m_expected = -1;
+};
+
+TEST_P(followup_test, returning_this_runs_the_task_again) {
+  auto& r = start();
+  const unsigned runs = static_cast<unsigned>(scaled(10000, 1000));
+  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
+  const group g = r.make_group();
+  r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, false), g);
+  r.wait(g);  // the group covers every re-run
+  EXPECT_EQ(executions.load(), runs);
+  r.wait_idle();
+  EXPECT_EQ(destroyed.load(), 1u) << "destroyed once, after the last run";
+}
+
+TEST_P(followup_test, returning_this_after_reannotation_moves_the_task) {
+  auto& r = start();
+  const unsigned runs = static_cast<unsigned>(scaled(3000, 300));
+  const unsigned tasks = 2 * r.workers();
+  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
+  const group g = r.make_group();
+  for (unsigned i = 0; i < tasks; ++i) {
+    r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, true), g);
+  }
+  r.wait(g);
+  r.wait_idle();
+  EXPECT_EQ(executions.load(), runs * tasks);
+  EXPECT_EQ(destroyed.load(), tasks);
+  EXPECT_EQ(misplaced.load(), 0u) << "a re-run ignored its new worker annotation";
+}
+
+/// Returns a fresh link of the chain until `left` reaches 0.
+class chain_link final : public counted_task {
+ public:
+  struct counters {
+    std::atomic<unsigned> ran{0};
+    std::atomic<unsigned> destroyed{0};
+    std::atomic<unsigned> order_errors{0};
+  };
+  chain_link(unsigned left, unsigned index, counters& c) noexcept
+      : m_left(left), m_index(index), m_c(&c) {}
+  ~chain_link() override { m_c->destroyed.fetch_add(1, std::memory_order_relaxed); }
+
+  task* execute(context& ctx) override {
+    // Links run in order: link i runs after link i-1 finished.
+    if (m_c->ran.fetch_add(1, std::memory_order_acq_rel) != m_index) m_c->order_errors.fetch_add(1);
+    if (m_left == 0) return nullptr;
+    auto* next = ctx.make_task<chain_link>(m_left - 1, m_index + 1, *m_c);
+    next->annotate(task_group());  // the replacement stays in this task's group
+    if (ctx.runtime().workers() > 1) {
+      next->annotate(wid((ctx.worker().value + 1u) % ctx.runtime().workers()));
+    }
+    return next;
+  }
+
+ private:
+  unsigned m_left;
+  unsigned m_index;
+  counters* m_c;
+};
+
+TEST_P(followup_test, returning_another_task_runs_it_and_destroys_the_first) {
+  auto& r = start();
+  const unsigned links = static_cast<unsigned>(scaled(20000, 2000));
+  chain_link::counters c;
+  const group g = r.make_group();
+  r.spawn(r.make_task<chain_link>(links - 1, 0, c), g);
+  r.wait(g);
+  r.wait_idle();
+  EXPECT_EQ(c.ran.load(), links);
+  EXPECT_EQ(c.destroyed.load(), links) << "every replaced task must be destroyed exactly once";
+  EXPECT_EQ(c.order_errors.load(), 0u);
+}
+
+TEST_P(followup_test, many_chains_at_once) {
+  auto& r = start();
+  const unsigned links = static_cast<unsigned>(scaled(2000, 200));
+  const unsigned chains = 4 * r.workers();
+  std::vector<chain_link::counters> c(chains);
+  const group g = r.make_group();
+  for (unsigned i = 0; i < chains; ++i) r.spawn(r.make_task<chain_link>(links - 1, 0, c[i]), g);
+  r.wait(g);
+  r.wait_idle();
+  for (unsigned i = 0; i < chains; ++i) {
+    EXPECT_EQ(c[i].ran.load(), links) << "chain " << i;
+    EXPECT_EQ(c[i].destroyed.load(), links) << "chain " << i;
+    EXPECT_EQ(c[i].order_errors.load(), 0u) << "chain " << i;
+  }
+}
+
+TEST_P(followup_test, follow_up_keeps_its_new_priority) {
+  auto& r = start({.workers = 1});
+  // One worker: a task re-runs itself at low priority while normal tasks are queued; each
+  // normal task must run before the re-run.
+  std::atomic<int> normal_ran{0};
+  std::atomic<int> errors{0};
+  constexpr int normals = 20;
+  r.spawn([&, tok = live_token{}](context& ctx) -> task* {
+    for (int i = 0; i < normals; ++i) {
+      ctx.spawn([&normal_ran, tok2 = live_token{}](context&) { normal_ran.fetch_add(1); });
+    }
+    auto* last = make_fn(ctx, [&, tok3 = live_token{}](context&) {
+      if (normal_ran.load() != normals) errors.fetch_add(1);
+    });
+    last->annotate(priority::low);
+    return last;
+  });
+  r.wait_idle();
+  EXPECT_EQ(normal_ran.load(), normals);
+  EXPECT_EQ(errors.load(), 0) << "a low-priority follow-up ran before ready normal tasks";
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(followup_test);
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,319 @@
+// Groups: waiting for many tasks, nesting (children join, inner groups with when_done), slot reuse
+// with generations (a stale handle is detected, never aliased), and wait_idle.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <latch>
+#include <set>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+class group_test : public runtime_fixture {};
+
+TEST_P(group_test, wait_returns_after_every_task_and_sees_their_writes) {
+  auto& r = start();
+  const std::size_t n = scaled(20000, 2000);
+  std::vector<std::uint64_t> out(n, 0);  // plain memory: wait() orders the writes before reads
+  const group g = r.make_group();
+  for (std::size_t i = 0; i < n; ++i) {
+    r.spawn([&out, i, tok = live_token{}](context&) { out[i] = i * i; }, g);
+  }
+  r.wait(g);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += out[i] != i * i;
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST_P(group_test, wait_on_a_group_without_tasks_returns) {
+  auto& r = start();
+  for (int i = 0; i < 100; ++i) {
+    const group g = r.make_group();
+    ASSERT_TRUE(g.valid());
+    r.wait(g);
+  }
+}
+
+TEST_P(group_test, default_group_is_not_valid) {
+  start();
+  EXPECT_FALSE(group{}.valid());
+}
+
+/// Each node writes its slot in a plain array and spawns children that join its group.
+class nested_task final : public counted_task {
+ public:
+  nested_task(std::vector<unsigned char>& seen, std::size_t index, std::size_t size) noexcept
+      : m_seen(&seen), m_index(index), m_size(size) {}
+  task* execute(context& ctx) override {
+    (*m_seen)[m_index] = 1;
+    // Heap-shaped tree: children of i are 2i+1 and 2i+2.
+    for (std::size_t c = 2 * m_index + 1; c <= 2 * m_index + 2 && c < m_size; ++c) {
+      ctx.spawn(ctx.make_task<nested_task>(*m_seen, c, m_size));
+    }
+    return nullptr;
+  }
+
+ private:
+  std::vector<unsigned char>* m_seen;
+  std::size_t m_index;
+  std::size_t m_size;
+};
+
+TEST_P(group_test, nested_children_join_the_group_and_wait_covers_them) {
+  auto& r = start();
+  const std::size_t n = scaled(50000, 5000);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<unsigned char> seen(n, 0);
+    const group g = r.make_group();
+    r.spawn(r.make_task<nested_task>(seen, 0, n), g);
+    r.wait(g);
+    std::size_t missing = 0;
+    for (auto s : seen) missing += s == 0;
+    ASSERT_EQ(missing, 0u) << "round " << round;
+  }
+}
+
+/// Parallel sum over [lo, hi): splits into an inner group of two halves and adds them in a
+/// continuation registered with when_done. Results travel in plain memory: the continuation must
+/// see what the inner group's tasks wrote.
+class sum_task final : public counted_task {
+ public:
+  sum_task(std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) noexcept
+      : m_lo(lo), m_hi(hi), m_out(out) {}
+  task* execute(context& ctx) override;
+
+ private:
+  std::uint64_t m_lo, m_hi;
+  std::uint64_t* m_out;
+};
+
+class add_task final : public counted_task {
+ public:
+  add_task(std::uint64_t* out, std::latch* done) noexcept : m_out(out), m_done(done) {}
+  std::uint64_t parts[2] = {0, 0};
+  task* execute(context&) override {
+    *m_out = parts[0] + parts[1];
+    if (m_done != nullptr) m_done->count_down();
+    return nullptr;
+  }
+
+ private:
+  std::uint64_t* m_out;
+  std::latch* m_done;
+};
+
+task* sum_task::execute(context& ctx) {
+  if (m_hi - m_lo <= 4) {
+    std::uint64_t s = 0;
+    for (auto i = m_lo; i < m_hi; ++i) s += i;
+    *m_out = s;
+    return nullptr;
+  }
+  auto* add = ctx.make_task<add_task>(m_out, nullptr);
+  const group inner = ctx.runtime().make_group();
+  const auto mid = m_lo + (m_hi - m_lo) / 2;
+  ctx.spawn(&ctx.make_task<sum_task>(m_lo, mid, &add->parts[0])->annotate(inner));
+  ctx.spawn(&ctx.make_task<sum_task>(mid, m_hi, &add->parts[1])->annotate(inner));
+  ctx.when_done(inner, add);
+  return nullptr;
+}
+
+TEST_P(group_test, when_done_runs_the_continuation_after_the_inner_group) {
+  auto& r = start();
+  const std::uint64_t n = scaled(20000, 2000);
+  std::uint64_t result = 0;
+  std::latch done(1);
+  // The root's continuation counts the latch down; the inner levels use wait_idle coverage.
+  r.spawn([&, tok = live_token{}](context& ctx) {
+    auto* add = ctx.make_task<add_task>(&result, &done);
+    const group inner = ctx.runtime().make_group();
+    ctx.spawn(&ctx.make_task<sum_task>(0, n / 2, &add->parts[0])->annotate(inner));
+    ctx.spawn(&ctx.make_task<sum_task>(n / 2, n, &add->parts[1])->annotate(inner));
+    ctx.when_done(inner, add);
+  });
+  done.wait();
+  r.wait_idle();
+  EXPECT_EQ(result, n * (n - 1) / 2);
+}
+
+TEST_P(group_test, wait_idle_covers_continuations_not_yet_spawned) {
+  auto& r = start();
+  const int rounds = static_cast<int>(scaled(200, 30));
+  for (int round = 0; round < rounds; ++round) {
+    std::uint64_t result = 0;
+    auto* root = r.make_task<sum_task>(0, 256, &result);
+    r.spawn(root);
+    // While the inner groups run, a continuation waits unspawned; the last task of the group is
+    // still running until it is spawned, so the runtime never looks idle in between.
+    r.wait_idle();
+    ASSERT_EQ(result, 256u * 255u / 2u) << "round " << round;
+  }
+}
+
+TEST_P(group_test, when_done_on_an_empty_group_spawns_the_continuation) {
+  auto& r = start();
+  std::atomic<int> ran{0};
+  std::latch done(1);
+  r.spawn([&, tok = live_token{}](context& ctx) {
+    const group inner = ctx.runtime().make_group();
+    ctx.when_done(inner, make_fn(ctx, [&, tok2 = live_token{}](context&) {
+                    ran.fetch_add(1);
+                    done.count_down();
+                  }));
+  });
+  done.wait();
+  r.wait_idle();
+  EXPECT_EQ(ran.load(), 1);
+}
+
+TEST_P(group_test, many_groups_reused_handles_never_repeat) {
+  auto& r = start();
+  const int rounds = static_cast<int>(scaled(5000, 500));
+  std::set<std::pair<std::uint32_t, std::uint32_t>> handles;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < rounds; ++i) {
+    const group g = r.make_group();
+    ASSERT_TRUE(g.valid());
+    // A new group is never equal to a closed one: slots are reused with a new generation.
+    ASSERT_TRUE(handles.emplace(g.index, g.generation).second)
+        << "round " << i << ": handle {" << g.index << ", " << g.generation << "} repeated";
+    for (int k = 0; k < 3; ++k) {
+      r.spawn([&ran, tok = live_token{}](context&) { ran.fetch_add(1); }, g);
+    }
+    r.wait(g);
+    ASSERT_EQ(ran.load(), 3 * (i + 1));
+  }
+}
+
+TEST_P(group_test, many_groups_open_at_once_from_several_threads) {
+  auto& r = start();
+  constexpr int threads = 3;
+  const int rounds = static_cast<int>(scaled(1000, 100));
+  std::atomic<int> bad{0};
+  std::vector<std::thread> waiters;
+  for (int t = 0; t < threads; ++t) {
+    waiters.emplace_back([&] {
+      for (int i = 0; i < rounds; ++i) {
+        std::vector<group> open;
+        std::vector<std::atomic<int>> counts(4);
+        for (int k = 0; k < 4; ++k) open.push_back(r.make_group());
+        for (int k = 0; k < 4; ++k) {
+          for (int j = 0; j <= k; ++j) {
+            r.spawn([&counts, k, tok = live_token{}](context&) { counts[k].fetch_add(1); },
+                    open[k]);
+          }
+        }
+        for (int k = 3; k >= 0; --k) {
+          r.wait(open[k]);
+          if (counts[k].load() != k + 1) bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_P(group_test, wait_idle_waits_for_all_ungrouped_work) {
+  auto& r = start();
+  r.wait_idle();  // idle runtime: returns at once
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<std::uint64_t> nodes{0};
+    const unsigned depth = under_sanitizer ? 9 : 12;
+    struct fan final : counted_task {
+      fan(unsigned d, std::atomic<std::uint64_t>& c) noexcept : depth(d), count(&c) {}
+      unsigned depth;
+      std::atomic<std::uint64_t>* count;
+      task* execute(context& ctx) override {
+        count->fetch_add(1, std::memory_order_relaxed);
+        if (depth > 0) {
+          ctx.spawn(ctx.make_task<fan>(depth - 1, *count));
+          ctx.spawn(ctx.make_task<fan>(depth - 1, *count));
+        }
+        return nullptr;
+      }
+    };
+    r.spawn(r.make_task<fan>(depth, nodes));
+    r.wait_idle();
+    ASSERT_EQ(nodes.load(), (std::uint64_t{1} << (depth + 1)) - 1) << "round " << round;
+  }
+  r.wait_idle();
+}
+
+/// Runs `body` in a forked child (a death test) and tells how it ended.
+/// A stale handle must be *detected*: the call may return, throw, or stop the process with an
+/// assertion (SIGABRT), but it must not act on the group that reuses the slot.
+constexpr int stale_returned = 10;
+constexpr int stale_threw_logic_error = 11;
+constexpr int stale_threw_other = 12;
+constexpr int new_group_broken = 20;
+
+bool stale_handle_detected(int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    return code == stale_returned || code == stale_threw_logic_error ||
+           code == stale_threw_other;
+  }
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+[[noreturn]] void stale_wait_scenario(unsigned workers) {
+  ::alarm(20);  // a stale wait that aliases the new group would block forever: SIGALRM
+  runtime r({.workers = workers});
+  const group old_group = r.make_group();
+  r.spawn([](context&) {}, old_group);
+  r.wait(old_group);  // closes old_group
+  // Groups opened after the wait may reuse old_group's slot; hold one of them with a gate.
+  std::vector<group> fresh;
+  for (int i = 0; i < 8; ++i) fresh.push_back(r.make_group());
+  gate held;
+  std::atomic<bool> fresh_task_done{false};
+  for (const group g : fresh) {
+    r.spawn(
+        [&](context&) {
+          held.pass();
+          fresh_task_done.store(true);
+        },
+        g);
+  }
+  int code = stale_returned;
+  try {
+    r.wait(old_group);  // stale: must not wait for (or close) a fresh group
+  } catch (const std::logic_error&) {
+    code = stale_threw_logic_error;
+  } catch (...) {
+    code = stale_threw_other;
+  }
+  held.release();
+  for (const group g : fresh) {
+    try {
+      r.wait(g);  // the fresh groups still work: wait blocks until their task ran
+    } catch (...) {
+      std::_Exit(new_group_broken);
+    }
+  }
+  if (!fresh_task_done.load()) std::_Exit(new_group_broken);
+  r.stop();
+  std::_Exit(code);
+}
+
+TEST(group_stale_handle_death_test, waiting_twice_is_detected_not_aliased) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (unsigned workers : {1u, 2u}) {
+    EXPECT_EXIT(stale_wait_scenario(workers), stale_handle_detected, "")
+        << "with " << workers << " workers";
+  }
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(group_test);
+
+}  // namespace
+}  // namespace tessera::test

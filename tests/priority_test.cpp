@@ -1,0 +1,197 @@
+// Priorities: a lower priority runs only when no task of a higher one is ready on the worker that
+// picks the next task (ids.h). The tests hold workers at a gate, queue interleaved priorities
+// behind it, release it, and check the order each worker ran them in.
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+/// What each worker ran, in order: the priorities, and whether the task ran where it was sent.
+class order_log {
+ public:
+  explicit order_log(unsigned workers) : m_seq(workers) {}
+
+  void record(unsigned worker, priority p, bool on_target) {
+    std::lock_guard lock(m_mutex);
+    m_seq.at(worker).push_back(static_cast<int>(p));
+    if (!on_target) ++m_misplaced;
+  }
+
+  /// Empty if on every worker no task ran after a task of a lower priority.
+  std::string violations() const {
+    std::lock_guard lock(m_mutex);
+    std::string out;
+    for (std::size_t w = 0; w < m_seq.size(); ++w) {
+      const auto& s = m_seq[w];
+      for (std::size_t i = 1; i < s.size(); ++i) {
+        if (s[i] < s[i - 1]) {
+          out += "worker " + std::to_string(w) + ": priority " + std::to_string(s[i]) +
+                 " ran at position " + std::to_string(i) + " after priority " +
+                 std::to_string(s[i - 1]) + " (0 high, 1 normal, 2 low); ";
+          break;
+        }
+      }
+    }
+    if (m_misplaced != 0) out += std::to_string(m_misplaced) + " tasks ran off their target";
+    return out;
+  }
+
+  std::size_t total() const {
+    std::lock_guard lock(m_mutex);
+    std::size_t n = 0;
+    for (const auto& s : m_seq) n += s.size();
+    return n;
+  }
+
+ private:
+  mutable std::mutex m_mutex;
+  std::vector<std::vector<int>> m_seq;
+  std::size_t m_misplaced = 0;
+};
+
+class prio_task final : public counted_task {
+ public:
+  prio_task(order_log& log, int target) noexcept : m_log(&log), m_target(target) {}
+  task* execute(context& ctx) override {
+    const bool on_target = m_target < 0 || ctx.worker().value == m_target;
+    m_log->record(ctx.worker().value, priority(), on_target);
+    return nullptr;
+  }
+
+ private:
+  order_log* m_log;
+  int m_target;
+};
+
+constexpr priority interleaved[] = {priority::low, priority::normal, priority::high,
+                                    priority::normal, priority::low, priority::high};
+
+TEST(priority, one_worker_runs_high_then_normal_then_low_spawned_from_outside) {
+  ASSERT_EQ(live_objects.load(), 0);
+  {
+    runtime r({.workers = 1});
+    order_log log(1);
+    gate g;
+    r.spawn(r.make_task<gate_task>(g));
+    g.wait_for_arrivals(1);  // the worker is busy: everything below queues behind the gate
+    // Enough tasks that a worker cannot take them all in one batch from its inboxes.
+    const int rounds = static_cast<int>(scaled(500, 200));
+    for (int i = 0; i < rounds; ++i) {
+      for (priority p : interleaved) {
+        auto* t = r.make_task<prio_task>(log, -1);
+        t->annotate(p);
+        r.spawn(t);
+      }
+    }
+    g.release();
+    r.wait_idle();
+    EXPECT_EQ(log.total(), rounds * std::size(interleaved));
+    EXPECT_EQ(log.violations(), "");
+  }
+  EXPECT_EQ(live_objects.load(), 0);
+}
+
+TEST(priority, one_worker_runs_high_then_normal_then_low_spawned_from_inside) {
+  ASSERT_EQ(live_objects.load(), 0);
+  {
+    runtime r({.workers = 1});
+    order_log log(1);
+    constexpr int rounds = 50;
+    r.spawn([&log, tok = live_token{}](context& ctx) {
+      // Everything is ready before this task returns, so the worker picks by priority only.
+      for (int i = 0; i < rounds; ++i) {
+        for (priority p : interleaved) {
+          auto* t = ctx.make_task<prio_task>(log, -1);
+          t->annotate(p);
+          ctx.spawn(t);
+        }
+      }
+    });
+    r.wait_idle();
+    EXPECT_EQ(log.total(), rounds * std::size(interleaved));
+    EXPECT_EQ(log.violations(), "");
+  }
+  EXPECT_EQ(live_objects.load(), 0);
+}
+
+class priority_test : public runtime_fixture {};
+
+TEST_P(priority_test, each_worker_orders_its_targeted_tasks_by_priority) {
+  auto& r = start();
+  const unsigned n = r.workers();
+  order_log log(n);
+  gate g;
+  for (unsigned w = 0; w < n; ++w) {
+    auto* t = r.make_task<gate_task>(g);
+    t->annotate(wid(w));
+    r.spawn(t);
+  }
+  g.wait_for_arrivals(n);  // every worker is held: no stealing, nothing runs early
+  const int rounds = static_cast<int>(scaled(40, 10));
+  for (int i = 0; i < rounds; ++i) {
+    for (priority p : interleaved) {
+      for (unsigned w = 0; w < n; ++w) {
+        auto* t = r.make_task<prio_task>(log, static_cast<int>(w));
+        t->annotate(p).annotate(wid(w));
+        r.spawn(t);
+      }
+    }
+  }
+  g.release();
+  r.wait_idle();
+  EXPECT_EQ(log.total(), rounds * std::size(interleaved) * n);
+  EXPECT_EQ(log.violations(), "");
+}
+
+TEST_P(priority_test, local_spawns_on_each_worker_run_by_priority) {
+  auto& r = start();
+  const unsigned n = r.workers();
+  order_log log(n);
+  const int rounds = static_cast<int>(scaled(40, 10));
+  const group grp = r.make_group();
+  for (unsigned w = 0; w < n; ++w) {
+    auto* spawner = make_fn(r, [&log, w, rounds, tok = live_token{}](context& ctx) {
+      for (int i = 0; i < rounds; ++i) {
+        for (priority p : interleaved) {
+          auto* t = ctx.make_task<prio_task>(log, static_cast<int>(w));
+          t->annotate(p).annotate(wid(w));
+          ctx.spawn(t);
+        }
+      }
+    });
+    spawner->annotate(wid(w));
+    r.spawn(spawner, grp);
+  }
+  r.wait(grp);
+  EXPECT_EQ(log.total(), rounds * std::size(interleaved) * n);
+  EXPECT_EQ(log.violations(), "");
+}
+
+TEST_P(priority_test, annotations_read_back) {
+  auto& r = start();
+  gate unused;
+  auto* t = r.make_task<gate_task>(unused);
+  EXPECT_EQ(t->priority(), priority::normal) << "default priority";
+  t->annotate(priority::high);
+  EXPECT_EQ(t->priority(), priority::high);
+  t->annotate(priority::low).annotate(wid(0));
+  EXPECT_EQ(t->priority(), priority::low);
+  const group g = r.make_group();
+  t->annotate(g);
+  EXPECT_EQ(t->task_group(), g);
+  t->clear_annotations();
+  EXPECT_EQ(t->priority(), priority::low) << "clear_annotations keeps the priority";
+  EXPECT_EQ(t->task_group(), g) << "clear_annotations keeps the group";
+  EXPECT_EQ(t->data(), nullptr);
+  r.discard(t);
+  r.wait(g);  // the group never got a task: wait returns at once
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(priority_test);
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,342 @@
+// Spawning from outside and inside the runtime, and placement by worker and NUMA-node targets.
+#include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+class spawn_test : public runtime_fixture {};
+
+TEST_P(spawn_test, from_outside_every_task_runs_once) {
+  auto& r = start();
+  const std::size_t n = scaled(20000, 2000);
+  run_counts counts(n);
+  const group g = r.make_group();
+  ASSERT_TRUE(g.valid());
+  for (std::size_t i = 0; i < n; ++i) {
+    r.spawn([&counts, i, t = live_token{}](context&) { counts.hit(i); }, g);
+  }
+  r.wait(g);
+  EXPECT_EQ(counts.exactly_once(), "");
+}
+
+TEST_P(spawn_test, from_several_outside_threads_concurrently) {
+  auto& r = start();
+  const std::size_t per_thread = scaled(5000, 500);
+  constexpr std::size_t threads = 4;
+  run_counts counts(per_thread * threads);
+  std::vector<std::thread> producers;
+  for (std::size_t p = 0; p < threads; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        const std::size_t id = p * per_thread + i;
+        r.spawn([&counts, id, t = live_token{}](context&) { counts.hit(id); });
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  r.wait_idle();
+  EXPECT_EQ(counts.exactly_once(), "");
+}
+
+/// A binary fan-out: each node spawns two children with context::spawn until `depth` is 0.
+class tree_task final : public counted_task {
+ public:
+  tree_task(unsigned depth, std::atomic<std::uint64_t>& nodes) noexcept
+      : m_depth(depth), m_nodes(&nodes) {}
+  task* execute(context& ctx) override {
+    m_nodes->fetch_add(1, std::memory_order_relaxed);
+    if (m_depth > 0) {
+      ctx.spawn(ctx.make_task<tree_task>(m_depth - 1, *m_nodes));
+      ctx.spawn(ctx.make_task<tree_task>(m_depth - 1, *m_nodes));
+    }
+    return nullptr;
+  }
+
+ private:
+  unsigned m_depth;
+  std::atomic<std::uint64_t>* m_nodes;
+};
+
+TEST_P(spawn_test, from_inside_children_join_the_parents_group) {
+  auto& r = start();
+  const unsigned depth = under_sanitizer ? 11 : 14;
+  std::atomic<std::uint64_t> nodes{0};
+  const group g = r.make_group();
+  r.spawn(r.make_task<tree_task>(depth, nodes), g);
+  r.wait(g);  // children were spawned without a group annotation: they joined g
+  EXPECT_EQ(nodes.load(), (std::uint64_t{1} << (depth + 1)) - 1);
+}
+
+TEST_P(spawn_test, lambda_spawned_from_inside_joins_the_parents_group) {
+  auto& r = start();
+  const std::size_t n = scaled(2000, 300);
+  std::vector<int> written(n, 0);  // plain writes: wait() must order them before the reads
+  const group g = r.make_group();
+  r.spawn(
+      [&written, n, t = live_token{}](context& ctx) {
+        for (std::size_t i = 0; i < n; ++i) {
+          ctx.spawn([&written, i, t2 = live_token{}](context&) { written[i] = 1; });
+        }
+      },
+      g);
+  r.wait(g);
+  std::size_t done = 0;
+  for (int w : written) done += static_cast<std::size_t>(w);
+  EXPECT_EQ(done, n);
+}
+
+TEST_P(spawn_test, worker_target_from_outside_runs_on_that_worker) {
+  auto& r = start();
+  ASSERT_EQ(r.workers(), worker_count());
+  const unsigned rounds = static_cast<unsigned>(scaled(200, 20));
+  std::atomic<unsigned> wrong{0};
+  std::atomic<unsigned> ran{0};
+  const group g = r.make_group();
+  for (unsigned round = 0; round < rounds; ++round) {
+    for (unsigned w = 0; w < r.workers(); ++w) {
+      auto* t = make_fn(r, 
+          [&, w, tok = live_token{}](context& ctx) {
+            ran.fetch_add(1, std::memory_order_relaxed);
+            if (ctx.worker() != wid(w)) wrong.fetch_add(1);
+            if (r.current_worker() != std::optional<worker_id>(ctx.worker())) wrong.fetch_add(1);
+          });
+      t->annotate(wid(w));
+      r.spawn(t, g);
+    }
+  }
+  r.wait(g);
+  EXPECT_EQ(ran.load(), rounds * r.workers());
+  EXPECT_EQ(wrong.load(), 0u);
+}
+
+/// Spawns, from whatever worker runs it, one task per worker targeted at that worker.
+class scatter_task final : public counted_task {
+ public:
+  scatter_task(std::atomic<unsigned>& ran, std::atomic<unsigned>& wrong, int target) noexcept
+      : m_ran(&ran), m_wrong(&wrong), m_target(target) {}
+  task* execute(context& ctx) override {
+    if (m_target >= 0) {
+      m_ran->fetch_add(1, std::memory_order_relaxed);
+      if (ctx.worker().value != m_target) m_wrong->fetch_add(1);
+      return nullptr;
+    }
+    const unsigned n = ctx.runtime().workers();
+    for (unsigned w = 0; w < n; ++w) {
+      auto* t = ctx.make_task<scatter_task>(*m_ran, *m_wrong, static_cast<int>(w));
+      t->annotate(wid(w));
+      ctx.spawn(t);
+    }
+    return nullptr;
+  }
+
+ private:
+  std::atomic<unsigned>* m_ran;
+  std::atomic<unsigned>* m_wrong;
+  int m_target;
+};
+
+TEST_P(spawn_test, worker_target_from_inside_runs_on_that_worker) {
+  auto& r = start();
+  const unsigned scatters = static_cast<unsigned>(scaled(200, 20));
+  std::atomic<unsigned> ran{0};
+  std::atomic<unsigned> wrong{0};
+  const group g = r.make_group();
+  for (unsigned i = 0; i < scatters; ++i) {
+    auto* t = r.make_task<scatter_task>(ran, wrong, -1);
+    t->annotate(wid(i % r.workers()));
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  EXPECT_EQ(ran.load(), scatters * r.workers());
+  EXPECT_EQ(wrong.load(), 0u);
+}
+
+TEST_P(spawn_test, numa_node_target_runs_on_a_worker_of_that_node) {
+  auto& r = start();
+  std::set<std::uint16_t> nodes;
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    nodes.insert(r.node_of(wid(w)).value);
+  }
+  ASSERT_FALSE(nodes.empty());
+  const unsigned per_node = static_cast<unsigned>(scaled(500, 50));
+  std::atomic<unsigned> ran{0};
+  std::atomic<unsigned> wrong{0};
+  const group g = r.make_group();
+  for (const auto node : nodes) {
+    for (unsigned i = 0; i < per_node; ++i) {
+      auto* t = make_fn(r, 
+          [&, node, tok = live_token{}](context& ctx) {
+            ran.fetch_add(1, std::memory_order_relaxed);
+            if (ctx.node() != numa_node_id(node)) wrong.fetch_add(1);
+            if (ctx.runtime().node_of(ctx.worker()) != numa_node_id(node)) wrong.fetch_add(1);
+          });
+      t->annotate(numa_node_id(node));
+      r.spawn(t, g);
+    }
+  }
+  r.wait(g);
+  EXPECT_EQ(ran.load(), per_node * nodes.size());
+  EXPECT_EQ(wrong.load(), 0u);
+}
+
+TEST_P(spawn_test, context_reports_its_worker_and_node) {
+  auto& r = start();
+  EXPECT_FALSE(r.current_worker().has_value()) << "the test thread is not a worker";
+  std::atomic<unsigned> wrong{0};
+  const group g = r.make_group();
+  for (int i = 0; i < 200; ++i) {
+    r.spawn(
+        [&, tok = live_token{}](context& ctx) {
+          if (ctx.worker().value >= ctx.runtime().workers()) wrong.fetch_add(1);
+          if (ctx.node() != ctx.runtime().node_of(ctx.worker())) wrong.fetch_add(1);
+          if (&ctx.runtime() != &r) wrong.fetch_add(1);
+          if (!ctx.validate()) wrong.fetch_add(1);  // no optimistic resource: always true
+        },
+        g);
+  }
+  r.wait(g);
+  EXPECT_EQ(wrong.load(), 0u);
+}
+
+TEST_P(spawn_test, more_workers_than_cpus_start_and_report_their_cpus) {
+  auto& r = start();
+  EXPECT_EQ(r.workers(), worker_count());
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    const unsigned cpu = r.cpu_of(wid(w));
+    EXPECT_LT(cpu, 4096u);  // a plausible OS index
+  }
+  EXPECT_TRUE(r.running());
+}
+
+TEST_P(spawn_test, task_returned_by_a_lambda_is_scheduled) {
+  auto& r = start();
+  std::atomic<int> follow_up_ran{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) -> task* {
+        auto* next = make_fn(ctx, 
+            [&, tok2 = live_token{}](context&) { follow_up_ran.fetch_add(1); });
+        next->annotate(g);
+        return next;
+      },
+      g);
+  r.wait(g);
+  EXPECT_EQ(follow_up_ran.load(), 1);
+}
+
+TEST_P(spawn_test, discard_frees_a_task_that_was_never_spawned) {
+  auto& r = start();
+  gate never_passed;
+  for (int i = 0; i < 100; ++i) {
+    auto* t = r.make_task<gate_task>(never_passed);
+    r.discard(t);
+  }
+  EXPECT_EQ(live_objects.load(), 0);
+}
+
+TEST_P(spawn_test, prefetch_distance_changes_at_run_time) {
+  auto& r = start({.prefetch_distance = 0});
+  EXPECT_EQ(r.prefetch_distance(), 0u);
+  std::vector<std::uint64_t> data(4096, 1);
+  std::atomic<std::uint64_t> sum{0};
+  std::uint64_t expected = 0;
+  for (unsigned d : {0u, 1u, 2u, runtime::max_prefetch_distance, 3u, 0u}) {
+    r.set_prefetch_distance(d);
+    EXPECT_EQ(r.prefetch_distance(), d);
+    const group g = r.make_group();
+    for (std::size_t i = 0; i < data.size(); i += 8) {
+      auto* t = make_fn(r, [&sum, &data, i, tok = live_token{}](context&) {
+        sum.fetch_add(data[i], std::memory_order_relaxed);
+      });
+      t->annotate_data(&data[i], 8 * sizeof(std::uint64_t));
+      EXPECT_EQ(t->data(), &data[i]);
+      EXPECT_EQ(t->data_size(), 8 * sizeof(std::uint64_t));
+      EXPECT_EQ(t->mode(), access::read);
+      EXPECT_FALSE(t->has_resource());
+      r.spawn(t, g);
+      ++expected;
+    }
+    r.wait(g);
+    EXPECT_EQ(sum.load(), expected) << "distance " << d;
+  }
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(spawn_test);
+
+// Not parameterized: explicit CPU lists.
+TEST(spawn_cpus, explicit_cpu_list_gives_one_worker_per_entry) {
+  const unsigned cpus = cpu_count();
+  runtime r({.cpus = {0, cpus > 1 ? 1u : 0u}});
+  EXPECT_EQ(r.workers(), 2u);
+  EXPECT_EQ(r.cpu_of(worker_id{0}), 0u);
+  EXPECT_EQ(r.cpu_of(worker_id{1}), cpus > 1 ? 1u : 0u);
+  std::atomic<int> ran{0};
+  r.spawn([&](context&) { ran.fetch_add(1); });
+  r.stop();
+  EXPECT_EQ(ran.load(), 1);
+}
+
+// A worker of one runtime is "any other thread" for a second runtime: spawning into the second
+// one from a task of the first is an external spawn, and current_worker() is empty there.
+TEST(spawn_across_runtimes, task_of_one_runtime_spawns_into_another) {
+  ASSERT_EQ(live_objects.load(), 0);
+  {
+    runtime small({.workers = 1});
+    runtime big({.workers = 4});
+    std::atomic<int> ran_in_small{0};
+    std::atomic<int> wrong{0};
+    const group gs = small.make_group();
+    const group gb = big.make_group();
+    for (unsigned w = 0; w < 4; ++w) {
+      auto* t = make_fn(big, [&, tok = live_token{}](context& ctx) {
+        if (small.current_worker().has_value()) wrong.fetch_add(1);
+        if (big.current_worker() != std::optional<worker_id>(ctx.worker())) wrong.fetch_add(1);
+        small.spawn(
+            [&, tok2 = live_token{}](context& inner) {
+              ran_in_small.fetch_add(1);
+              if (&inner.runtime() != &small) wrong.fetch_add(1);
+            },
+            gs);
+      });
+      t->annotate(wid(w));  // workers 1..3 of `big` have no counterpart in `small`
+      big.spawn(t, gb);
+    }
+    big.wait(gb);
+    small.wait(gs);
+    EXPECT_EQ(ran_in_small.load(), 4);
+    EXPECT_EQ(wrong.load(), 0);
+    small.wait_idle();
+    EXPECT_EQ(small.statistics().spawned_external, 4u) << "spawns from big's workers are external";
+  }
+  EXPECT_EQ(live_objects.load(), 0);
+}
+
+TEST(spawn_cpus, explicit_cpu_list_wins_over_the_worker_count) {
+  runtime r({.workers = 3, .cpus = {0}});
+  EXPECT_EQ(r.workers(), 1u);
+  EXPECT_EQ(r.cpu_of(worker_id{0}), 0u);
+}
+
+TEST(spawn_cpus, unpinned_runtime_runs_tasks_and_says_so) {
+  runtime r({.workers = 3, .pin = false});
+  std::atomic<int> ran{0};
+  const group g = r.make_group();
+  for (int i = 0; i < 100; ++i) r.spawn([&](context&) { ran.fetch_add(1); }, g);
+  for (unsigned w = 0; w < 3; ++w) {  // every worker has started and run something
+    auto* t = make_fn(r, [&](context&) { ran.fetch_add(1); });
+    t->annotate(wid(w));
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  EXPECT_EQ(ran.load(), 103);
+  EXPECT_FALSE(r.pinned()) << "pin = false, yet the runtime reports pinned workers";
+}
+
+}  // namespace
+}  // namespace tessera::test

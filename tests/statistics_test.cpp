@@ -1,0 +1,170 @@
+// Statistics: exact after wait_idle()/stop() (statistics.h); spawns are accounted as local,
+// remote or external; to_string() has a line per worker and a total; idle workers park.
+#include <atomic>
+#include <chrono>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+class statistics_test : public runtime_fixture {};
+
+std::uint64_t spawned(const worker_statistics& s) { return s.spawned_local + s.spawned_remote; }
+
+TEST_P(statistics_test, executed_counts_every_task_after_wait_idle) {
+  auto& r = start();
+  const auto before = r.statistics();
+  ASSERT_EQ(before.workers.size(), r.workers());
+  EXPECT_EQ(before.total().executed, 0u);
+  EXPECT_EQ(before.spawned_external, 0u);
+
+  const std::uint64_t n = scaled(5000, 500);
+  for (std::uint64_t i = 0; i < n; ++i) r.spawn([tok = live_token{}](context&) {});
+  r.wait_idle();
+  const auto after = r.statistics();
+  EXPECT_EQ(after.total().executed, n);
+  EXPECT_EQ(after.spawned_external, n) << "spawns from the test thread are external";
+  EXPECT_EQ(spawned(after.total()), 0u) << "no task spawned from inside";
+}
+
+TEST_P(statistics_test, every_spawn_is_local_remote_or_external) {
+  auto& r = start();
+  const unsigned n = r.workers();
+  const std::uint64_t parents = scaled(300, 40);
+  // Each parent (external spawn) spawns one child per worker, targeted: one of them local to the
+  // parent's worker (if the worker owns the pool), the rest remote.
+  for (std::uint64_t i = 0; i < parents; ++i) {
+    r.spawn([n, tok = live_token{}](context& ctx) {
+      for (unsigned w = 0; w < n; ++w) {
+        auto* t = make_fn(ctx, [tok2 = live_token{}](context&) {});
+        t->annotate(wid(w));
+        ctx.spawn(t);
+      }
+      ctx.spawn([tok3 = live_token{}](context&) {});  // untargeted
+    });
+  }
+  r.wait_idle();
+  const auto s = r.statistics();
+  const auto total = s.total();
+  EXPECT_EQ(s.spawned_external, parents);
+  EXPECT_EQ(spawned(total), parents * (n + 1))
+      << "local " << total.spawned_local << " + remote " << total.spawned_remote;
+  EXPECT_EQ(total.executed, parents * (n + 2));
+  if (n == 1) {
+    EXPECT_EQ(total.spawned_remote, 0u) << "one worker has nothing remote";
+  }
+  std::uint64_t sum = 0;
+  for (const auto& w : s.workers) sum += w.executed;
+  EXPECT_EQ(sum, total.executed) << "total() is the sum of the workers";
+}
+
+TEST_P(statistics_test, targeted_tasks_are_executed_by_their_worker) {
+  auto& r = start();
+  const std::uint64_t per_worker = scaled(200, 30);
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    for (std::uint64_t i = 0; i < per_worker; ++i) {
+      auto* t = make_fn(r, [tok = live_token{}](context&) {});
+      t->annotate(wid(w));
+      r.spawn(t);
+    }
+  }
+  r.wait_idle();
+  const auto s = r.statistics();
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_EQ(s.workers[w].executed, per_worker) << "worker " << w;
+  }
+}
+
+TEST_P(statistics_test, exact_after_stop) {
+  auto& r = start();
+  const std::uint64_t n = scaled(3000, 300);
+  for (std::uint64_t i = 0; i < n; ++i) r.spawn([tok = live_token{}](context&) {});
+  r.stop();
+  const auto s = r.statistics();
+  EXPECT_EQ(s.total().executed, n);
+  EXPECT_EQ(s.spawned_external, n);
+}
+
+TEST_P(statistics_test, to_string_has_a_line_per_worker_and_a_total) {
+  auto& r = start();
+  r.spawn([tok = live_token{}](context&) {});
+  r.wait_idle();
+  const std::string text = r.statistics().to_string();
+  ASSERT_FALSE(text.empty());
+  std::istringstream in(text);
+  std::string line;
+  unsigned lines = 0;
+  while (std::getline(in, line)) lines += !line.empty();
+  EXPECT_GE(lines, r.workers() + 1) << text;
+}
+
+TEST_P(statistics_test, operator_plus_adds_every_counter) {
+  start();
+  worker_statistics a{.executed = 1, .spawned_local = 2, .spawned_remote = 3,
+                      .optimistic_retries = 4, .prefetches = 5, .pools_stolen = 6,
+                      .tasks_stolen = 7, .exceptions = 8, .idle_ns = 9, .parked_ns = 10};
+  worker_statistics b = a;
+  b += a;
+  EXPECT_EQ(b.executed, 2u);
+  EXPECT_EQ(b.spawned_local, 4u);
+  EXPECT_EQ(b.spawned_remote, 6u);
+  EXPECT_EQ(b.optimistic_retries, 8u);
+  EXPECT_EQ(b.prefetches, 10u);
+  EXPECT_EQ(b.pools_stolen, 12u);
+  EXPECT_EQ(b.tasks_stolen, 14u);
+  EXPECT_EQ(b.exceptions, 16u);
+  EXPECT_EQ(b.idle_ns, 18u);
+  EXPECT_EQ(b.parked_ns, 20u);
+  runtime_statistics rs;
+  rs.workers = {a, a, a};
+  EXPECT_EQ(rs.total().executed, 3u);
+  EXPECT_EQ(rs.total().parked_ns, 30u);
+}
+
+#if defined(TESSERA_STATISTICS)
+TEST_P(statistics_test, idle_workers_park) {
+  auto& r = start();
+  r.spawn([tok = live_token{}](context&) {});
+  r.wait_idle();
+  const auto before = r.statistics().total();
+  // Idle for much longer than spin_before_park (50 us): the workers go to sleep. Their counters
+  // are written by themselves, so wake each one with a task before reading again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const group g = r.make_group();
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    auto* t = make_fn(r, [tok = live_token{}](context&) {});
+    t->annotate(wid(w));
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  r.wait_idle();
+  const auto after = r.statistics().total();
+  EXPECT_GT(after.parked_ns, before.parked_ns) << "no worker parked while idle for 50 ms";
+  EXPECT_GE(after.idle_ns, before.idle_ns);
+}
+#endif
+
+TEST_P(statistics_test, parked_workers_wake_for_new_work) {
+  // Lost-wakeup check: repeatedly let every worker go idle, then spawn from outside.
+  auto& r = start();
+  const int rounds = static_cast<int>(scaled(300, 60));
+  std::atomic<int> ran{0};
+  for (int i = 0; i < rounds; ++i) {
+    if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const group g = r.make_group();
+    auto* t = make_fn(r, [&ran, tok = live_token{}](context&) { ran.fetch_add(1); });
+    t->annotate(wid(static_cast<unsigned>(i) % r.workers()));
+    r.spawn(t, g);
+    r.wait(g);
+  }
+  EXPECT_EQ(ran.load(), rounds);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(statistics_test);
+
+}  // namespace
+}  // namespace tessera::test
