@@ -354,7 +354,17 @@ bool worker::fetch(task*& t, pool*& p) {
 }
 
 bool worker::next(task*& t, pool*& p) {
-  if (m_distance == 0 && m_wsize == 0) return fetch(t, p);
+  if (m_wsize == 0) {
+    // The window ran dry (start, after idling, distance 0). Re-read the distance after the fetch
+    // that acquired the task, so a set_prefetch_distance() that happened before the task was
+    // spawned is seen; a busy worker re-reads it in periodic().
+    if (!fetch(t, p)) return false;
+    m_distance = m_sched.prefetch_distance();
+    if (m_distance == 0) return true;
+    prefetch(t);
+    m_window[m_wbegin] = {t, p};
+    m_wsize = 1;
+  }
   // Refill the window: a task entering at position k is k tasks away from running.
   while (m_wsize <= m_distance) {
     task* x;
