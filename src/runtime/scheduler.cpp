@@ -171,8 +171,11 @@ void scheduler::route(task* t, worker* from) {
 }
 
 void scheduler::push(pool& p, task* t, worker* from) noexcept {
-  // Relaxed owner read: if `from` owns p, only `from` could have changed it, so it is exact.
-  if (from != nullptr && p.owner.load(std::memory_order_relaxed) == from->index()) {
+  // `owner` names `from` as soon as a giver handed p over, before `from` adopted p under the
+  // hand-over mutex: only a pool in from's own list may take a plain local push. The relaxed read
+  // is a cheap filter (only `from` changes the owner of a pool it holds).
+  if (from != nullptr && p.owner.load(std::memory_order_relaxed) == from->index() &&
+      from->owns(&p)) {
     from->push_local(p, t);
     return;
   }

@@ -470,8 +470,10 @@ void worker::execute(task* t, pool* p) {
           follow = invoke(t, error);
           end_write(h, v);
         } else if (m_sched.pool_at(h.pool.load(std::memory_order_relaxed))
-                       .owner.load(std::memory_order_relaxed) == m_index) {
+                       .owner.load(std::memory_order_acquire) == m_index) {
           // Writers of this resource only run on us, and we are here: nothing can overlap.
+          // acquire: the pool may have just been handed to us (not adopted yet); the giver's
+          // owner store follows its last writer, whose writes we must see.
           follow = invoke(t, error);
         } else {
           follow = run_optimistic_read(t, h, error);
