@@ -1,0 +1,32 @@
+# tessera-bench ycsb: YCSB load + run phases on the B-link tree (tessera task tree vs the OLC
+# baseline on threads and oneTBB). Included at the end of bench/CMakeLists.txt.
+target_sources(tessera-bench PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/ycsb.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/workload.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/progress.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tessera.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tbb.cpp
+)
+target_link_libraries(tessera-bench PRIVATE tessera_ycsb tessera_kv_baselines tessera_kv_tasks)
+
+if(TESSERA_BUILD_TESTS)
+  # Smoke runs: every implementation, both worker counts, every answer and both trees checked.
+  foreach(workload IN ITEMS a e)
+    add_test(NAME bench.smoke.ycsb_${workload}
+             COMMAND tessera-bench ycsb --workload ${workload} --records 20000
+                     --operations 20000 --workers 1,2 --repeat 1)
+  endforeach()
+  # Trace replay (a generated load plus a small run trace) and the boolean --no-check.
+  add_test(NAME bench.smoke.ycsb_trace
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench>
+                   -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DMODE=good
+                   -P ${CMAKE_CURRENT_LIST_DIR}/tests/trace_test.cmake)
+  # A malformed run trace: exit status 2, one "tessera-bench: ..." line naming the line number.
+  add_test(NAME bench.usage.ycsb_bad_trace
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench>
+                   -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DMODE=bad
+                   -P ${CMAKE_CURRENT_LIST_DIR}/tests/trace_test.cmake)
+  set_tests_properties(bench.smoke.ycsb_a bench.smoke.ycsb_e bench.smoke.ycsb_trace
+                       bench.usage.ycsb_bad_trace PROPERTIES LABELS "bench" TIMEOUT 300)
+endif()

@@ -1,0 +1,12 @@
+// The oneTBB baseline: kv::olc_tree on kv::tbb_driver (a task arena of `workers` threads running
+// one parallel_for task per chunk of the batch size, balanced by work stealing).
+#include "kv/tbb_driver.h"
+#include "ycsb/baseline.h"
+
+namespace tessera::bench::ycsb_bench {
+
+std::unique_ptr<store> make_tbb_store(unsigned workers, std::size_t batch) {
+  return std::make_unique<olc_store<kv::tbb_driver>>(workers, batch);
+}
+
+}  // namespace tessera::bench::ycsb_bench

@@ -1,0 +1,245 @@
+// The tessera implementation: kv::task_tree driven by one driver task per batch.
+//
+// Each worker owns `batches_per_worker` batch slots (default 2, so that while one batch drains
+// the other keeps the worker's queue — and with it the prefetch window — full). A slot's driver
+// task runs on its worker: it takes the next batch of operation indices from the shared cursor
+// and submits one pre-allocated kv::request per operation from inside the task. Each request's
+// on_done checks the answer; the batch's last completion spawns the slot's next driver task. A
+// read-modify-write is a lookup whose on_done submits the update with the same request. When the
+// cursor passes the end, the drivers stop respawning and the runtime drains; the phase ends when
+// it is idle. Per operation the benchmark allocates nothing (one driver task per batch).
+#include "tessera/tessera.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/timing.h"
+#include "ycsb/ycsb.h"
+
+namespace tessera::bench::ycsb_bench {
+
+namespace {
+
+using ::ycsb::op_type;
+
+struct phase_state;
+
+/// The requests of one batch in flight, with their scan buffers. Owned by one worker's driver.
+struct batch_slot {
+  phase_state* phase = nullptr;
+  worker_id owner;
+  /// Requests of the current batch not completed yet; the last completion respawns the driver.
+  std::atomic<std::uint32_t> remaining{0};
+  std::uint64_t first = 0;  ///< operation index of requests[0]
+  std::uint32_t count = 0;  ///< requests in the current batch
+  std::uint32_t scan_stride = 0;
+  std::vector<kv::request> requests;
+  std::vector<kv::entry> scan_space;  ///< requests.size() * scan_stride entries
+};
+
+/// What the driver tasks and completions of one phase share.
+struct phase_state {
+  runtime* rt = nullptr;
+  kv::task_tree* tree = nullptr;
+  const ::ycsb::operation* ops = nullptr;
+  const expect* expected = nullptr;
+  std::uint64_t op_count = 0;
+  std::uint32_t batch = 0;
+  error_log* errors = nullptr;
+  progress* meter = nullptr;
+  /// Next operation index to hand out; own line, every driver task updates it.
+  alignas(64) std::atomic<std::uint64_t> cursor{0};
+  /// Operations completed (counted per batch), checked against op_count at the end.
+  alignas(64) std::atomic<std::uint64_t> completed{0};
+};
+
+void on_request_done(kv::request& r);
+
+class batch_driver final : public task {
+ public:
+  explicit batch_driver(batch_slot* slot) noexcept : m_slot(slot) {}
+
+  task* execute(context& ctx) override {
+    batch_slot& slot = *m_slot;
+    phase_state& p = *slot.phase;
+    // relaxed: the cursor only hands out indices; the operations were published by the spawn.
+    const std::uint64_t first = p.cursor.fetch_add(p.batch, std::memory_order_relaxed);
+    if (first >= p.op_count) return nullptr;  // this slot is done for the phase
+    const auto count =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(p.batch, p.op_count - first));
+    slot.first = first;
+    slot.count = count;
+    // relaxed: each submit below publishes it (with the request) to the completing worker.
+    slot.remaining.store(count, std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      // After the last submit the slot may already be reused: touch nothing of it then.
+      kv::request& r = slot.requests[i];
+      const ::ycsb::operation& op = p.ops[first + i];
+      r = kv::request{.key = op.key, .on_done = on_request_done, .user = &slot};
+      switch (op.type) {
+        case op_type::insert:
+          r.type = kv::request_type::insert;
+          r.value = op.value;
+          break;
+        case op_type::read:
+        case op_type::read_modify_write:
+          r.type = kv::request_type::lookup;
+          break;
+        case op_type::update:
+          r.type = kv::request_type::update;
+          r.value = op.value;
+          break;
+        case op_type::scan:
+          r.type = kv::request_type::scan;
+          r.scan_count = op.scan_length;
+          r.scan_out = slot.scan_space.data() + std::size_t{i} * slot.scan_stride;
+          break;
+        case op_type::remove:
+          r.type = kv::request_type::remove;
+          break;
+      }
+      p.tree->submit(r, &ctx);
+    }
+    return nullptr;
+  }
+
+ private:
+  batch_slot* m_slot;
+};
+
+/// The answer of a finished request, or nullptr if it is right.
+const char* answer_error(const kv::request& r, const ::ycsb::operation& op, expect e) {
+  const bool ok = r.status == kv::request_status::ok;
+  switch (op.type) {
+    case op_type::insert:
+      if (r.status == kv::request_status::not_found) return "insert answered not_found";
+      return presence_error(e, !ok);
+    case op_type::read:
+    case op_type::read_modify_write:  // its read; the update is checked like an update
+      return r.type == kv::request_type::lookup ? lookup_error(e, op, ok, r.value)
+                                                : presence_error(e, ok);
+    case op_type::update:
+    case op_type::remove:
+      return presence_error(e, ok);
+    case op_type::scan:
+      return scan_error(e, op, r.scan_out, r.scanned);
+  }
+  return "unknown operation type";
+}
+
+void on_request_done(kv::request& r) {
+  batch_slot& slot = *static_cast<batch_slot*>(r.user);
+  phase_state& p = *slot.phase;
+  const std::uint64_t index = slot.first + static_cast<std::uint64_t>(&r - slot.requests.data());
+  const ::ycsb::operation& op = p.ops[index];
+  if (const char* what = answer_error(r, op, p.expected[index])) [[unlikely]] {
+    p.errors->record(index, op, what);
+  }
+  if (op.type == op_type::read_modify_write && r.type == kv::request_type::lookup) {
+    r = kv::request{.type = kv::request_type::update,
+                    .key = op.key,
+                    .value = op.value,
+                    .on_done = on_request_done,
+                    .user = &slot};
+    p.tree->submit(r, nullptr);  // on_done has no context: routed like an outside submit
+    return;
+  }
+  // acq_rel: every completion's writes (its checks) happen-before the last one, which hands the
+  // slot to the next driver task.
+  if (slot.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const std::uint32_t count = slot.count;
+  p.meter->add(slot.owner.value, count);
+  p.completed.fetch_add(count, std::memory_order_relaxed);  // read after the runtime is idle
+  auto* next = p.rt->make_task<batch_driver>(&slot);
+  next->annotate(slot.owner);
+  p.rt->spawn(next);
+}
+
+class tessera_store final : public store {
+ public:
+  explicit tessera_store(const tessera_config& s) : m_config(s), m_rt(options_for(s)) {
+    for (unsigned w = 0; w < s.workers; ++w) {
+      for (unsigned b = 0; b < s.batches_per_worker; ++b) {
+        auto slot = std::make_unique<batch_slot>();
+        slot->owner = worker_id{static_cast<std::uint16_t>(w)};
+        slot->requests.resize(s.batch);
+        m_slots.push_back(std::move(slot));
+      }
+    }
+  }
+
+  ~tessera_store() override {
+    m_rt.wait_idle();
+    m_tree.reset();
+  }
+
+  void create_tree() override {
+    m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync});
+  }
+  void destroy_tree() override {
+    m_rt.wait_idle();
+    m_tree.reset();
+  }
+  [[nodiscard]] const kv::node* root() const override { return m_tree->root(); }
+  [[nodiscard]] std::size_t size() const override { return m_tree->size(); }
+  void report_statistics(const std::string& label) const override {
+    m_config.runtime.print_statistics(label, m_rt);
+  }
+
+  double execute(const phase_data& phase, progress& meter, error_log& errors) override {
+    phase_state p;
+    p.rt = &m_rt;
+    p.tree = m_tree.get();
+    p.ops = phase.ops.data();
+    p.expected = phase.expected.data();
+    p.op_count = phase.ops.size();
+    p.batch = m_config.batch;
+    p.errors = &errors;
+    p.meter = &meter;
+    for (auto& slot : m_slots) {
+      slot->phase = &p;
+      slot->scan_stride = phase.max_scan_length;
+      slot->scan_space.resize(std::size_t{m_config.batch} * phase.max_scan_length);
+    }
+    stopwatch clock;
+    for (auto& slot : m_slots) {
+      auto* driver = m_rt.make_task<batch_driver>(slot.get());
+      driver->annotate(slot->owner);
+      m_rt.spawn(driver);
+    }
+    m_rt.wait_idle();
+    const double seconds = clock.seconds();
+    const std::uint64_t completed = p.completed.load(std::memory_order_relaxed);
+    const std::vector<std::exception_ptr> thrown = m_rt.take_unhandled_exceptions();
+    if (!thrown.empty())
+      throw bench_failure(std::to_string(thrown.size()) + " task(s) threw during the phase");
+    if (completed != p.op_count)
+      throw bench_failure(std::to_string(completed) + " of " + std::to_string(p.op_count) +
+                          " requests completed before the runtime went idle");
+    return seconds;
+  }
+
+ private:
+  static runtime_options options_for(const tessera_config& s) {
+    runtime_options o = s.runtime.options(s.workers);
+    o.prefetch_distance = s.prefetch_distance;
+    return o;
+  }
+
+  tessera_config m_config;
+  runtime m_rt;
+  std::vector<std::unique_ptr<batch_slot>> m_slots;
+  std::unique_ptr<kv::task_tree> m_tree;
+};
+
+}  // namespace
+
+std::unique_ptr<store> make_tessera_store(const tessera_config& config) {
+  return std::make_unique<tessera_store>(config);
+}
+
+}  // namespace tessera::bench::ycsb_bench

@@ -1,0 +1,35 @@
+# Runs `tessera-bench ycsb` on a small run trace written here.
+#   MODE=good: a valid trace (every verb, keys loaded and not) must pass with status 0.
+#   MODE=bad:  line 3 is malformed: status 2 and exactly one stderr line
+#              "tessera-bench: --run-file: <file>:3: <reason>".
+#   cmake -DPROGRAM=tessera-bench -DDIR=/tmp -DMODE=bad -P trace_test.cmake
+set(trace "${DIR}/ycsb_${MODE}_trace.txt")
+if(MODE STREQUAL "good")
+  # key_of(0) = 6284781860667377211 and key_of(1) are loaded; 7 and 8 are not.
+  file(WRITE "${trace}" "# a comment\nREAD 6284781860667377211\nUPDATE 6284781860667377211\n"
+                        "READ 7\nINSERT 8\nREAD 8\nSCAN 6284781860667377211 10\nRMW 6284781860667377211\n"
+                        "DELETE 6284781860667377211\nREAD usertable user8\n")
+  execute_process(COMMAND "${PROGRAM}" ycsb --records 100 --run-file "${trace}" --workers 1,2
+                          --repeat 1 --no-check
+                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "exit status '${status}', expected 0\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  message(STATUS "ok:\n${out}")
+elseif(MODE STREQUAL "bad")
+  file(WRITE "${trace}" "READ 1\nUPDATE 2\nFROB 3\nREAD 4\n")
+  execute_process(COMMAND "${PROGRAM}" ycsb --records 100 --run-file "${trace}" --workers 1
+                          --repeat 1
+                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 2)
+    message(FATAL_ERROR "exit status '${status}', expected 2\nstderr: ${err}")
+  endif()
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines lines)
+  if(NOT lines EQUAL 1 OR NOT err MATCHES "^tessera-bench: --run-file: .*ycsb_bad_trace.txt:3: ")
+    message(FATAL_ERROR "expected one 'tessera-bench: --run-file: FILE:3: ...' line, got:\n${err}")
+  endif()
+  message(STATUS "ok: ${err}")
+else()
+  message(FATAL_ERROR "MODE must be good or bad, got '${MODE}'")
+endif()

@@ -1,0 +1,12 @@
+// The thread baseline: kv::olc_tree on kv::thread_driver (plain std::threads pulling chunks of
+// the batch size from one atomic cursor).
+#include "kv/thread_driver.h"
+#include "ycsb/baseline.h"
+
+namespace tessera::bench::ycsb_bench {
+
+std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch) {
+  return std::make_unique<olc_store<kv::thread_driver>>(workers, batch);
+}
+
+}  // namespace tessera::bench::ycsb_bench

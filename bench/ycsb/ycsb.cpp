@@ -1,0 +1,260 @@
+// The `ycsb` subcommand: registration, flags, and the loop over configurations.
+//
+// For every worker count and implementation, `--repeat` times: a fresh tree, the load phase
+// (timed), the checks, the run phase (timed), the checks, the tree freed. The table reports the
+// median of each phase, with the ratio against `threads`.
+#include "ycsb/ycsb.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/registry.h"
+#include "kv/checker.h"
+#include "tessera/runtime.h"
+#include "ycsb/trace.h"
+
+namespace tessera::bench::ycsb_bench {
+
+namespace {
+
+// The default size: the whole default command (4 implementations, workers 1,2, --repeat 3,
+// load + run) takes about 3 minutes on a 2-core machine.
+constexpr std::int64_t default_records = 2'000'000;
+constexpr std::int64_t default_operations = 2'000'000;
+
+const std::vector<std::string> implementation_names{"tessera", "tessera-noprefetch", "threads",
+                                                    "tbb"};
+
+struct settings {
+  workload_options workload;
+  tessera_config tessera;  ///< workers and prefetch distance set per configuration
+  bool check = true;
+  bool show_progress = false;
+};
+
+[[noreturn]] void usage_error(const std::string& flag, const std::string& what) {
+  std::fprintf(stderr, "tessera-bench: %s: %s\n", flag.c_str(), what.c_str());
+  std::fflush(stderr);
+  std::exit(2);
+}
+
+kv::tree_sync parse_sync(const std::string& name) {
+  if (name == "latch") return kv::tree_sync::spinlock;
+  if (name == "rwlatch") return kv::tree_sync::rwlatch;
+  if (name == "optimistic") return kv::tree_sync::optimistic;
+  if (name == "scheduling") return kv::tree_sync::scheduling;
+  return kv::tree_sync::automatic;
+}
+
+settings read_settings(const run_context& ctx) {
+  const flag_values& f = ctx.flags;
+  settings s;
+  s.workload.workload = f.text("workload")[0];
+  if (f.text("distribution") != "auto")
+    s.workload.distribution = ::ycsb::parse_distribution(f.text("distribution"));
+  s.workload.records = static_cast<std::uint64_t>(f.integer("records"));
+  s.workload.operations = static_cast<std::uint64_t>(f.integer("operations"));
+  s.workload.seed = static_cast<std::uint64_t>(f.integer("seed"));
+  s.workload.load_file = f.text("load-file");
+  s.workload.run_file = f.text("run-file");
+  if (!s.workload.load_file.empty() && s.workload.run_file.empty())
+    usage_error("--load-file", "needs --run-file too (a generated run reads generated keys)");
+  s.tessera.sync = parse_sync(f.text("sync"));
+  s.tessera.prefetch_distance = static_cast<unsigned>(f.integer("prefetch-distance"));
+  s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
+  s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
+  s.tessera.runtime = tessera_settings::from(f);
+  s.check = f.text("check") == "yes";
+  const std::string& p = f.text("progress");
+  s.show_progress = p == "yes" || (p == "auto" && isatty(STDERR_FILENO) == 1);
+  return s;
+}
+
+workload_data prepare(const settings& s) {
+  try {
+    return prepare_workload(s.workload);
+  } catch (const ::ycsb::trace_error& e) {
+    const bool load = !s.workload.load_file.empty() && e.file() == s.workload.load_file;
+    usage_error(load ? "--load-file" : "--run-file", e.what());
+  } catch (const std::invalid_argument& e) {
+    usage_error("--records", e.what());  // the generator's spec checks (e.g. latest needs 2)
+  }
+}
+
+std::unique_ptr<store> make_store(const std::string& impl, unsigned workers, const settings& s) {
+  if (impl == "threads") return make_threads_store(workers, s.tessera.batch);
+  if (impl == "tbb") return make_tbb_store(workers, s.tessera.batch);
+  tessera_config t = s.tessera;
+  t.workers = workers;
+  if (impl == "tessera-noprefetch") t.prefetch_distance = 0;
+  return make_tessera_store(t);
+}
+
+std::string mops(std::uint64_t ops, double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f Mops/s", seconds > 0 ? ops / seconds / 1e6 : 0.0);
+  return buf;
+}
+
+/// One timed phase plus its checks; returns its sample or throws bench_failure.
+sample run_phase(store& st, const phase_data& phase, const char* phase_name,
+                 const std::string& impl, unsigned workers, const std::string& attempt,
+                 const settings& s, const run_context& ctx) {
+  const std::string where = ctx.label(impl, workers) + " " + phase_name;
+  error_log errors;
+  double seconds = 0;
+  {
+    progress meter(impl + " " + phase_name + "  w=" + std::to_string(workers) + attempt,
+                   phase.ops.size(), workers, s.show_progress);
+    meter.start();
+    seconds = st.execute(phase, meter, errors);
+  }
+  if (errors.count() > 0)
+    throw bench_failure(where + ": " + std::to_string(errors.count()) +
+                        " wrong answer(s); first: " + errors.first());
+  std::string tree = "tree not checked";
+  std::uint64_t keys = 0;
+  if (s.check) {
+    const kv::check_result r = kv::check_tree(st.root());
+    if (!r.ok) throw bench_failure(where + ": kv::check_tree: " + r.message);
+    keys = r.stats.keys;
+    tree = "tree ok: height " + std::to_string(r.stats.height) + ", " +
+           std::to_string(r.stats.leaves) + " leaves";
+  } else {
+    keys = st.size();
+  }
+  if (phase.keys_after && keys != *phase.keys_after)
+    throw bench_failure(where + ": the tree holds " + std::to_string(keys) + " keys, expected " +
+                        std::to_string(*phase.keys_after));
+  std::fprintf(stderr, "tessera-bench: %s%s: %zu ops in %.3f s, %s; %llu keys, %s\n", where.c_str(),
+               attempt.c_str(), phase.ops.size(), seconds, mops(phase.ops.size(), seconds).c_str(),
+               static_cast<unsigned long long>(keys), tree.c_str());
+  return sample{.ops = phase.ops.size(), .seconds = seconds};
+}
+
+void run(const run_context& ctx) {
+  const settings s = read_settings(ctx);
+  stopwatch preparing;
+  const workload_data data = prepare(s);
+  std::fprintf(
+      stderr, "tessera-bench: ycsb: %s; %zu load + %zu run operations prepared in %.1f s\n",
+      data.description.c_str(), data.load.ops.size(), data.run.ops.size(), preparing.seconds());
+  if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch"))
+    std::fprintf(stderr,
+                 "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
+                 "batches of %u, %u in flight per worker, %s\n",
+                 ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
+                 s.tessera.batches_per_worker, s.tessera.runtime.pin ? "pinned" : "not pinned");
+
+  // Rows are added phase by phase at the end (also when a configuration fails), so that the
+  // table reads load, then run, each with its workers and implementations together.
+  struct result {
+    unsigned workers;
+    std::string impl;
+    measurement load, run;
+  };
+  std::vector<result> results;
+  std::map<std::string, std::uint64_t> run_sizes;
+  auto add_rows = [&] {
+    for (const char* phase : {"load", "run"}) {
+      for (const unsigned w : ctx.workers) {
+        for (const auto& r : results) {
+          if (r.workers != w) continue;
+          ctx.report.add(row("ycsb", r.impl, w, std::string_view(phase) == "load" ? r.load : r.run)
+                             .with("workload", data.workload)
+                             .with("distribution", data.distribution)
+                             .with("records", data.load.ops.size())
+                             .with("phase", phase));
+        }
+      }
+    }
+  };
+
+  try {
+    for (const unsigned w : ctx.workers) {
+      for (const auto& impl : ctx.implementations) {
+        std::unique_ptr<store> st = make_store(impl, w, s);
+        std::vector<sample> load_samples, run_samples;
+        for (unsigned i = 0; i < ctx.repeat; ++i) {
+          const std::string attempt =
+              ctx.repeat > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(ctx.repeat) + ")"
+                             : "";
+          st->create_tree();
+          load_samples.push_back(run_phase(*st, data.load, "load", impl, w, attempt, s, ctx));
+          run_samples.push_back(run_phase(*st, data.run, "run", impl, w, attempt, s, ctx));
+          run_sizes[impl + " workers=" + std::to_string(w)] = st->size();
+          st->destroy_tree();
+        }
+        st->report_statistics(ctx.label(impl, w));
+        results.push_back(
+            {w, impl, summarize(std::move(load_samples)), summarize(std::move(run_samples))});
+      }
+    }
+  } catch (...) {
+    add_rows();
+    throw;
+  }
+  add_rows();
+
+  if (!data.run.keys_after) {  // order-dependent trace: report what each implementation ended with
+    for (const auto& [config, keys] : run_sizes)
+      std::fprintf(stderr, "tessera-bench: ycsb: after the run, %s holds %llu keys\n",
+                   config.c_str(), static_cast<unsigned long long>(keys));
+  }
+}
+
+/// `--no-check` is the boolean spelling of `--check no`. The flag parser only knows flags with a
+/// value, so the word is rewritten in place to the equally long `--check=no` before parsing (main
+/// parses views of argv).
+void prepare_process(int argc, char** argv) {
+  static_assert(sizeof("--no-check") == sizeof("--check=no"));
+  for (int i = 2; i < argc; ++i)
+    if (std::strcmp(argv[i], "--no-check") == 0)
+      std::memcpy(argv[i], "--check=no", sizeof("--check=no"));
+}
+
+const registration ycsb_benchmark({
+    .name = "ycsb",
+    .help = "YCSB load + run phases on the B-link tree: tessera tasks vs OLC threads / oneTBB",
+    .implementations = implementation_names,
+    .reference = "threads",
+    .flags = tessera_settings::add_flags(
+        {choice_flag("workload", "c", {"a", "b", "c", "d", "e", "f"},
+                     "YCSB core workload (a: 50% update, c: read only, e: scans, ...)"),
+         choice_flag("distribution", "auto", {"auto", "uniform", "zipfian", "latest"},
+                     "request distribution; auto: the workload's own (latest for d, else zipfian)"),
+         int_flag("records", default_records, "records inserted by the load phase", 1),
+         int_flag("operations", default_operations, "operations of the run phase", 1),
+         int_flag("seed", 0x5eed, "seed of the workload generator", 0),
+         choice_flag("sync", "auto", {"auto", "latch", "rwlatch", "optimistic", "scheduling"},
+                     "tessera: node synchronization (auto: from the node hints; latch: spinlock)"),
+         int_flag("prefetch-distance", runtime_options{}.prefetch_distance,
+                  "tessera: prefetch distance in tasks (tessera-noprefetch always uses 0)", 0,
+                  runtime::max_prefetch_distance),
+         int_flag("batch", 500, "requests handed out per batch (chunk) to a worker", 1, 1 << 16),
+         int_flag("batches-per-worker", 2, "tessera: batches in flight per worker", 1, 64),
+         string_flag("load-file", "", "replay this trace (INSERT lines) as the load phase", "FILE"),
+         string_flag("run-file", "",
+                     "replay this trace as the run phase (without --load-file: after loading "
+                     "--records generated records)",
+                     "FILE"),
+         choice_flag("check", "yes", {"yes", "no"},
+                     "run kv::check_tree after each phase (--no-check: same as --check no)"),
+         choice_flag("progress", "auto", {"auto", "yes", "no"},
+                     "progress line on stderr (auto: if stderr is a terminal)")}),
+    .run = run,
+    .prepare_process = prepare_process,
+});
+
+}  // namespace
+
+}  // namespace tessera::bench::ycsb_bench

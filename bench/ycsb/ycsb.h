@@ -1,0 +1,101 @@
+// bench/ycsb/ycsb.h — the `ycsb` subcommand: YCSB load and run phases (seed 001 §6) on the tessera
+// task tree and on the optimistic-lock-coupling baseline driven by threads and by oneTBB.
+//
+// A workload is prepared once (generated or read from traces) as two arrays of ycsb::operation,
+// each operation paired with the answer it must give (`expect`). Every implementation is a
+// `store`: it builds a fresh tree, executes a phase — all operations handed out in batches of
+// 500 — checks every answer while it runs, and exposes the quiescent tree to kv::check_tree.
+//
+//   workload_data w = prepare_workload({.workload = 'a', .records = 1000, .operations = 1000});
+//   std::unique_ptr<store> s = make_threads_store(2, 500);
+//   s->create_tree();
+//   error_log errors;
+//   progress meter("threads load", w.load.ops.size(), 2, false);
+//   const double seconds = s->execute(w.load, meter, errors);  // errors.count() wrong answers
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tessera_settings.h"
+#include "kv/node.h"
+#include "kv/task_tree.h"
+#include "ycsb/generator.h"
+#include "ycsb/operation.h"
+#include "ycsb/progress.h"
+#include "ycsb/verify.h"
+
+namespace tessera::bench::ycsb_bench {
+
+/// One phase: the operations in the order they are handed out, and what each must answer.
+struct phase_data {
+  std::vector<::ycsb::operation> ops;
+  std::vector<expect> expected;  ///< one per operation
+  /// Keys in the tree after the phase, when that does not depend on the order of execution.
+  std::optional<std::uint64_t> keys_after;
+  std::uint32_t max_scan_length = 0;  ///< room a scan needs
+};
+
+struct workload_options {
+  char workload = 'c';
+  std::optional<::ycsb::distribution> distribution;  ///< default: the workload's own
+  std::uint64_t records = 1000;
+  std::uint64_t operations = 1000;
+  std::uint64_t seed = 0x5eed;
+  std::string load_file;  ///< non-empty: the load phase replays this trace (INSERT lines only)
+  std::string run_file;   ///< non-empty: the run phase replays this trace
+};
+
+struct workload_data {
+  phase_data load;
+  phase_data run;
+  std::string workload;      ///< "a".."f", or "trace"
+  std::string distribution;  ///< "zipfian", "uniform", "latest", or "trace"
+  std::string description;   ///< one line for stderr
+};
+
+/// Generates or reads both phases and classifies every operation. Throws ycsb::trace_error for a
+/// malformed or unreadable trace and std::invalid_argument for an impossible workload spec.
+workload_data prepare_workload(const workload_options& options);
+
+/// One implementation under test, for one worker count. Not thread-safe; the tree is built and
+/// destroyed by the caller's thread.
+class store {
+ public:
+  virtual ~store() = default;
+  /// A fresh, empty tree (the previous one must have been destroyed).
+  virtual void create_tree() = 0;
+  virtual void destroy_tree() = 0;
+  /// Executes every operation of `phase`, batches of the configured size handed out to the
+  /// workers, and checks each answer into `errors`; ticks `meter` (one counter per worker).
+  /// Returns the seconds from the first operation handed out until the tree is quiescent.
+  /// Throws bench_failure if the implementation itself misbehaved (operations lost, a task
+  /// threw).
+  virtual double execute(const phase_data& phase, progress& meter, error_log& errors) = 0;
+  /// The root of the quiescent tree, for kv::check_tree.
+  [[nodiscard]] virtual const kv::node* root() const = 0;
+  /// Keys in the quiescent tree (a walk over the leaves).
+  [[nodiscard]] virtual std::size_t size() const = 0;
+  /// After the last run of a configuration: runtime statistics on stderr, if asked for.
+  virtual void report_statistics(const std::string& /*label*/) const {}
+};
+
+/// How the tessera store runs: the shared runtime flags (--pin, --runtime-stats) and its own.
+struct tessera_config {
+  tessera_settings runtime;  ///< bench/common: pinning, statistics
+  unsigned workers = 1;
+  unsigned prefetch_distance = 2;
+  kv::tree_sync sync = kv::tree_sync::automatic;
+  std::uint32_t batch = 500;        ///< requests per driver batch
+  unsigned batches_per_worker = 2;  ///< batches in flight per worker
+};
+
+std::unique_ptr<store> make_tessera_store(const tessera_config& config);
+std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch);
+std::unique_ptr<store> make_tbb_store(unsigned workers, std::size_t batch);
+
+}  // namespace tessera::bench::ycsb_bench
