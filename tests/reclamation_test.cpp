@@ -1,0 +1,306 @@
+// Epoch-based reclamation of retired resources (seed 001 §4.4; src/runtime/epoch.h).
+//
+// Resources are linked from a shared array; reader tasks find them there and read them as
+// optimistic readers, writer tasks update them, and replacing tasks mark one dead, link a new
+// one in its place and retire the old one while other tasks may still be queued on it. Nothing
+// may be freed while a task that could have seen it still exists (AddressSanitizer turns such a
+// read into a heap-use-after-free; in other builds the destructor's "dead" mark is checked),
+// everything retired must be freed (destructor count == construction count after stop(), and
+// LeakSanitizer checks the memory), and resources retired by tasks must be freed while the
+// runtime runs, not only at stop().
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+constexpr auto eventually = std::chrono::seconds(60);
+constexpr std::int64_t live_mark = 0x11FE11FE;
+constexpr std::int64_t dead_mark = 0xDEADDEAD;
+
+/// A resource that counts its constructions and destructions and marks itself dead.
+struct node {
+  static inline std::atomic<long> constructed{0};
+  static inline std::atomic<long> destroyed{0};
+  static inline std::atomic<long> torn_at_destruction{0};
+  /// Sum of the counters of every destroyed node: equals the number of updates made.
+  static inline std::atomic<std::int64_t> updates_at_destruction{0};
+
+  struct alignas(64) line {
+    std::int64_t value = 0;
+  };
+  std::array<line, 4> fields{};
+  std::int64_t alive = 1;  ///< 0 once a replacing task unlinked it (racy: readers share it)
+  std::int64_t mark = live_mark;
+
+  node() noexcept { constructed.fetch_add(1); }
+  ~node() {
+    const std::int64_t f = racy_load(fields[0].value);
+    for (const auto& l : fields) {
+      if (racy_load(l.value) != f) torn_at_destruction.fetch_add(1);
+    }
+    updates_at_destruction.fetch_add(f);
+    racy_store(mark, dead_mark);
+    destroyed.fetch_add(1);
+  }
+
+  static void reset() noexcept {
+    constructed = 0;
+    destroyed = 0;
+    torn_at_destruction = 0;
+    updates_at_destruction = 0;
+  }
+};
+
+resource_hints hints_for(std::size_t slot) {
+  return {.primitive = slot % 2 == 0 ? primitive::optimistic_latch
+                                     : primitive::optimistic_scheduled};
+}
+
+struct shared_array {
+  std::vector<std::atomic<node*>> slots;
+  std::atomic<std::uint64_t> violations{0};
+  std::atomic<std::uint64_t> lookups{0};
+  std::atomic<std::uint64_t> updates{0};
+  std::atomic<std::uint64_t> replaced{0};
+  explicit shared_array(std::size_t n) : slots(n) {}
+};
+
+enum class op_kind : std::uint8_t { lookup, update, replace };
+
+/// Finds its node in the array (first run, unannotated), then runs on it under the node's
+/// primitive (second run): an optimistic read, an update, or a replacement that retires it.
+class node_op final : public counted_task {
+ public:
+  node_op(shared_array& a, std::size_t slot, op_kind kind) noexcept
+      : m_a(&a), m_slot(slot), m_kind(kind) {}
+
+  task* execute(context& ctx) override {
+    if (m_node == nullptr) {
+      // acquire: the node's construction happens-before we use it.
+      m_node = m_a->slots[m_slot].load(std::memory_order_acquire);
+      if (m_node == nullptr) return nullptr;
+      annotate_resource(m_node, m_kind == op_kind::lookup ? access::read : access::write);
+      return this;
+    }
+    node& n = *m_node;
+    switch (m_kind) {
+      case op_kind::lookup: {
+        const std::int64_t mark = racy_load(n.mark);
+        const std::int64_t alive = racy_load(n.alive);
+        std::array<std::int64_t, 4> seen{};
+        for (std::size_t i = 0; i < seen.size(); ++i) seen[i] = racy_load(n.fields[i].value);
+        if (!ctx.validate()) return nullptr;  // restored and re-run
+        if (mark != live_mark) m_a->violations.fetch_add(1);  // freed under a reader
+        if (alive != 0 && (seen[0] != seen[1] || seen[1] != seen[2] || seen[2] != seen[3])) {
+          m_a->violations.fetch_add(1);
+        }
+        m_a->lookups.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      }
+      case op_kind::update:
+        if (racy_load(n.mark) != live_mark) m_a->violations.fetch_add(1);
+        if (racy_load(n.alive) == 0) return nullptr;  // replaced meanwhile
+        for (auto& f : n.fields) racy_store(f.value, racy_load(f.value) + 1);
+        m_a->updates.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      case op_kind::replace: {
+        if (racy_load(n.mark) != live_mark) m_a->violations.fetch_add(1);
+        if (racy_load(n.alive) == 0) return nullptr;  // someone else replaced it
+        racy_store(n.alive, std::int64_t{0});
+        // Only the task that marked the current node dead changes the slot.
+        auto* fresh = ctx.runtime().make_resource<node>(hints_for(m_slot));
+        // release: the new node's construction is visible to whoever loads it.
+        m_a->slots[m_slot].store(fresh, std::memory_order_release);
+        ctx.runtime().retire_resource(m_node);  // other tasks may still be queued on it
+        m_a->replaced.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  shared_array* m_a;
+  std::size_t m_slot;
+  op_kind m_kind;
+  node* m_node = nullptr;
+};
+
+class reclamation_test : public runtime_fixture {
+ protected:
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    node::reset();
+  }
+  void TearDown() override {
+    runtime_fixture::TearDown();
+    EXPECT_EQ(node::destroyed.load(), node::constructed.load())
+        << "retired resources were not all released by stop()";
+    EXPECT_EQ(node::torn_at_destruction.load(), 0);
+  }
+
+  /// Aggressive reclamation: the epoch may advance at every try, workers publish often.
+  runtime& start_fast_epochs() {
+    return start({.epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+  }
+
+  /// Spawns a no-op on every worker until `done()`; fails after a generous deadline.
+  template <class Done>
+  void nudge_until(runtime& r, Done done, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + eventually;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << what;
+        return;
+      }
+      const group g = r.make_group();
+      for (unsigned w = 0; w < r.workers(); ++w) {
+        auto* t = make_fn(r, [tok = live_token{}](context&) {});
+        t->annotate(wid(w));
+        r.spawn(t, g);
+      }
+      r.wait(g);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+};
+
+std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+TEST_P(reclamation_test, concurrent_deletes_with_optimistic_readers) {
+  auto& r = start_fast_epochs();
+  shared_array a(16);
+  for (std::size_t i = 0; i < a.slots.size(); ++i) {
+    a.slots[i].store(r.make_resource<node>(hints_for(i)));
+  }
+  const std::size_t ops = scaled(20000, 4000);
+  const group g = r.make_group();
+  // From this thread, so every operation starts in the epoch current at its spawn.
+  for (std::size_t k = 0; k < ops; ++k) {
+    const std::uint64_t h = mix(k);
+    const std::size_t slot = h % a.slots.size();
+    const unsigned roll = static_cast<unsigned>((h >> 32) % 100);
+    const op_kind kind = roll < 70 ? op_kind::lookup : roll < 90 ? op_kind::update
+                                                                 : op_kind::replace;
+    r.spawn(r.make_task<node_op>(a, slot, kind), g);
+  }
+  r.wait(g);
+  EXPECT_EQ(a.violations.load(), 0u);
+  EXPECT_GT(a.replaced.load(), 0u);
+  EXPECT_GT(a.lookups.load(), 0u);
+
+  // What tasks retired is freed while the runtime runs (the epoch moves on as work flows).
+  const long replaced = static_cast<long>(a.replaced.load());
+  nudge_until(
+      r, [&] { return node::destroyed.load() == replaced; },
+      "resources retired by tasks were not freed while the runtime ran");
+  EXPECT_EQ(node::destroyed.load(), replaced);
+
+  // The nodes still linked are retired from this thread; stop() frees them (checked in
+  // TearDown), and every update is found in exactly one destroyed node.
+  for (auto& s : a.slots) r.retire_resource(s.exchange(nullptr));
+  r.stop();
+  EXPECT_EQ(node::updates_at_destruction.load(), static_cast<std::int64_t>(a.updates.load()));
+}
+
+TEST_P(reclamation_test, a_resource_outlives_every_task_that_could_have_seen_it) {
+  if (GetParam() < 2) GTEST_SKIP() << "the holder occupies one worker; the retirer needs another";
+  auto& r = start_fast_epochs();
+  shared_array a(1);
+  node* victim = r.make_resource<node>(hints_for(0));
+  a.slots[0].store(victim);
+  std::atomic<int> holding{-1};
+  std::atomic<bool> release{false};
+  std::atomic<std::int64_t> mark_seen{0};
+  const group holder_group = r.make_group();
+  // The holder loads the pointer, then stays on its worker until released: its operation's
+  // epoch stays open the whole time.
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) {
+        node* p = a.slots[0].load(std::memory_order_acquire);
+        holding.store(ctx.worker().value);
+        while (!release.load()) std::this_thread::yield();
+        mark_seen.store(racy_load(p->mark));
+      },
+      holder_group);
+  while (holding.load() < 0) std::this_thread::yield();
+  const unsigned held = static_cast<unsigned>(holding.load());
+  const unsigned other = (held + 1) % r.workers();
+
+  const group retire_group = r.make_group();
+  auto* retirer = make_fn(r, [&, tok = live_token{}](context& ctx) {
+    node* p = a.slots[0].exchange(nullptr);
+    ctx.runtime().retire_resource(p);
+  });
+  retirer->annotate(wid(other));
+  r.spawn(retirer, retire_group);
+  r.wait(retire_group);
+
+  // Plenty of later operations finish on the other workers; the epoch tries to advance.
+  for (int round = 0; round < static_cast<int>(scaled(300, 60)); ++round) {
+    const group g = r.make_group();
+    for (unsigned w = 0; w < r.workers(); ++w) {
+      if (w == held) continue;
+      auto* t = make_fn(r, [tok = live_token{}](context&) {});
+      t->annotate(wid(w));
+      r.spawn(t, g);
+    }
+    r.wait(g);
+  }
+  EXPECT_EQ(node::destroyed.load(), 0) << "freed while a task that had loaded it still ran";
+  release.store(true);
+  r.wait(holder_group);
+  EXPECT_EQ(mark_seen.load(), live_mark);
+  nudge_until(
+      r, [&] { return node::destroyed.load() == 1; },
+      "the retired resource was not freed after the last task that could see it");
+}
+
+TEST_P(reclamation_test, stop_releases_everything_still_retired) {
+  // Many short lives, each ending right after its work: resources retired by tasks (some freed
+  // by reclamation tasks, some still in a worker's list when stop() comes) and from outside.
+  // Every resource is retired exactly once; stop() must free all of them, also when the epoch
+  // moves on (and a reclamation task is due) while stop() drains.
+  const int lives = static_cast<int>(scaled(60, 12));
+  for (int life = 0; life < lives; ++life) {
+    node::reset();
+    {
+      auto& r = start_fast_epochs();
+      shared_array a(8);
+      for (std::size_t i = 0; i < a.slots.size(); ++i) {
+        a.slots[i].store(r.make_resource<node>(hints_for(i)));
+      }
+      const std::size_t ops = scaled(400, 100);
+      for (std::size_t k = 0; k < ops; ++k) {
+        const std::uint64_t h = mix(k + static_cast<std::uint64_t>(life) * ops);
+        const op_kind kind = (h >> 40) % 4 == 0 ? op_kind::replace : op_kind::lookup;
+        r.spawn(r.make_task<node_op>(a, h % a.slots.size(), kind));
+      }
+      r.wait_idle();
+      for (auto& s : a.slots) r.retire_resource(s.exchange(nullptr));
+      r.stop();
+      EXPECT_EQ(a.violations.load(), 0u);
+      m_rt.reset();
+    }
+    ASSERT_EQ(node::destroyed.load(), node::constructed.load()) << "life " << life;
+    ASSERT_EQ(live_objects.load(), 0) << "life " << life << ": a task object leaked";
+  }
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,299 @@
+// Whole-pool stealing (seed 002 §5, coarse-grained work stealing) and serialization by scheduling
+// while pools change hands.
+//
+// The load is skewed on purpose: every resource is moved to worker 0's pools (or every task
+// starts in worker 0's home pool), the other workers start idle and must take work by asking
+// worker 0 for a pool (or for half of its home pool's untargeted tasks). Tasks keep re-running
+// themselves (returning `this`, sometimes re-aimed at another resource) until the test has seen
+// what it waits for, so the checks depend on behaviour, not on how fast anything is: a worker
+// that never gets work makes the test wait until its (generous) deadline and fail with a
+// message. Per resource, an "inside" flag (exchanged to 1 on entry; it must have been 0) catches
+// two tasks of one resource running at once, and a plain counter lets ThreadSanitizer check that
+// each hand-over orders the accesses of consecutive tasks.
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+void pause_a_little(unsigned n) noexcept {
+  for (unsigned i = 0; i < n; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
+}
+
+/// Generous liveness bound for "eventually": a failure means the behaviour is missing.
+constexpr auto eventually = std::chrono::seconds(60);
+
+struct alignas(64) padded_counter {
+  std::atomic<std::uint64_t> value{0};
+};
+
+/// A resource with four counters (one per line) that writers keep equal.
+struct alignas(64) object {
+  struct alignas(64) line {
+    std::int64_t value = 0;
+  };
+  std::array<line, 4> fields{};
+  std::int64_t plain = 0;  ///< touched only by tasks the primitive serializes (non-atomic)
+  alignas(64) std::atomic<int> inside{0};
+  std::atomic<std::uint64_t> writes{0};
+};
+
+struct shared_state {
+  std::vector<object*> objects;
+  primitive prim = primitive::scheduling;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> violations{0};
+  std::atomic<std::uint64_t> runs{0};
+  std::unique_ptr<padded_counter[]> per_worker;
+  unsigned workers = 0;
+  unsigned work = 64;  ///< pauses per task: long enough that stealing pays
+
+  std::uint64_t total() const noexcept { return runs.load(std::memory_order_relaxed); }
+  bool every_worker_ran() const noexcept {
+    for (unsigned w = 0; w < workers; ++w) {
+      if (per_worker[w].value.load(std::memory_order_relaxed) == 0) return false;
+    }
+    return true;
+  }
+  std::string per_worker_text() const {
+    std::string s;
+    for (unsigned w = 0; w < workers; ++w) {
+      s += std::to_string(per_worker[w].value.load(std::memory_order_relaxed)) + " ";
+    }
+    return s;
+  }
+};
+
+/// Runs on one object, then again (sometimes on the next object) until `stop`.
+class perpetual final : public counted_task {
+ public:
+  perpetual(shared_state& s, unsigned object, bool writer) noexcept
+      : m_s(&s), m_object(object), m_writer(writer) {
+    aim();
+  }
+
+  task* execute(context& ctx) override {
+    object& o = *m_s->objects[m_object];
+    const bool serialized = m_writer || m_s->prim == primitive::scheduling;
+    if (serialized) {
+      if (o.inside.exchange(1) != 0) m_s->violations.fetch_add(1);
+      if (m_writer) {
+        for (auto& f : o.fields) racy_store(f.value, racy_load(f.value) + 1);
+        ++o.plain;
+        o.writes.fetch_add(1, std::memory_order_relaxed);
+      } else if (o.plain != racy_load(o.fields[0].value)) {
+        m_s->violations.fetch_add(1);
+      }
+      pause_a_little(m_s->work);
+      o.inside.store(0);
+    } else {  // an optimistic reader
+      std::array<std::int64_t, 4> seen{};
+      for (std::size_t i = 0; i < seen.size(); ++i) {
+        seen[i] = racy_load(o.fields[i].value);
+        pause_a_little(m_s->work / 4);
+      }
+      if (!ctx.validate()) return nullptr;  // restored and re-run
+      if (seen[0] != seen[1] || seen[1] != seen[2] || seen[2] != seen[3]) {
+        m_s->violations.fetch_add(1);
+      }
+    }
+    auto& mine = m_s->per_worker[ctx.worker().value].value;
+    mine.store(mine.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    m_s->runs.fetch_add(1, std::memory_order_relaxed);
+    if (m_s->stop.load(std::memory_order_acquire)) return nullptr;
+    if (++m_count % 4 == 0) {  // hop to another object (and so, often, to another pool)
+      m_object = (m_object + 1 + m_count / 4) % static_cast<unsigned>(m_s->objects.size());
+      aim();
+    }
+    return this;
+  }
+
+ private:
+  void aim() noexcept {
+    annotate_resource(m_s->objects[m_object], m_writer ? access::write : access::read);
+  }
+
+  shared_state* m_s;
+  unsigned m_object;
+  bool m_writer;
+  unsigned m_count = 0;
+};
+
+class stealing_test : public runtime_fixture {
+ protected:
+  enum class until { every_worker_ran, resized };
+
+  /// Every object moved to worker 0; `per_object` writers and as many readers per object (under
+  /// scheduling the readers are serialized too); runs until `goal`, then checks everything.
+  void skewed_run(primitive prim, unsigned pools_per_worker, until goal) {
+    auto& r = start({.pools_per_worker = pools_per_worker});
+    shared_state s;
+    s.prim = prim;
+    s.workers = r.workers();
+    s.per_worker = std::make_unique<padded_counter[]>(s.workers);
+    const unsigned n_objects = 2 * r.workers();
+    for (unsigned i = 0; i < n_objects; ++i) {
+      auto* o = r.make_resource<object>({.primitive = prim});
+      r.move_resource(o, wid(0));
+      s.objects.push_back(o);
+    }
+    const group g = r.make_group();
+    // One task on worker 0 spawns everything: writers go to the objects' pools (all worker 0's),
+    // optimistic readers to worker 0's home pool.
+    auto* gen = make_fn(r, [&s, n_objects, tok = live_token{}](context& ctx) {
+      const unsigned per_object = 3;
+      for (unsigned i = 0; i < n_objects; ++i) {
+        for (unsigned k = 0; k < per_object; ++k) {
+          ctx.spawn(ctx.make_task<perpetual>(s, i, true));
+          ctx.spawn(ctx.make_task<perpetual>(s, i, false));
+        }
+      }
+    });
+    gen->annotate(wid(0));
+    r.spawn(gen, g);
+
+    const std::uint64_t min_runs = scaled(20000, 3000);
+    const auto deadline = std::chrono::steady_clock::now() + eventually;
+    unsigned resizes = 0;
+    for (;;) {
+      const bool enough = s.total() >= min_runs;
+      if (goal == until::every_worker_ran && enough && s.every_worker_ran()) break;
+      if (goal == until::resized && enough && resizes >= 12) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "not reached in time: runs " << s.total() << ", per worker "
+                      << s.per_worker_text() << ", resizes " << resizes;
+        break;
+      }
+      if (goal == until::resized) {
+        const unsigned n = 1 + resizes % r.workers();
+        r.set_active_workers(resizes % 3 == 2 ? r.workers() : n);
+        ++resizes;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // let work flow
+    }
+    r.set_active_workers(r.workers());
+    s.stop.store(true, std::memory_order_release);
+    r.wait(g);
+
+    EXPECT_EQ(s.violations.load(), 0u) << "two tasks of one resource overlapped";
+    for (unsigned i = 0; i < n_objects; ++i) {
+      const object& o = *s.objects[i];
+      const auto writes = static_cast<std::int64_t>(o.writes.load());
+      EXPECT_EQ(o.plain, writes) << "object " << i;
+      for (const auto& f : o.fields) EXPECT_EQ(f.value, writes) << "object " << i;
+    }
+    for (auto* o : s.objects) r.retire_resource(o);
+    if (goal == until::every_worker_ran) {
+      r.stop();
+      const auto stats = r.statistics();
+      std::uint64_t pools_stolen = 0;
+      for (unsigned w = 0; w < r.workers(); ++w) {
+        EXPECT_GT(stats.workers[w].executed, 0u) << "worker " << w << " never ran a task";
+        pools_stolen += stats.workers[w].pools_stolen;
+      }
+      if (r.workers() > 1) {
+        EXPECT_GT(pools_stolen, 0u);
+      }
+    }
+  }
+};
+
+// Enough resource pools on worker 0 that every thief can take one.
+unsigned pools_for_everyone(unsigned workers) { return workers + 1; }
+
+TEST_P(stealing_test, scheduling_never_overlaps_while_pools_are_stolen) {
+  skewed_run(primitive::scheduling, pools_for_everyone(GetParam()), until::every_worker_ran);
+}
+
+TEST_P(stealing_test, optimistic_scheduled_writers_never_overlap_while_pools_are_stolen) {
+  skewed_run(primitive::optimistic_scheduled, pools_for_everyone(GetParam()),
+             until::every_worker_ran);
+}
+
+TEST_P(stealing_test, scheduling_never_overlaps_while_workers_are_resized) {
+  skewed_run(primitive::scheduling, 4, until::resized);
+}
+
+TEST_P(stealing_test, optimistic_scheduled_writers_never_overlap_while_workers_are_resized) {
+  skewed_run(primitive::optimistic_scheduled, 4, until::resized);
+}
+
+// With one pool per worker, resources live in home pools, and a thief may be handed half of a
+// home pool's tasks: tasks serialized by scheduling must not be among them.
+TEST_P(stealing_test, scheduling_never_overlaps_with_one_pool_per_worker) {
+  skewed_run(primitive::scheduling, 1, until::resized);
+}
+
+TEST_P(stealing_test, optimistic_scheduled_writers_never_overlap_with_one_pool_per_worker) {
+  skewed_run(primitive::optimistic_scheduled, 1, until::resized);
+}
+
+/// Untargeted work, no resources: re-runs itself (in the home pool of whichever worker runs it).
+class busy final : public counted_task {
+ public:
+  explicit busy(shared_state& s) noexcept : m_s(&s) {}
+  task* execute(context& ctx) override {
+    pause_a_little(m_s->work);
+    auto& mine = m_s->per_worker[ctx.worker().value].value;
+    mine.store(mine.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    m_s->runs.fetch_add(1, std::memory_order_relaxed);
+    return m_s->stop.load(std::memory_order_acquire) ? nullptr : this;
+  }
+
+ private:
+  shared_state* m_s;
+};
+
+TEST_P(stealing_test, idle_workers_take_half_of_a_busy_home_pool) {
+  auto& r = start();
+  shared_state s;
+  s.workers = r.workers();
+  s.per_worker = std::make_unique<padded_counter[]>(s.workers);
+  const group g = r.make_group();
+  // One task on worker 0 spawns all the work: it all starts in worker 0's home pool.
+  const unsigned tasks = 16 * r.workers();
+  auto* gen = make_fn(r, [&s, tasks, tok = live_token{}](context& ctx) {
+    for (unsigned i = 0; i < tasks; ++i) ctx.spawn(ctx.make_task<busy>(s));
+  });
+  gen->annotate(wid(0));
+  r.spawn(gen, g);
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  while (!(s.every_worker_ran() && s.total() >= scaled(20000, 3000))) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "idle workers got no share: per worker " << s.per_worker_text();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  s.stop.store(true, std::memory_order_release);
+  r.wait(g);
+  r.stop();
+  const auto stats = r.statistics();
+  std::uint64_t stolen = 0;
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_GT(stats.workers[w].executed, 0u) << "worker " << w;
+    stolen += stats.workers[w].tasks_stolen;
+  }
+  if (r.workers() > 1) {
+    EXPECT_GT(stolen, 0u);
+  }
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(stealing_test);
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,543 @@
+// Annotation-based synchronization (seed 001 §4.1-4.3): every primitive the worker injects keeps a
+// multi-field object consistent, the selection table, and where resources are placed.
+//
+// The core check: objects of four counters, one per cache line, that every writer task
+// increments together (with pauses in between, so that an unprotected reader would see them
+// differ). Readers compare the four; under optimistic primitives they count a torn read as a
+// violation only after ctx.validate() returned true (the documented rule). Afterwards every
+// counter equals the number of writes made to its object, and the number of completed reads is
+// exact: a retried read that was not restored would skip or repeat a step and change it.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/scheduler.h"
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+void pause_a_little(unsigned n) noexcept {
+  for (unsigned i = 0; i < n; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
+}
+
+std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// Four counters on four cache lines that writers keep equal, plus occupancy checkers.
+struct alignas(64) record {
+  struct alignas(64) line {
+    std::int64_t value = 0;
+  };
+  std::array<line, 4> fields{};
+  /// Written only by writers, read only by non-optimistic readers: plain (non-atomic), so
+  /// ThreadSanitizer checks that the primitive orders these accesses.
+  std::int64_t plain_writes = 0;
+  alignas(64) std::atomic<int> writers{0};  ///< writers inside (at most 1)
+  std::atomic<int> readers{0};              ///< latched/serialized readers inside
+};
+
+struct torn_read : std::runtime_error {
+  torn_read() : std::runtime_error("torn read") {}
+};
+
+/// Everything one consistency run shares; op_task reads it through a pointer.
+struct harness {
+  std::vector<record*> objects;
+  std::vector<primitive> prims;
+  unsigned hops = 6;
+  unsigned write_percent = 30;
+  std::atomic<std::uint64_t> violations{0};
+  std::atomic<std::uint64_t> reads_done{0};
+  std::unique_ptr<std::atomic<std::uint64_t>[]> writes_done;
+
+  struct op {
+    unsigned object;
+    bool write;
+  };
+  op op_of(std::uint32_t id, unsigned step) const noexcept {
+    const std::uint64_t h = mix((static_cast<std::uint64_t>(id) << 8) | step);
+    return {static_cast<unsigned>(h % objects.size()),
+            static_cast<unsigned>((h >> 32) % 100) < write_percent};
+  }
+
+  static bool optimistic_reader(primitive p) noexcept {
+    return p == primitive::optimistic_latch || p == primitive::optimistic_scheduled;
+  }
+  static bool exclusive_reader(primitive p) noexcept {
+    return p == primitive::spinlock || p == primitive::scheduling;
+  }
+
+  void write(unsigned object) {
+    record& r = *objects[object];
+    const primitive p = prims[object];
+    if (r.writers.exchange(1) != 0) violations.fetch_add(1);
+    if (!optimistic_reader(p) && r.readers.load() != 0) violations.fetch_add(1);
+    for (auto& f : r.fields) {
+      racy_store(f.value, racy_load(f.value) + 1);
+      pause_a_little(8);
+    }
+    ++r.plain_writes;
+    writes_done[object].fetch_add(1, std::memory_order_relaxed);
+    r.writers.store(0);
+  }
+
+  /// False: the optimistic read was invalid, the task must return at once.
+  bool read(unsigned object, context& ctx, bool throw_on_torn) {
+    record& r = *objects[object];
+    const primitive p = prims[object];
+    const bool checked = !optimistic_reader(p);
+    if (checked) {
+      if (r.readers.fetch_add(1) != 0 && exclusive_reader(p)) violations.fetch_add(1);
+      if (r.writers.load() != 0) violations.fetch_add(1);
+    }
+    std::array<std::int64_t, 4> seen{};
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      seen[i] = racy_load(r.fields[i].value);
+      pause_a_little(4);
+    }
+    const bool torn = seen[0] != seen[1] || seen[1] != seen[2] || seen[2] != seen[3];
+    if (checked) {
+      if (r.plain_writes != seen[0]) violations.fetch_add(1);
+      r.readers.fetch_sub(1);
+    }
+    // A throw from an invalid read must be discarded and the read retried (task.h).
+    if (torn && throw_on_torn) throw torn_read();
+    if (!ctx.validate()) return false;
+    if (torn) violations.fetch_add(1);  // only now: the read was valid and still torn
+    reads_done.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+};
+
+/// Runs `hops` operations of the deterministic sequence op_of(id, 0..hops-1), re-annotating itself
+/// for the next one and returning `this`.
+class op_task final : public counted_task {
+ public:
+  op_task(harness& h, std::uint32_t id) noexcept : m_h(&h), m_id(id) { aim(); }
+
+  task* execute(context& ctx) override {
+    const harness::op o = m_h->op_of(m_id, m_step);
+    ++m_step;  // changed before validation: a retried read must find it restored
+    if (o.write) {
+      if (!ctx.writing()) m_h->violations.fetch_add(1);
+      m_h->write(o.object);
+    } else if (!m_h->read(o.object, ctx, (m_id & 1) != 0)) {
+      return nullptr;  // any value: the runtime restores and re-runs us
+    }
+    if (m_step == m_h->hops) return nullptr;
+    aim();
+    return this;
+  }
+
+ private:
+  void aim() noexcept {
+    const harness::op o = m_h->op_of(m_id, m_step);
+    annotate_resource(m_h->objects[o.object], o.write ? access::write : access::read);
+  }
+
+  harness* m_h;
+  std::uint32_t m_id;
+  unsigned m_step = 0;
+};
+
+class sync_test : public runtime_fixture {
+ protected:
+  /// Creates one object per hint set, runs the mixed workload and checks every count.
+  void run_consistency(const std::vector<resource_hints>& hints) {
+    auto& r = start();
+    harness h;
+    for (const auto& hint : hints) {
+      auto* obj = r.make_resource<record>(hint);
+      EXPECT_EQ(runtime::primitive_of(obj), select_primitive(hint));
+      h.objects.push_back(obj);
+      h.prims.push_back(runtime::primitive_of(obj));
+    }
+    h.writes_done = std::make_unique<std::atomic<std::uint64_t>[]>(hints.size());
+
+    const std::uint32_t generators = 8;
+    const std::uint32_t per_generator = static_cast<std::uint32_t>(scaled(120, 20));
+    const std::uint32_t direct = static_cast<std::uint32_t>(scaled(200, 40));
+    const std::uint32_t total = generators * per_generator + direct;
+    std::vector<std::uint64_t> expected_writes(hints.size(), 0);
+    std::uint64_t expected_reads = 0;
+    for (std::uint32_t id = 0; id < total; ++id) {
+      for (unsigned s = 0; s < h.hops; ++s) {
+        const auto o = h.op_of(id, s);
+        if (o.write) {
+          ++expected_writes[o.object];
+        } else {
+          ++expected_reads;
+        }
+      }
+    }
+
+    const group g = r.make_group();
+    // Most operations are spawned by tasks on the workers (local pushes, stays in home pools),
+    // the rest from this thread (inboxes, round-robin).
+    for (std::uint32_t k = 0; k < generators; ++k) {
+      r.spawn(
+          [&h, k, per_generator, tok = live_token{}](context& ctx) {
+            for (std::uint32_t i = 0; i < per_generator; ++i) {
+              ctx.spawn(ctx.make_task<op_task>(h, k * per_generator + i));
+            }
+          },
+          g);
+    }
+    for (std::uint32_t i = 0; i < direct; ++i) {
+      r.spawn(r.make_task<op_task>(h, generators * per_generator + i), g);
+    }
+    EXPECT_NO_THROW(r.wait(g)) << "a reader threw on a torn object that validated";
+
+    EXPECT_EQ(h.violations.load(), 0u);
+    EXPECT_EQ(h.reads_done.load(), expected_reads);
+    for (std::size_t i = 0; i < hints.size(); ++i) {
+      EXPECT_EQ(h.writes_done[i].load(), expected_writes[i]) << "object " << i;
+      EXPECT_EQ(h.objects[i]->plain_writes, static_cast<std::int64_t>(expected_writes[i]));
+      for (const auto& f : h.objects[i]->fields) {
+        EXPECT_EQ(f.value, static_cast<std::int64_t>(expected_writes[i]))
+            << "object " << i << " (" << to_string(h.prims[i]) << ")";
+      }
+    }
+    for (auto* obj : h.objects) r.retire_resource(obj);
+  }
+
+  void run_consistency(primitive p) {
+    std::vector<resource_hints> hints(4, resource_hints{.primitive = p});
+    run_consistency(hints);
+  }
+};
+
+TEST_P(sync_test, spinlock_keeps_fields_equal) { run_consistency(primitive::spinlock); }
+TEST_P(sync_test, rwlatch_keeps_fields_equal) { run_consistency(primitive::rwlatch); }
+TEST_P(sync_test, optimistic_latch_keeps_fields_equal) {
+  run_consistency(primitive::optimistic_latch);
+}
+TEST_P(sync_test, optimistic_scheduled_keeps_fields_equal) {
+  run_consistency(primitive::optimistic_scheduled);
+}
+TEST_P(sync_test, scheduling_keeps_fields_equal) { run_consistency(primitive::scheduling); }
+
+TEST_P(sync_test, automatic_primitives_from_hints_keep_fields_equal) {
+  const std::vector<resource_hints> hints{
+      {.isolation = isolation::exclusive, .frequency = frequency::high},           // scheduling
+      {.isolation = isolation::exclusive, .frequency = frequency::normal},         // spinlock
+      {.read_ratio = 0.95, .frequency = frequency::normal},                        // opt. scheduled
+      {.read_ratio = 0.7},                                                         // opt. latch
+      {.read_ratio = 0.95, .frequency = frequency::low},                           // opt. latch
+      {.read_ratio = 0.2, .frequency = frequency::high},                           // scheduling
+  };
+  std::set<primitive> chosen;
+  for (const auto& h : hints) chosen.insert(select_primitive(h));
+  EXPECT_EQ(chosen.size(), 4u);
+  run_consistency(hints);
+}
+
+// ---- latches share what they should --------------------------------------------------------
+
+/// Two readers on different workers that each wait until both are inside: passes only if the
+/// primitive lets readers of one object run at the same time (a hang fails by timeout).
+void readers_meet(runtime& r, primitive p) {
+  auto* obj = r.make_resource<record>({.primitive = p});
+  std::atomic<int> inside{0};
+  const group g = r.make_group();
+  for (unsigned w = 0; w < 2; ++w) {
+    auto* t = make_fn(r, [&inside, obj, tok = live_token{}](context& ctx) {
+      if (!ctx.validate()) return;
+      inside.fetch_add(1);
+      while (inside.load() < 2) std::this_thread::yield();
+      (void)racy_load(obj->fields[0].value);
+    });
+    t->annotate(wid(w)).annotate_resource(obj, access::read);
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  EXPECT_EQ(inside.load(), 2);
+  r.retire_resource(obj);
+}
+
+TEST_P(sync_test, rwlatch_readers_run_together) {
+  if (worker_count() < 2) GTEST_SKIP() << "needs two workers";
+  readers_meet(start(), primitive::rwlatch);
+}
+
+TEST_P(sync_test, optimistic_readers_run_together) {
+  if (worker_count() < 2) GTEST_SKIP() << "needs two workers";
+  auto& r = start();
+  readers_meet(r, primitive::optimistic_latch);
+  readers_meet(r, primitive::optimistic_scheduled);
+}
+
+// ---- scheduling: the resource's pool decides where tasks run -------------------------------
+
+TEST_P(sync_test, serialization_by_scheduling_wins_over_a_worker_target) {
+  auto& r = start();
+  const unsigned target = r.workers() - 1;
+  for (primitive p : {primitive::scheduling, primitive::optimistic_scheduled}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    r.move_resource(obj, wid(target));
+    std::atomic<unsigned> elsewhere{0};
+    std::atomic<unsigned> ran{0};
+    const group g = r.make_group();
+    const unsigned n = static_cast<unsigned>(scaled(200, 50));
+    for (unsigned i = 0; i < n; ++i) {
+      auto* t = make_fn(r, [&, target, tok = live_token{}](context& ctx) {
+        if (ctx.worker().value != target) elsewhere.fetch_add(1);
+        ran.fetch_add(1);
+      });
+      t->annotate(wid(i % r.workers())).annotate_resource(obj, access::write);
+      r.spawn(t, g);
+    }
+    r.wait(g);
+    EXPECT_EQ(ran.load(), n);
+    EXPECT_EQ(elsewhere.load(), 0u) << to_string(p) << " writers ran off the resource's pool";
+    r.retire_resource(obj);
+  }
+}
+
+/// Reads one object, aims itself at the next one, then validates (see the test below).
+class reannotating_reader final : public counted_task {
+ public:
+  reannotating_reader(record* first, record* second, std::atomic<int>& validated,
+                      std::atomic<int>& refused) noexcept
+      : m_first(first), m_second(second), m_validated(&validated), m_refused(&refused) {}
+  task* execute(context& ctx) override {
+    (void)racy_load(m_first->fields[0].value);
+    annotate_resource(m_second, access::read);  // aim at the next step first
+    if (!ctx.validate()) {
+      m_refused->fetch_add(1);
+      return nullptr;
+    }
+    m_validated->fetch_add(1);
+    return nullptr;
+  }
+
+ private:
+  record* m_first;
+  record* m_second;
+  std::atomic<int>* m_validated;
+  std::atomic<int>* m_refused;
+};
+
+// Pins a bug in context::validate(): it checks the version of the resource the task names *now*,
+// not the one its read started on. A reader that re-annotates itself for its next step before
+// validating is within the contract (task.h forbids only acting outside the task before
+// validate()), but then validate() compares the first object's version with the second's: here
+// it returns false although nothing was written, and the worker (which re-checks the right
+// object) keeps the result of a run that gave up. With clear_annotations() instead, validate()
+// reads the header in front of a null pointer. Disabled until validate() keeps the header its
+// read started on (a change in src/runtime/runtime.cpp and include/tessera/context.h).
+TEST_P(sync_test, DISABLED_validate_after_reannotation_checks_the_object_read) {
+  auto& r = start();
+  auto* watched = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  auto* next = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  const group g1 = r.make_group();
+  auto* w = make_fn(r, [watched, tok = live_token{}](context&) {
+    racy_store(watched->fields[0].value, std::int64_t{1});
+  });
+  w->annotate_resource(watched, access::write);  // watched's version is 2 from now on
+  r.spawn(w, g1);
+  r.wait(g1);
+
+  std::atomic<int> validated{0}, refused{0};
+  const group g2 = r.make_group();
+  auto* reader = r.make_task<reannotating_reader>(watched, next, validated, refused);
+  reader->annotate_resource(watched, access::read);
+  r.spawn(reader, g2);
+  r.wait(g2);
+  EXPECT_EQ(refused.load(), 0) << "validate() failed although nothing was written";
+  EXPECT_EQ(validated.load(), 1);
+  r.retire_resource(watched);
+  r.retire_resource(next);
+}
+
+// ---- the selection table (resource.h) ------------------------------------------------------
+
+TEST(sync_selection, every_row_of_the_table) {
+  using I = isolation;
+  using F = frequency;
+  using P = primitive;
+  struct row {
+    I iso;
+    double ratio;
+    F freq;
+    P expected;
+  };
+  const std::vector<row> rows{
+      // isolation none: no synchronization whatever the rest says
+      {I::none, 0.0, F::low, P::none},
+      {I::none, 1.0, F::high, P::none},
+      {I::none, 0.5, F::normal, P::none},
+      // exclusive: scheduling when hot, spinlock otherwise
+      {I::exclusive, 0.0, F::high, P::scheduling},
+      {I::exclusive, 1.0, F::high, P::scheduling},
+      {I::exclusive, 0.5, F::normal, P::spinlock},
+      {I::exclusive, 1.0, F::low, P::spinlock},
+      // exclusive_writers, read ratio >= 0.9
+      {I::exclusive_writers, 0.9, F::high, P::optimistic_scheduled},
+      {I::exclusive_writers, 1.0, F::normal, P::optimistic_scheduled},
+      {I::exclusive_writers, 0.95, F::low, P::optimistic_latch},
+      // 0.5 <= read ratio < 0.9: optimistic latch at any frequency
+      {I::exclusive_writers, 0.5, F::high, P::optimistic_latch},
+      {I::exclusive_writers, 0.89, F::normal, P::optimistic_latch},
+      {I::exclusive_writers, 0.7, F::low, P::optimistic_latch},
+      // read ratio < 0.5
+      {I::exclusive_writers, 0.49, F::high, P::scheduling},
+      {I::exclusive_writers, 0.0, F::high, P::scheduling},
+      {I::exclusive_writers, 0.2, F::normal, P::optimistic_latch},
+      {I::exclusive_writers, 0.0, F::low, P::optimistic_latch},
+  };
+  for (const auto& r : rows) {
+    const resource_hints h{.isolation = r.iso, .read_ratio = r.ratio, .frequency = r.freq};
+    EXPECT_EQ(select_primitive(h), r.expected)
+        << "isolation " << static_cast<int>(r.iso) << " ratio " << r.ratio << " frequency "
+        << static_cast<int>(r.freq) << ": got " << to_string(select_primitive(h));
+  }
+  // The defaults: exclusive_writers, 0.5, normal.
+  EXPECT_EQ(select_primitive(resource_hints{}), P::optimistic_latch);
+}
+
+TEST(sync_selection, an_explicit_primitive_wins_over_every_hint) {
+  const std::vector<primitive> explicit_ones{primitive::none,
+                                             primitive::spinlock,
+                                             primitive::rwlatch,
+                                             primitive::optimistic_latch,
+                                             primitive::optimistic_scheduled,
+                                             primitive::scheduling};
+  for (primitive p : explicit_ones) {
+    for (isolation i : {isolation::exclusive, isolation::exclusive_writers, isolation::none}) {
+      for (frequency f : {frequency::low, frequency::normal, frequency::high}) {
+        for (double ratio : {0.0, 0.5, 0.95}) {
+          const resource_hints h{.isolation = i, .read_ratio = ratio, .frequency = f,
+                                 .primitive = p};
+          EXPECT_EQ(select_primitive(h), p);
+        }
+      }
+    }
+  }
+}
+
+// ---- placement --------------------------------------------------------------------------------
+
+std::vector<unsigned> resources_per_pool(detail::scheduler& s, const std::vector<record*>& objs) {
+  std::vector<unsigned> count(s.pool_count(), 0);
+  for (auto* o : objs) ++count[header_of(o)->pool.load()];
+  return count;
+}
+
+TEST_P(sync_test, placement_spreads_weight_over_the_resource_pools) {
+  auto& r = start();
+  auto& s = r.internals();
+  const unsigned ppw = s.options().pools_per_worker;
+  std::vector<record*> objs;
+  const unsigned n = static_cast<unsigned>(scaled(1200, 300));
+  for (unsigned i = 0; i < n; ++i) objs.push_back(r.make_resource<record>(resource_hints{}));
+  for (auto* o : objs) EXPECT_EQ(runtime::primitive_of(o), primitive::optimistic_latch);
+  const auto count = resources_per_pool(s, objs);
+  unsigned lo = std::numeric_limits<unsigned>::max(), hi = 0;
+  for (unsigned p = 0; p < s.pool_count(); ++p) {
+    if (ppw > 1 && s.pool_at(p).is_home) {
+      EXPECT_EQ(count[p], 0u) << "home pool " << p << " got a resource";
+      EXPECT_EQ(s.pool_at(p).weight.load(), 0u);
+      continue;
+    }
+    EXPECT_EQ(s.pool_at(p).weight.load(), 4u * count[p]) << "normal frequency weighs 4";
+    lo = std::min(lo, count[p]);
+    hi = std::max(hi, count[p]);
+  }
+  EXPECT_GT(lo, 0u);
+  EXPECT_LE(hi, 2 * lo) << "two random choices keep the pools within a factor of two";
+  for (auto* o : objs) r.retire_resource(o);
+  for (unsigned p = 0; p < s.pool_count(); ++p) {
+    EXPECT_EQ(s.pool_at(p).weight.load(), 0u) << "retiring gives the weight back";
+  }
+}
+
+TEST_P(sync_test, a_high_frequency_resource_gets_fewer_neighbours) {
+  auto& r = start();
+  auto& s = r.internals();
+  const unsigned ppw = s.options().pools_per_worker;
+  const unsigned resource_pools = ppw > 1 ? r.workers() * (ppw - 1) : s.pool_count();
+  std::vector<record*> hot;
+  for (unsigned i = 0; i < std::max(1u, resource_pools / 3); ++i) {
+    hot.push_back(r.make_resource<record>({.frequency = frequency::high}));
+  }
+  std::vector<record*> cold;
+  const unsigned n = static_cast<unsigned>(scaled(200, 60)) * resource_pools;
+  for (unsigned i = 0; i < n; ++i) {
+    cold.push_back(r.make_resource<record>({.frequency = frequency::low}));
+  }
+  const auto hot_count = resources_per_pool(s, hot);
+  const auto cold_count = resources_per_pool(s, cold);
+  double with_hot = 0, without_hot = 0;
+  unsigned pools_with_hot = 0, pools_without_hot = 0;
+  for (unsigned p = 0; p < s.pool_count(); ++p) {
+    if (ppw > 1 && s.pool_at(p).is_home) continue;
+    if (hot_count[p] > 0) {
+      with_hot += cold_count[p];
+      ++pools_with_hot;
+    } else {
+      without_hot += cold_count[p];
+      ++pools_without_hot;
+    }
+    EXPECT_EQ(s.pool_at(p).weight.load(), 16u * hot_count[p] + cold_count[p]);
+  }
+  ASSERT_GT(pools_with_hot, 0u);
+  ASSERT_GT(pools_without_hot, 0u);
+  EXPECT_LT(with_hot / pools_with_hot, without_hot / pools_without_hot)
+      << "pools holding a frequency::high resource must get fewer other resources";
+  for (auto* o : hot) r.retire_resource(o);
+  for (auto* o : cold) r.retire_resource(o);
+}
+
+TEST_P(sync_test, move_resource_places_it_in_a_resource_pool_of_the_worker) {
+  auto& r = start();
+  auto& s = r.internals();
+  const unsigned ppw = s.options().pools_per_worker;
+  std::vector<record*> objs;
+  for (unsigned i = 0; i < 6 * r.workers(); ++i) {
+    auto* o = r.make_resource<record>({.primitive = primitive::scheduling});
+    const unsigned w = i % r.workers();
+    r.move_resource(o, wid(w));
+    const unsigned p = header_of(o)->pool.load();
+    EXPECT_EQ(p / ppw, w);
+    if (ppw > 1) {
+      EXPECT_FALSE(s.pool_at(p).is_home);
+    }
+    objs.push_back(o);
+  }
+  // Moves spread over the worker's resource pools (the lightest is chosen).
+  const auto count = resources_per_pool(s, objs);
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    unsigned lo = std::numeric_limits<unsigned>::max(), hi = 0, sum = 0;
+    for (unsigned j = (ppw > 1 ? 1 : 0); j < ppw; ++j) {
+      lo = std::min(lo, count[w * ppw + j]);
+      hi = std::max(hi, count[w * ppw + j]);
+      sum += count[w * ppw + j];
+    }
+    EXPECT_EQ(sum, 6u);
+    EXPECT_LE(hi - lo, 2u) << "worker " << w;
+  }
+  EXPECT_THROW(r.move_resource(objs.front(), wid(r.workers())), std::out_of_range);
+  for (auto* o : objs) r.retire_resource(o);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(sync_test);
+
+}  // namespace
+}  // namespace tessera::test
