@@ -28,8 +28,9 @@ void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
 
 namespace {
 detail::worker* worker_of(detail::scheduler& s) noexcept {
+  // A worker of another runtime is "any other thread" here.
   detail::worker* w = detail::current_worker();
-  return (w != nullptr && &s.worker_at(w->index()) == w) ? w : nullptr;
+  return (w != nullptr && w->owner() == &s) ? w : nullptr;
 }
 }  // namespace
 

@@ -105,7 +105,13 @@ void scheduler::report_pin_failure(const std::string& why) {
 
 void scheduler::spawn(task* t, worker* from) {
   if (from == nullptr) {
-    if (m_stopping.load(std::memory_order_acquire)) {
+    // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
+    // counted, or this spawn sees `stopping` and is refused (the task is destroyed: ownership
+    // passed to the runtime with the call).
+    m_external_in_flight.fetch_add(1, std::memory_order_seq_cst);
+    if (m_stopping.load(std::memory_order_seq_cst)) {
+      m_external_in_flight.fetch_sub(1, std::memory_order_release);
+      destroy(t);
       throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
     }
     const unsigned slot = static_cast<unsigned>(global_epoch() % epoch_slots);
@@ -113,6 +119,8 @@ void scheduler::spawn(task* t, worker* from) {
     if (t->m_group.valid()) {
 #if defined(TESSERA_DEBUG_CHECKS)
       if (!m_groups.current(t->m_group)) {
+        m_external_in_flight.fetch_sub(1, std::memory_order_release);
+        destroy(t);
         throw std::logic_error("tessera: spawn into a stale or completed group");
       }
 #endif
@@ -122,6 +130,8 @@ void scheduler::spawn(task* t, worker* from) {
     // quiescence readers acquire the completion before they read spawn counts.
     m_external_spawned[slot].fetch_add(1, std::memory_order_relaxed);
     route(t, nullptr);
+    // release: stop() acquires this before it checks quiescence, so it sees the count above.
+    m_external_in_flight.fetch_sub(1, std::memory_order_release);
     return;
   }
   // From a task: inherit the operation's epoch slot and, without a group of its own, the group.
@@ -255,6 +265,7 @@ void scheduler::complete_group(group g, worker* from) noexcept {
     error = s.error;
   }
   if (cont == nullptr) {
+    error = nullptr;  // the waiter takes the slot's reference; ours must not outlive the wake-up
     // release: publish the group's work to the waiter; then wake it.
     s.done.store(1, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.done), FUTEX_WAKE_PRIVATE, INT32_MAX,
@@ -455,7 +466,8 @@ void scheduler::stop() {
     std::fprintf(stderr, "tessera: runtime::stop() called from one of its own workers\n");
     std::abort();
   }
-  m_stopping.store(true, std::memory_order_release);
+  m_stopping.store(true, std::memory_order_seq_cst);  // seq_cst: see spawn()
+  while (m_external_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   // Drain: every task spawned so far, and every task those spawn, runs. Resizing to all workers
   // first makes sure no pool is parked with an inactive worker.
   set_active_workers(static_cast<unsigned>(m_workers.size()));

@@ -104,6 +104,7 @@ class scheduler {
   group_table m_groups;
 
   std::atomic<bool> m_stopping{false};
+  std::atomic<std::uint32_t> m_external_in_flight{0};  ///< spawns from outside being routed
   bool m_stopped = false;
   std::mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};

@@ -68,6 +68,7 @@ class worker {
   void join();
 
   std::uint16_t index() const noexcept { return m_index; }
+  const scheduler* owner() const noexcept { return &m_sched; }
   unsigned cpu() const noexcept { return m_cpu; }
   unsigned node() const noexcept { return m_node; }
   pool* home() const noexcept { return m_home; }
