@@ -1,0 +1,568 @@
+// Annotation-based prefetching (seed 001 §3, seed 000 §3.3; src/runtime/prefetch.h and the
+// window in worker::next). White-box: the plan computed from an annotation — every address inside
+// the annotated object, at most 16 lines, the header line exactly for primitives that check a
+// version or take a latch, write intent for writers. Runtime: the `prefetches` counter equals the
+// sum of the planned line counts of every task that ran (distance > 0) or stays 0 (distance 0),
+// for bursts spawned from outside and from tasks and for chains that spawn while they run; and
+// set_prefetch_distance takes effect while the runtime runs.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/prefetch.h"
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+using detail::plan_prefetch;
+using detail::prefetch_plan;
+
+constexpr std::uintptr_t line_bytes = 64;
+
+/// The plan's line count, computed independently of plan_prefetch: lines overlapped, capped.
+unsigned expected_lines(std::uintptr_t begin, std::size_t size) {
+  if (size == 0) return 0;
+  const std::uintptr_t first = begin / line_bytes;
+  const std::uintptr_t last = (begin + size - 1) / line_bytes;
+  return static_cast<unsigned>(std::min<std::uintptr_t>(last - first + 1, prefetch_plan::max_lines));
+}
+
+/// Checks the data part of `plan` (entries from `from` on) against [begin, begin + size).
+void check_data_lines(const prefetch_plan& plan, unsigned from, std::uintptr_t begin,
+                      std::size_t size, bool writer) {
+  ASSERT_EQ(plan.count - from, expected_lines(begin, size))
+      << "begin " << begin << " (line offset " << begin % line_bytes << ") size " << size;
+  for (unsigned i = from; i < plan.count; ++i) {
+    const auto a = reinterpret_cast<std::uintptr_t>(plan.address[i]);
+    ASSERT_GE(a, begin) << "entry " << i << " lies before the object (size " << size << ")";
+    ASSERT_LT(a - begin, size) << "entry " << i << " lies beyond the object (begin " << begin
+                               << ", size " << size << ")";
+    EXPECT_EQ(plan.write[i], writer) << "entry " << i;
+    if (i == from) {
+      EXPECT_EQ(a, begin) << "the first address is the object itself";
+    } else {
+      EXPECT_EQ(a % line_bytes, 0u) << "entry " << i << " is not a line start";
+      EXPECT_EQ(a / line_bytes, begin / line_bytes + (i - from)) << "lines skipped or repeated";
+    }
+  }
+}
+
+/// A task that is never spawned: only its annotations are read.
+class probe final : public task {
+ public:
+  task* execute(context&) override { return nullptr; }
+};
+
+// ---- the plan ------------------------------------------------------------------------------------
+
+TEST(prefetch_plan_test, stays_inside_the_object_for_random_offsets_and_sizes) {
+  std::mt19937_64 rng(20240611);
+  // A real allocation so that the addresses are plausible; the plan never dereferences them.
+  std::vector<std::byte> arena(1 << 16);
+  const auto base = reinterpret_cast<std::uintptr_t>(arena.data());
+  const std::size_t rounds = scaled(200000, 20000);
+  for (std::size_t i = 0; i < rounds; ++i) {
+    const std::uintptr_t begin = base + rng() % 8192;
+    std::size_t size = 0;
+    switch (rng() % 6) {
+      case 0: size = 1 + rng() % 64; break;                          // tiny: one or two lines
+      case 1: size = 1 + rng() % 2048; break;                        // around the cap
+      case 2: size = 64 * (1 + rng() % 20) + (rng() % 3) - 1; break; // multiples of 64, +-1
+      case 3: size = prefetch_plan::max_lines * 64 + (rng() % 129) - 64; break;  // at the cap
+      case 4: size = std::size_t{1} << (20 + rng() % 12); break;     // huge: 1 MiB .. 2 GiB
+      default: size = 1 + rng() % (std::size_t{1} << 40); break;     // anything
+    }
+    const bool writer = (rng() & 1) != 0;
+    const prefetch_plan plan =
+        plan_prefetch(reinterpret_cast<const void*>(begin), size, writer, nullptr);
+    check_data_lines(plan, 0, begin, size, writer);
+    if (testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(prefetch_plan_test, every_line_offset_and_small_size) {
+  alignas(64) static std::byte object[4096];
+  const auto base = reinterpret_cast<std::uintptr_t>(object);
+  for (std::uintptr_t offset = 0; offset < 128; ++offset) {
+    for (std::size_t size = 1; size <= 4096 - 128; size += (size < 200 ? 1 : 61)) {
+      for (const bool writer : {false, true}) {
+        const prefetch_plan plan =
+            plan_prefetch(reinterpret_cast<const void*>(base + offset), size, writer, nullptr);
+        check_data_lines(plan, 0, base + offset, size, writer);
+        if (testing::Test::HasFatalFailure()) return;
+        detail::issue_prefetch(plan);  // every address is inside `object`
+      }
+    }
+  }
+}
+
+TEST(prefetch_plan_test, the_cap_is_sixteen_lines) {
+  alignas(64) static std::byte object[4096];
+  auto count = [&](std::size_t offset, std::size_t size) {
+    return plan_prefetch(object + offset, size, false, nullptr).count;
+  };
+  EXPECT_EQ(count(0, 16 * 64), 16u);
+  EXPECT_EQ(count(0, 16 * 64 + 1), 16u) << "the 17th line is left to the hardware";
+  EXPECT_EQ(count(0, 15 * 64 + 1), 16u);
+  EXPECT_EQ(count(1, 16 * 64 - 1), 16u);
+  EXPECT_EQ(count(1, 16 * 64), 16u) << "17 lines overlapped, capped";
+  EXPECT_EQ(count(0, 4096), 16u);
+  EXPECT_EQ(count(63, 2), 2u) << "two bytes across a line boundary are two lines";
+  EXPECT_EQ(count(0, 1), 1u);
+}
+
+TEST(prefetch_plan_test, nothing_for_an_empty_or_missing_annotation) {
+  alignas(64) static std::byte object[64];
+  EXPECT_EQ(plan_prefetch(object, 0, false, nullptr).count, 0u);
+  EXPECT_EQ(plan_prefetch(nullptr, 1024, true, nullptr).count, 0u);
+  probe t;
+  EXPECT_EQ(plan_prefetch(t).count, 0u) << "a task without annotation";
+  t.annotate_data(object, 64).clear_annotations();
+  EXPECT_EQ(plan_prefetch(t).count, 0u) << "after clear_annotations";
+}
+
+TEST(prefetch_plan_test, a_task_annotation_gives_the_same_plan) {
+  std::mt19937_64 rng(7);
+  std::vector<std::byte> arena(1 << 20);
+  for (int i = 0; i < 10000; ++i) {
+    const std::size_t offset = rng() % (arena.size() / 2);
+    const std::size_t size = 1 + rng() % (arena.size() / 2);
+    const access mode = (rng() & 1) != 0 ? access::write : access::read;
+    probe t;
+    t.annotate_data(arena.data() + offset, size, mode);
+    const prefetch_plan plan = plan_prefetch(t);
+    check_data_lines(plan, 0, reinterpret_cast<std::uintptr_t>(arena.data() + offset), size,
+                     mode == access::write);
+    if (testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(prefetch_plan_test, a_huge_annotation_stays_inside_the_object) {
+  // Only the addresses are computed; nothing of this size is allocated. A task keeps the
+  // annotated size in 32 bits (task.h), so sizes from 4 GiB on are taken modulo 2^32: the plan
+  // shrinks but never leaves the object.
+  const auto begin = std::uintptr_t{1} << 40;
+  for (const std::size_t size :
+       {std::size_t{std::numeric_limits<std::uint32_t>::max()}, std::size_t{1} << 31,
+        (std::size_t{1} << 32) + 100, (std::size_t{5} << 30) + 1}) {
+    probe t;
+    t.annotate_data(reinterpret_cast<const void*>(begin + 7), size);
+    const prefetch_plan plan = plan_prefetch(t);
+    check_data_lines(plan, 0, begin + 7, std::min<std::size_t>(size, t.data_size()), false);
+    for (unsigned i = 0; i < plan.count; ++i) {
+      EXPECT_LT(reinterpret_cast<std::uintptr_t>(plan.address[i]) - (begin + 7), size);
+    }
+  }
+}
+
+TEST(prefetch_plan_test, writers_prefetch_with_write_intent_readers_without) {
+  alignas(64) static std::byte object[2048];
+  probe t;
+  t.annotate_data(object + 10, 700, access::write);
+  prefetch_plan plan = plan_prefetch(t);
+  ASSERT_EQ(plan.count, 12u);  // bytes 10..709: lines 0..11
+  for (unsigned i = 0; i < plan.count; ++i) EXPECT_TRUE(plan.write[i]) << "entry " << i;
+  t.annotate_data(object + 10, 700, access::read);
+  plan = plan_prefetch(t);
+  ASSERT_EQ(plan.count, 12u);  // bytes 10..709: lines 0..11
+  for (unsigned i = 0; i < plan.count; ++i) EXPECT_FALSE(plan.write[i]) << "entry " << i;
+  t.annotate_data(object + 10, 700);
+  EXPECT_FALSE(plan_prefetch(t).write[0]) << "annotate_data reads by default";
+}
+
+// ---- the header line of resources ----------------------------------------------------------------
+
+struct record {
+  std::array<std::uint64_t, 40> values{};  // 320 bytes: five lines
+};
+
+/// The header entry a primitive needs: none, read (version check) or write (latch taken).
+enum class header_need : std::uint8_t { none, read, write };
+
+struct header_case {
+  primitive prim;
+  header_need reader;
+  header_need writer;
+};
+
+// Seed 001 §4.1: what each primitive does with the header when it runs a task (worker::execute).
+constexpr std::array<header_case, 6> header_cases{{
+    {primitive::none, header_need::none, header_need::none},
+    {primitive::scheduling, header_need::none, header_need::none},  // serialized by the pool
+    {primitive::spinlock, header_need::write, header_need::write},
+    {primitive::rwlatch, header_need::write, header_need::write},  // readers count themselves in
+    {primitive::optimistic_latch, header_need::read, header_need::write},
+    {primitive::optimistic_scheduled, header_need::read, header_need::write},  // writers bump it
+}};
+
+TEST(prefetch_plan_test, header_line_exactly_for_primitives_that_check_a_version_or_latch) {
+  runtime r({.workers = 1, .pin = false});
+  for (const header_case& c : header_cases) {
+    SCOPED_TRACE(std::string(to_string(c.prim)));
+    auto* obj = r.make_resource<record>({.primitive = c.prim});
+    ASSERT_EQ(runtime::primitive_of(obj), c.prim);
+    const auto* header = header_of(obj);
+    ASSERT_EQ(reinterpret_cast<const std::byte*>(obj) - reinterpret_cast<const std::byte*>(header),
+              64);
+    for (const access mode : {access::read, access::write}) {
+      SCOPED_TRACE(mode == access::write ? "writer" : "reader");
+      const header_need need = mode == access::write ? c.writer : c.reader;
+      for (const std::size_t bytes : {sizeof(record), std::size_t{1}, std::size_t{64}}) {
+        probe t;
+        t.annotate_resource(obj, mode, bytes);
+        const prefetch_plan plan = plan_prefetch(t);
+        unsigned from = 0;
+        if (need != header_need::none) {
+          ASSERT_GE(plan.count, 1u);
+          EXPECT_EQ(plan.address[0], static_cast<const void*>(header)) << "header line first";
+          EXPECT_EQ(plan.write[0], need == header_need::write);
+          from = 1;
+        }
+        for (unsigned i = from; i < plan.count; ++i) {
+          EXPECT_NE(plan.address[i], static_cast<const void*>(header)) << "header line issued";
+        }
+        check_data_lines(plan, from, reinterpret_cast<std::uintptr_t>(obj), bytes,
+                         mode == access::write);
+      }
+    }
+    r.retire_resource(obj);
+  }
+}
+
+TEST(prefetch_plan_test, a_resource_over_the_cap_gets_its_header_and_sixteen_lines) {
+  struct big {
+    std::array<std::byte, 4096> bytes{};
+  };
+  runtime r({.workers = 1, .pin = false});
+  auto* obj = r.make_resource<big>({.primitive = primitive::spinlock});
+  probe t;
+  t.annotate_resource(obj, access::read);
+  const prefetch_plan plan = plan_prefetch(t);
+  EXPECT_EQ(plan.count, prefetch_plan::max_lines + 1);
+  check_data_lines(plan, 1, reinterpret_cast<std::uintptr_t>(obj), sizeof(big), false);
+  r.retire_resource(obj);
+}
+
+// ---- the runtime: every task through the window gets its prefetch ---------------------------------
+
+/// What one task touches: a slice of the arena, derived from a key so that the test can replay it.
+struct slice {
+  std::size_t offset;
+  std::size_t bytes;
+  access mode;
+};
+
+std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+constexpr std::size_t arena_bytes = std::size_t{1} << 20;
+constexpr std::size_t max_slice = 3000;
+
+slice slice_for(std::uint64_t key) noexcept {
+  const std::uint64_t h = mix(key);
+  return {static_cast<std::size_t>(h % (arena_bytes - max_slice)),
+          static_cast<std::size_t>(1 + (h >> 24) % max_slice),
+          (h >> 50) % 5 == 0 ? access::write : access::read};
+}
+
+std::uint64_t key_of(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  return mix(mix(a * 0x100000001B3ull + b) + c);
+}
+
+/// The arena tasks are annotated with (they never touch it: only the prefetcher does).
+struct arena {
+  std::vector<std::byte> bytes = std::vector<std::byte>(arena_bytes);
+
+  void annotate(task& t, std::uint64_t key) const {
+    const slice s = slice_for(key);
+    t.annotate_data(bytes.data() + s.offset, s.bytes, s.mode);
+  }
+  std::uint64_t lines(std::uint64_t key) const {
+    const slice s = slice_for(key);
+    return expected_lines(reinterpret_cast<std::uintptr_t>(bytes.data() + s.offset), s.bytes);
+  }
+};
+
+class leaf final : public counted_task {
+ public:
+  task* execute(context&) override { return nullptr; }
+};
+
+/// Spawns `width` annotated leaves per run into its own worker's pool, `rounds` times, each time
+/// re-annotated for its next round (a burst generator).
+class burst_generator final : public counted_task {
+ public:
+  burst_generator(const arena& a, std::uint64_t id, unsigned rounds, unsigned width) noexcept
+      : m_arena(&a), m_id(id), m_rounds(rounds), m_width(width) {
+    a.annotate(*this, key_of(id, 0, 0));
+  }
+  task* execute(context& ctx) override {
+    for (unsigned j = 0; j < m_width; ++j) {
+      auto* child = ctx.make_task<leaf>();
+      m_arena->annotate(*child, key_of(m_id, m_round, j + 1));
+      ctx.spawn(child);
+    }
+    if (++m_round == m_rounds) return nullptr;
+    m_arena->annotate(*this, key_of(m_id, m_round, 0));
+    return this;
+  }
+  static std::uint64_t lines(const arena& a, std::uint64_t id, unsigned rounds, unsigned width) {
+    std::uint64_t n = 0;
+    for (unsigned r = 0; r < rounds; ++r) {
+      for (unsigned j = 0; j <= width; ++j) n += a.lines(key_of(id, r, j));
+    }
+    return n;
+  }
+
+ private:
+  const arena* m_arena;
+  std::uint64_t m_id;
+  unsigned m_rounds;
+  unsigned m_width;
+  unsigned m_round = 0;
+};
+
+/// A chain of `steps` visits, re-annotated for the next one each time (like a tree traversal);
+/// every `spawn_every`-th step also spawns an annotated leaf, which arrives while the window is
+/// already filled with the other chains.
+class visit_chain final : public counted_task {
+ public:
+  visit_chain(const arena& a, std::uint64_t id, unsigned steps, unsigned spawn_every) noexcept
+      : m_arena(&a), m_id(id), m_steps(steps), m_spawn_every(spawn_every) {
+    a.annotate(*this, key_of(id, 0, 0));
+  }
+  task* execute(context& ctx) override {
+    if (m_step % m_spawn_every == 0) {
+      auto* child = ctx.make_task<leaf>();
+      m_arena->annotate(*child, key_of(m_id, m_step, 1));
+      ctx.spawn(child);
+    }
+    if (++m_step == m_steps) return nullptr;
+    m_arena->annotate(*this, key_of(m_id, m_step, 0));
+    return this;
+  }
+  static std::uint64_t lines(const arena& a, std::uint64_t id, unsigned steps,
+                             unsigned spawn_every) {
+    std::uint64_t n = 0;
+    for (unsigned s = 0; s < steps; ++s) {
+      n += a.lines(key_of(id, s, 0));
+      if (s % spawn_every == 0) n += a.lines(key_of(id, s, 1));
+    }
+    return n;
+  }
+  static std::uint64_t tasks(unsigned steps, unsigned spawn_every) {
+    return steps + (steps + spawn_every - 1) / spawn_every;
+  }
+
+ private:
+  const arena* m_arena;
+  std::uint64_t m_id;
+  unsigned m_steps;
+  unsigned m_spawn_every;
+  unsigned m_step = 0;
+};
+
+/// Runs the three workloads once on `r`; returns {prefetch lines planned, task executions}.
+struct workload_totals {
+  std::uint64_t lines = 0;
+  std::uint64_t tasks = 0;
+};
+
+workload_totals run_workloads(runtime& r, const arena& a, std::uint64_t seed) {
+  workload_totals want;
+  const group g = r.make_group();
+  // 1. A burst from outside: lands in the inboxes, drained into the window.
+  const unsigned burst = static_cast<unsigned>(scaled(3000, 400));
+  for (unsigned i = 0; i < burst; ++i) {
+    auto* t = r.make_task<leaf>();
+    a.annotate(*t, key_of(seed, 1000000 + i, 7));
+    want.lines += a.lines(key_of(seed, 1000000 + i, 7));
+    r.spawn(t, g);
+  }
+  want.tasks += burst;
+  // 2. Bursts spawned by tasks, one generator per worker.
+  const unsigned rounds = static_cast<unsigned>(scaled(40, 8));
+  const unsigned width = 64;
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    const std::uint64_t id = key_of(seed, 2, w);
+    auto* t = r.make_task<burst_generator>(a, id, rounds, width);
+    t->annotate(wid(w));
+    want.lines += burst_generator::lines(a, id, rounds, width);
+    want.tasks += rounds * (width + 1);
+    r.spawn(t, g);
+  }
+  // 3. Chains, several per worker, spawning leaves while they run.
+  const unsigned chains = 3 * r.workers();
+  const unsigned steps = static_cast<unsigned>(scaled(600, 100));
+  for (unsigned c = 0; c < chains; ++c) {
+    const std::uint64_t id = key_of(seed, 3, c);
+    auto* t = r.make_task<visit_chain>(a, id, steps, 3u);
+    want.lines += visit_chain::lines(a, id, steps, 3);
+    want.tasks += visit_chain::tasks(steps, 3);
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  r.wait_idle();
+  return want;
+}
+
+class prefetch_test : public runtime_fixture {
+ protected:
+  runtime& start_with_distance(unsigned d) {
+    return start({.workers = GetParam(), .prefetch_distance = d});
+  }
+};
+
+TEST_P(prefetch_test, distance_zero_issues_no_prefetch) {
+  arena a;
+  auto& r = start_with_distance(0);
+  const workload_totals want = run_workloads(r, a, 1);
+  const worker_statistics s = r.statistics().total();
+  EXPECT_EQ(s.executed, want.tasks);
+  EXPECT_EQ(s.prefetches, 0u) << "distance 0 prefetched";
+}
+
+TEST_P(prefetch_test, every_task_through_the_window_gets_its_prefetch) {
+  arena a;
+  for (const unsigned d : {1u, 2u, 3u, 4u, 8u, runtime::max_prefetch_distance}) {
+    SCOPED_TRACE("distance " + std::to_string(d));
+    auto& r = start_with_distance(d);
+    ASSERT_EQ(r.prefetch_distance(), d);
+    const workload_totals want = run_workloads(r, a, d);
+    const worker_statistics s = r.statistics().total();
+    EXPECT_EQ(s.executed, want.tasks);
+    EXPECT_EQ(s.prefetches, want.lines)
+        << (s.prefetches < want.lines ? "some tasks were not prefetched"
+                                      : "some tasks were prefetched twice");
+    r.stop();
+  }
+}
+
+TEST_P(prefetch_test, resource_tasks_get_their_header_line) {
+  arena a;
+  auto& r = start_with_distance(2);
+  std::vector<record*> objects;
+  std::uint64_t want = 0;
+  const group g = r.make_group();
+  const unsigned per_case = static_cast<unsigned>(scaled(500, 60));
+  for (const header_case& c : header_cases) {
+    auto* obj = r.make_resource<record>({.primitive = c.prim});
+    objects.push_back(obj);
+    for (unsigned i = 0; i < per_case; ++i) {
+      const access mode = i % 4 == 0 ? access::write : access::read;
+      auto* t = r.make_task<leaf>();
+      t->annotate_resource(obj, mode);
+      want += plan_prefetch(*t).count;
+      r.spawn(t, g);
+    }
+  }
+  r.wait(g);
+  r.wait_idle();
+  const std::uint64_t got = r.statistics().total().prefetches;
+  if (r.workers() == 1) {
+    EXPECT_EQ(got, want);
+  } else {
+    // A resource's pool may change hands with tasks already in the window; the new owner
+    // prefetches them again on its own core.
+    EXPECT_GE(got, want) << "some tasks were not prefetched";
+  }
+  for (record* obj : objects) r.retire_resource(obj);
+}
+
+// Regression: a worker that parked kept the distance it read before parking, so after
+// set_prefetch_distance() up to epoch_interval_tasks of its next tasks ran with the old one (none
+// prefetched after a change from 0, prefetched after a change to 0).
+TEST_P(prefetch_test, set_prefetch_distance_reaches_parked_workers) {
+  arena a;
+  auto& r = start_with_distance(0);
+  const std::uint64_t tasks = run_workloads(r, a, 11).tasks;
+  EXPECT_EQ(r.statistics().total().executed, tasks);
+  EXPECT_EQ(r.statistics().total().prefetches, 0u);
+
+  r.set_prefetch_distance(3);
+  EXPECT_EQ(r.prefetch_distance(), 3u);
+  const std::uint64_t lines = run_workloads(r, a, 12).lines;
+  EXPECT_EQ(r.statistics().total().prefetches, lines)
+      << "tasks spawned after set_prefetch_distance(3) ran without their prefetch";
+
+  r.set_prefetch_distance(0);
+  run_workloads(r, a, 13);
+  EXPECT_EQ(r.statistics().total().prefetches, lines)
+      << "tasks spawned after set_prefetch_distance(0) were still prefetched";
+}
+
+/// Re-runs itself until `stop` is set; annotated, so that it is prefetched when the distance
+/// allows it.
+class endless_visits final : public counted_task {
+ public:
+  endless_visits(const arena& a, std::uint64_t id, const std::atomic<bool>& stop) noexcept
+      : m_arena(&a), m_id(id), m_stop(&stop) {
+    a.annotate(*this, key_of(id, 0, 0));
+  }
+  task* execute(context&) override {
+    if (m_stop->load(std::memory_order_relaxed)) return nullptr;
+    m_arena->annotate(*this, key_of(m_id, ++m_step, 0));
+    return this;
+  }
+
+ private:
+  const arena* m_arena;
+  std::uint64_t m_id;
+  const std::atomic<bool>* m_stop;
+  std::uint64_t m_step = 0;
+};
+
+TEST_P(prefetch_test, set_prefetch_distance_takes_effect_on_busy_workers) {
+  arena a;
+  auto& r = start_with_distance(0);
+  std::atomic<bool> stop{false};
+  const group g = r.make_group();
+  for (unsigned i = 0; i < 4 * r.workers(); ++i) {
+    r.spawn(r.make_task<endless_visits>(a, i, stop), g);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(r.statistics().total().prefetches, 0u);
+  r.set_prefetch_distance(2);
+  // The workers never idle; they must still pick the new distance up. A generous deadline turns
+  // a distance that never takes effect into a failure rather than a hang.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (r.statistics().total().prefetches == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop.store(true, std::memory_order_relaxed);
+  r.wait(g);
+  EXPECT_GT(r.statistics().total().prefetches, 0u) << "the new distance never took effect";
+}
+
+TEST_P(prefetch_test, set_prefetch_distance_rejects_values_above_the_maximum) {
+  auto& r = start_with_distance(2);
+  EXPECT_THROW(r.set_prefetch_distance(runtime::max_prefetch_distance + 1), std::invalid_argument);
+  EXPECT_THROW(r.set_prefetch_distance(std::numeric_limits<unsigned>::max()),
+               std::invalid_argument);
+  EXPECT_EQ(r.prefetch_distance(), 2u) << "a rejected value changed the distance";
+  r.set_prefetch_distance(runtime::max_prefetch_distance);
+  EXPECT_EQ(r.prefetch_distance(), runtime::max_prefetch_distance);
+  r.set_prefetch_distance(0);
+  EXPECT_EQ(r.prefetch_distance(), 0u);
+  EXPECT_THROW(runtime({.workers = 1, .prefetch_distance = runtime::max_prefetch_distance + 1}),
+               std::invalid_argument);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(prefetch_test);
+
+}  // namespace
+}  // namespace tessera::test
