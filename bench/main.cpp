@@ -48,8 +48,9 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
   return {
       bench::uint_list_flag("workers", default_workers(),
                             "comma-separated worker counts, each measured separately", 1, 4096),
-      bench::int_flag("repeat", 3, "runs per configuration; the MEDIAN run is reported", 1,
-                      1000000),
+      bench::int_flag("repeat", 3, "runs per configuration", 1, 1000000),
+      bench::choice_flag("statistic", "median", {"median", "best"},
+                         "which run is reported: the median, or the fastest (noisy machines)"),
       bench::choice_list_flag("implementation", "all", b.implementations,
                               "implementations to run"),
       bench::string_flag("json", "", "append one JSON object per result row to FILE", "FILE"),
@@ -75,7 +76,8 @@ void print_usage(std::FILE* out) {
   std::fprintf(out,
                "\nflags every subcommand takes:\n"
                "  --workers LIST          worker counts to measure (default: %s)\n"
-               "  --repeat N              runs per configuration, median reported (default: 3)\n"
+               "  --repeat N              runs per configuration (default: 3)\n"
+               "  --statistic median|best the run reported: median (default) or fastest\n"
                "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
                "  --json FILE             append one JSON object per result row\n"
                "exit status: 0 ok, 1 a benchmark failed its own check, 2 bad command line\n",
@@ -148,6 +150,8 @@ int main(int argc, char** argv) {
     }
   }
 
+  bench::set_reported_statistic(flags.text("statistic") == "best" ? bench::statistic::best
+                                                                  : bench::statistic::median);
   bench::reporter report(b->reference);
   std::vector<unsigned> workers;
   for (const std::uint64_t w : flags.uint_list("workers")) workers.push_back(static_cast<unsigned>(w));

@@ -45,7 +45,7 @@ struct run_context {
   const benchmark_definition& benchmark;
   const flag_values& flags;             ///< every flag, shared ones included
   std::vector<unsigned> workers;        ///< --workers, in the order given
-  unsigned repeat = 3;                  ///< --repeat; the median run is reported
+  unsigned repeat = 3;                  ///< --repeat; --statistic picks the run reported
   std::vector<std::string> implementations;  ///< --implementation, in definition order
   reporter& report;
 

@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view reserved_keys[] = {
     "benchmark", "implementation", "workers", "ops",       "seconds", "ops_per_second",
     "ns_per_op", "seconds_min",    "seconds_max", "runs",  "statistic", "reference",
-    "ratio",     "note"};
+    "ratio",     "note",           "remark"};
 
 std::string format(const char* fmt, double v) {
   char buf[64];
@@ -151,7 +151,7 @@ std::string reporter::table() const {
       for (int i = 0; i < 5; ++i) line.emplace_back("-");
       if (!m_reference.empty()) line.emplace_back("-");
     }
-    line.push_back(r.note);
+    line.push_back(r.measured() ? r.remark : r.note);
     lines.push_back(std::move(line));
   }
 
@@ -173,7 +173,9 @@ std::string reporter::table() const {
     while (!text.empty() && text.back() == ' ') text.pop_back();
     out += text + "\n";
   }
-  out += "seconds: median of " + std::to_string(runs) +
+  out += "seconds: ";
+  out += to_string(reported_statistic());
+  out += " of " + std::to_string(runs) +
          " run(s); ns/op: seconds x workers / ops (worker-time per operation)";
   if (!m_reference.empty())
     out += ";\nvs " + m_reference + ": ops/s over " + m_reference +
@@ -190,7 +192,8 @@ std::string reporter::to_json(const row& r, const row* reference, std::string_vi
                     ",\"seconds\":" + json_number(r.result.seconds) +
                     ",\"ops_per_second\":" + json_number(r.ops_per_second()) +
                     ",\"ns_per_op\":" + json_number(r.ns_per_op()) +
-                    ",\"statistic\":\"median\",\"runs\":" + std::to_string(r.result.runs) +
+                    ",\"statistic\":" + json_string(to_string(reported_statistic())) +
+                    ",\"runs\":" + std::to_string(r.result.runs) +
                     ",\"seconds_min\":" + json_number(r.result.min_seconds) +
                     ",\"seconds_max\":" + json_number(r.result.max_seconds);
   for (const auto& [key, value] : r.extra) {
@@ -199,6 +202,7 @@ std::string reporter::to_json(const row& r, const row* reference, std::string_vi
     out += ':';
     out += cell_json(value);
   }
+  if (!r.remark.empty()) out += ",\"remark\":" + json_string(r.remark);
   if (reference != nullptr && reference->ops_per_second() > 0) {
     out += ",\"reference\":" + json_string(reference_name) + ",\"ratio\":" +
            json_number(r.ops_per_second() / reference->ops_per_second());

@@ -37,7 +37,8 @@ struct row {
   unsigned workers = 0;
   measurement result;
   std::vector<std::pair<std::string, cell>> extra;  ///< in the order added
-  std::string note;  ///< non-empty: not measured, for this reason
+  std::string note;    ///< non-empty: not measured, for this reason
+  std::string remark;  ///< a measured row's caveat (table note column, JSON "remark")
 
   row(std::string benchmark_name, std::string implementation_name, unsigned worker_count,
       measurement m);
@@ -57,6 +58,13 @@ struct row {
   row&& with(std::string key, const std::string& value) && { return std::move(with(std::move(key), value)); }
   row& with(std::string key, std::string_view value) & { return with(std::move(key), cell(std::string(value))); }
   row&& with(std::string key, std::string_view value) && { return std::move(with(std::move(key), value)); }
+
+  /// Attaches a caveat to a measured row ("libgomp ran most tasks inline").
+  row& with_remark(std::string text) & {
+    remark = std::move(text);
+    return *this;
+  }
+  row&& with_remark(std::string text) && { return std::move(with_remark(std::move(text))); }
 
   bool measured() const noexcept { return note.empty(); }
   double ops_per_second() const noexcept;

@@ -2,8 +2,9 @@
 //
 // A run is a callable returning a `sample` (how many operations it did, how long its timed part
 // took); it times itself with a stopwatch so that setup and the check of its answer stay outside
-// the measurement. measure() calls it `repeat` times and reports the MEDIAN duration (the
-// statistic every table and JSON line of tessera-bench uses), with the fastest and slowest run.
+// the measurement. measure() calls it `repeat` times and reports the MEDIAN duration — or the
+// fastest with --statistic best, for machines shared with other work, where noise only ever
+// adds time — together with the fastest and slowest run.
 //
 //   measurement m = measure(progress_label, 3, [&] {
 //     stopwatch clock;
@@ -20,6 +21,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::bench {
@@ -47,18 +49,25 @@ struct sample {
   double seconds = 0;
 };
 
+/// Which run of a configuration is reported: set once from --statistic, before any run.
+enum class statistic : std::uint8_t { median, best };
+void set_reported_statistic(statistic s) noexcept;
+statistic reported_statistic() noexcept;
+std::string_view to_string(statistic s) noexcept;
+
 struct measurement {
   std::uint64_t ops = 0;     ///< operations of one run (every run must do the same number)
-  double seconds = 0;        ///< median over the runs
+  double seconds = 0;        ///< the reported_statistic() over the runs (median by default)
   double min_seconds = 0;
   double max_seconds = 0;
   unsigned runs = 0;
 };
 
-/// Median of `samples` (mean of the two middle ones for an even count).
+/// The reported_statistic() of `samples`: the median (mean of the two middle ones for an even
+/// count) or the fastest.
 measurement summarize(std::vector<sample> samples);
 
-/// Runs `run_once` `repeat` times; prints "<label> ..." before and the median after on stderr.
+/// Runs `run_once` `repeat` times; prints "<label> ..." before and the result after on stderr.
 template <class F>
 measurement measure(const std::string& label, unsigned repeat, F&& run_once) {
   std::fprintf(stderr, "tessera-bench: %s: %u run%s ...\n", label.c_str(), repeat,
@@ -67,8 +76,8 @@ measurement measure(const std::string& label, unsigned repeat, F&& run_once) {
   samples.reserve(repeat);
   for (unsigned i = 0; i < repeat; ++i) samples.push_back(run_once());
   measurement m = summarize(std::move(samples));
-  std::fprintf(stderr, "tessera-bench: %s: median %.4f s (%.4f..%.4f), %.3g ops/s\n",
-               label.c_str(), m.seconds, m.min_seconds, m.max_seconds,
+  std::fprintf(stderr, "tessera-bench: %s: %s %.4f s (%.4f..%.4f), %.3g ops/s\n",
+               label.c_str(), to_string(reported_statistic()).data(), m.seconds, m.min_seconds, m.max_seconds,
                m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0.0);
   return m;
 }
