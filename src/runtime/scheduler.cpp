@@ -467,6 +467,9 @@ void scheduler::stop() {
     std::abort();
   }
   m_stopping.store(true, std::memory_order_seq_cst);  // seq_cst: see spawn()
+  // Pairs with the fence in worker::maybe_reclaim: a reclamation task spawned from here on is
+  // either counted before wait_idle() reads the counts, or not spawned at all.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   while (m_external_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   // Drain: every task spawned so far, and every task those spawn, runs. Resizing to all workers
   // first makes sure no pool is parked with an inactive worker.

@@ -610,6 +610,17 @@ void worker::maybe_reclaim() {
   t->annotate(priority::low).annotate(worker_id{m_index});
   t->m_epoch_slot = static_cast<std::uint8_t>(e % epoch_slots);
   m_epoch.count_spawn(t->m_epoch_slot);
+  // seq_cst fence, paired with the one in scheduler::stop() after `stopping` is set: either stop()
+  // sees this spawn (and waits for it before the workers exit), or we see `stopping` and reclaim
+  // here, since a task routed now could be left behind by workers that already exit.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (m_sched.m_stopping.load(std::memory_order_relaxed)) {
+    const unsigned slot = t->m_epoch_slot;
+    t->execute(m_ctx);
+    m_sched.destroy(t);
+    m_epoch.count_completion(slot);
+    return;
+  }
   m_sched.route(t, this);
 }
 
