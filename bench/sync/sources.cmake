@@ -1,0 +1,29 @@
+# tessera-bench sync: shared objects under tessera's synchronization primitives vs threads with a
+# lock per object (bench/sync/sync.h). Included at the end of bench/CMakeLists.txt, after
+# tessera-bench is defined.
+target_sources(tessera-bench PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/sync.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tessera.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
+)
+
+if(TESSERA_BUILD_TESTS)
+  # Smoke run: few objects (contention), every mix, both access patterns, every implementation,
+  # both worker counts; every run checks its answer.
+  add_test(NAME bench.smoke.sync
+           COMMAND tessera-bench sync --objects 16 --ops 20000 --workers 1,2 --repeat 1)
+  set_tests_properties(bench.smoke.sync PROPERTIES LABELS "bench" TIMEOUT 300)
+  foreach(entry IN ITEMS "mix_unknown:sync|--mix|90/10"
+                         "access_unknown:sync|--access|zipf"
+                         "objects_zero:sync|--objects|0"
+                         "hot_percent_above_100:sync|--hot-percent|101")
+    string(REPLACE ":" ";" parts "${entry}")
+    list(GET parts 0 name)
+    list(GET parts 1 args)
+    add_test(NAME bench.usage.sync_${name}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench> "-DARGS=${args}"
+                     -DEXPECTED_STATUS=2
+                     -P ${CMAKE_CURRENT_LIST_DIR}/../tests/expect_status.cmake)
+    set_tests_properties(bench.usage.sync_${name} PROPERTIES LABELS "bench")
+  endforeach()
+endif()
