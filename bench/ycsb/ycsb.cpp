@@ -165,16 +165,13 @@ void run(const run_context& ctx) {
   std::vector<result> results;
   std::map<std::string, std::uint64_t> run_sizes;
   auto add_rows = [&] {
-    for (const char* phase : {"load", "run"}) {
-      for (const unsigned w : ctx.workers) {
-        for (const auto& r : results) {
-          if (r.workers != w) continue;
-          ctx.report.add(row("ycsb", r.impl, w, std::string_view(phase) == "load" ? r.load : r.run)
-                             .with("workload", data.workload)
-                             .with("distribution", data.distribution)
-                             .with("records", data.load.ops.size())
-                             .with("phase", phase));
-        }
+    for (const std::string_view phase : {"load", "run"}) {
+      for (const auto& r : results) {  // in the order run: by workers, then implementation
+        ctx.report.add(row("ycsb", r.impl, r.workers, phase == "load" ? r.load : r.run)
+                           .with("workload", data.workload)
+                           .with("distribution", data.distribution)
+                           .with("records", data.load.ops.size())
+                           .with("phase", phase));
       }
     }
   };
