@@ -34,7 +34,8 @@ unsigned expected_lines(std::uintptr_t begin, std::size_t size) {
   if (size == 0) return 0;
   const std::uintptr_t first = begin / line_bytes;
   const std::uintptr_t last = (begin + size - 1) / line_bytes;
-  return static_cast<unsigned>(std::min<std::uintptr_t>(last - first + 1, prefetch_plan::max_lines));
+  return static_cast<unsigned>(
+      std::min<std::uintptr_t>(last - first + 1, prefetch_plan::max_lines));
 }
 
 /// Checks the data part of `plan` (entries from `from` on) against [begin, begin + size).
@@ -63,7 +64,7 @@ class probe final : public task {
   task* execute(context&) override { return nullptr; }
 };
 
-// ---- the plan ------------------------------------------------------------------------------------
+// ---- the plan ----------------------------------------------------------------------------------
 
 TEST(prefetch_plan_test, stays_inside_the_object_for_random_offsets_and_sizes) {
   std::mt19937_64 rng(20240611);
@@ -73,15 +74,16 @@ TEST(prefetch_plan_test, stays_inside_the_object_for_random_offsets_and_sizes) {
   const std::size_t rounds = scaled(200000, 20000);
   for (std::size_t i = 0; i < rounds; ++i) {
     const std::uintptr_t begin = base + rng() % 8192;
-    std::size_t size = 0;
-    switch (rng() % 6) {
-      case 0: size = 1 + rng() % 64; break;                          // tiny: one or two lines
-      case 1: size = 1 + rng() % 2048; break;                        // around the cap
-      case 2: size = 64 * (1 + rng() % 20) + (rng() % 3) - 1; break; // multiples of 64, +-1
-      case 3: size = prefetch_plan::max_lines * 64 + (rng() % 129) - 64; break;  // at the cap
-      case 4: size = std::size_t{1} << (20 + rng() % 12); break;     // huge: 1 MiB .. 2 GiB
-      default: size = 1 + rng() % (std::size_t{1} << 40); break;     // anything
-    }
+    // Tiny (one or two lines), around the cap, multiples of 64 +-1, at the cap +-64,
+    // huge (1 MiB .. 2 GiB), anything up to 1 TiB.
+    const std::size_t kind = rng() % 6;
+    const std::size_t size =
+        kind == 0   ? 1 + rng() % 64
+        : kind == 1 ? 1 + rng() % 2048
+        : kind == 2 ? 64 * (1 + rng() % 20) + (rng() % 3) - 1
+        : kind == 3 ? prefetch_plan::max_lines * 64 + (rng() % 129) - 64
+        : kind == 4 ? std::size_t{1} << (20 + rng() % 12)
+                    : 1 + rng() % (std::size_t{1} << 40);
     const bool writer = (rng() & 1) != 0;
     const prefetch_plan plan =
         plan_prefetch(reinterpret_cast<const void*>(begin), size, writer, nullptr);
@@ -180,7 +182,7 @@ TEST(prefetch_plan_test, writers_prefetch_with_write_intent_readers_without) {
   EXPECT_FALSE(plan_prefetch(t).write[0]) << "annotate_data reads by default";
 }
 
-// ---- the header line of resources ----------------------------------------------------------------
+// ---- the header line of resources ---------------------------------------------------------------
 
 struct record {
   std::array<std::uint64_t, 40> values{};  // 320 bytes: five lines
@@ -253,7 +255,7 @@ TEST(prefetch_plan_test, a_resource_over_the_cap_gets_its_header_and_sixteen_lin
   r.retire_resource(obj);
 }
 
-// ---- the runtime: every task through the window gets its prefetch ---------------------------------
+// ---- the runtime: every task through the window gets its prefetch -------------------------------
 
 /// What one task touches: a slice of the arena, derived from a key so that the test can replay it.
 struct slice {
