@@ -4,8 +4,10 @@
 // larger object is left to the hardware prefetcher, which follows the sequential pattern).
 // Every address issued lies inside [data, data + size): the first is `data` itself, then the start
 // of each following line the object overlaps. Writers get a prefetch with write intent, readers
-// a read prefetch. A resource whose primitive checks a version or takes a latch also gets its
-// header line (with write intent when a latch will be taken).
+// a read prefetch. A resource also gets its header line (version, latch word, pool), first, with
+// the task's intent: the worker reads the primitive from it before running the task, and checks a
+// version or takes a latch there. It is prefetched for every primitive, because deciding from the
+// primitive would mean reading the header now, the very miss the prefetch is there to hide.
 //
 //   prefetch_plan plan = plan_prefetch(*t);
 //   issue_prefetch(plan);        // plan.count instructions
@@ -16,7 +18,6 @@
 #include <cstdint>
 
 #include "tessera/detail/resource_header.h"
-#include "tessera/resource.h"
 #include "tessera/task.h"
 
 namespace tessera::detail {
@@ -28,28 +29,14 @@ struct prefetch_plan {
   unsigned count = 0;
 };
 
-/// Header access pattern of a primitive: 0 none, 1 read (version check), 2 write (latch).
-inline int header_use(primitive p, bool writer) noexcept {
-  switch (p) {
-    case primitive::spinlock:
-    case primitive::rwlatch: return 2;
-    case primitive::optimistic_latch: return writer ? 2 : 1;
-    case primitive::optimistic_scheduled: return writer ? 2 : 1;
-    default: return 0;
-  }
-}
-
 inline prefetch_plan plan_prefetch(const void* data, std::size_t size, bool writer,
                                    const resource_header* header) noexcept {
   prefetch_plan plan;
   if (data == nullptr || size == 0) return plan;
-  if (header != nullptr) {
-    const int use = header_use(header->prim, writer);
-    if (use != 0) {
-      plan.address[plan.count] = header;
-      plan.write[plan.count] = use == 2;
-      ++plan.count;
-    }
+  if (header != nullptr) {  // only its address is used: nothing here reads the header
+    plan.address[plan.count] = header;
+    plan.write[plan.count] = writer;
+    ++plan.count;
   }
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t end = begin + size;

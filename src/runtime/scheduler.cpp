@@ -144,7 +144,14 @@ void scheduler::spawn(task* t, worker* from) {
 }
 
 pool* scheduler::choose_pool(task* t, worker* from) noexcept {
-  if (t->m_is_resource != 0) {
+  // Rule 1 needs the resource's header. For a reader spawned by a worker it is not read here:
+  // that would be a cache miss on every step of a traversal before the prefetcher had a chance.
+  // The reader goes to the worker's home pool, its header is prefetched with its data, and
+  // worker::execute forwards it to the resource's pool if it is serialized there (only under
+  // `scheduling`). Writers (one per operation at most, usually) and spawns from outside are
+  // routed at once, so serialized writers never take the detour.
+  if (t->m_is_resource != 0 &&
+      (from == nullptr || t->m_access == static_cast<std::uint8_t>(access::write))) {
     resource_header* h = resource_header::of(t->m_data);
     const primitive p = h->prim;
     if (p == primitive::scheduling ||

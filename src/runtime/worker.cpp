@@ -425,7 +425,15 @@ task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_pt
 }
 
 void worker::execute(task* t, pool* p) {
-  (void)p;
+  if (t->m_is_resource != 0 && serialized_by_pool(t)) {
+    // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
+    // resource's pool. Forward it there; it stays counted as one task in flight.
+    pool& home = m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
+    if (&home != p) {
+      m_sched.push(home, t, this);
+      return;
+    }
+  }
   m_ctx.m_current = t;
   m_current_slot = t->m_epoch_slot;
   std::exception_ptr error;
