@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,9 +58,15 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
   };
 }
 
+/// The subcommand's flags, then the shared ones. A name defined twice is a programmer error.
 std::vector<bench::flag_definition> all_flags(const bench::benchmark_definition& b) {
   std::vector<bench::flag_definition> defs = b.flags;
   for (auto& f : shared_flags(b)) defs.push_back(std::move(f));
+  for (std::size_t i = 0; i < defs.size(); ++i)
+    for (std::size_t j = i + 1; j < defs.size(); ++j)
+      if (defs[i].name == defs[j].name)
+        throw std::logic_error("tessera-bench: " + b.name + " defines --" + defs[i].name +
+                               " twice");
   return defs;
 }
 
@@ -123,9 +130,14 @@ int main(int argc, char** argv) {
   }
   if (b->prepare_process != nullptr) b->prepare_process(argc, argv);
 
-  const std::vector<bench::flag_definition> defs = all_flags(*b);
   const std::vector<std::string_view> rest(args.begin() + 1, args.end());
-  bench::parse_result parsed = bench::parse_flags(defs, rest);
+  bench::parse_result parsed;
+  try {
+    parsed = bench::parse_flags(all_flags(*b), rest);
+  } catch (const std::logic_error& e) {  // a bad flag definition, not a bad command line
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
   if (parsed.status == bench::parse_status::help) {
     print_subcommand_help(*b);
     return 0;

@@ -62,7 +62,7 @@ const registration alloc_benchmark({
     .help = "one task-sized allocation + free: tessera's task allocator vs malloc, jemalloc, mimalloc",
     .implementations = {"tessera", "tessera-system", "malloc", "jemalloc", "mimalloc"},
     .reference = "malloc",
-    .flags = tessera_settings::add_flags({int_flag("ops", 10'000'000, "alloc+free pairs per worker per run", 1),
+    .flags = tessera_settings::add_flags({int_flag("ops", 4'000'000, "alloc+free pairs per worker per run", 1),
               choice_list_flag("sizes", "64,128", {"64", "128", "256", "512"},
                                "object sizes in bytes"),
               int_flag("window", 64, "live objects per round (window) / objects per batch "

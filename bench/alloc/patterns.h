@@ -3,13 +3,14 @@
 // An allocator is adapted as a policy with `void* make(std::uint64_t token)` (allocate and write
 // the token), `bool check(void* p, std::uint64_t token)` and `void release(void* p)`. A `team`
 // starts its members together and times them from the moment the last one arrived to the
-// moment the last one finished; members wait for each other with a deadline, so a member that
-// never runs turns into a bench_failure instead of a hang.
+// moment the last one finished; members that wait for each other give up after 30 s without
+// progress, so a member that never runs turns into a bench_failure instead of a hang.
 //
 //   team t(workers);
 //   // on each member i:
+//   std::vector<void*> live;
 //   if (!t.arrive_and_wait()) return;            // the others never came
-//   bad += window_loop(policy, ops, window, salt(i));
+//   bad += window_loop(policy, ops, window, salt(i), live);
 //   t.finish(i);
 //   // afterwards: t.seconds(), t.failed()
 #pragma once
@@ -144,7 +145,8 @@ std::uint64_t crossthread_loop(Policy& policy, std::uint64_t ops, unsigned windo
                                unsigned previous, spsc_ring& out, spsc_ring& in, team& t) {
   std::uint64_t produced = 0, consumed = 0, bad = 0;
   const std::uint64_t mine = salt(member), theirs = salt(previous);
-  const auto give_up = t.deadline_from_now();
+  bool stalled = false;  // no progress since `give_up` was set
+  auto give_up = std::chrono::steady_clock::time_point{};
   for (unsigned idle = 0; produced < ops || consumed < ops;) {
     bool progress = false;
     for (unsigned k = 0; k < window && produced < ops && out.can_push(); ++k) {
@@ -162,10 +164,16 @@ std::uint64_t crossthread_loop(Policy& policy, std::uint64_t ops, unsigned windo
     }
     if (progress) {
       idle = 0;
-    } else if (++idle % 4096 == 0 &&
-               (t.failed() || std::chrono::steady_clock::now() > give_up)) {
-      t.fail();
-      break;
+      stalled = false;
+    } else if (++idle % 4096 == 0) {
+      // Fail only when the neighbour made no progress for a whole deadline (or gave up).
+      if (!stalled) {
+        stalled = true;
+        give_up = t.deadline_from_now();
+      } else if (t.failed() || std::chrono::steady_clock::now() > give_up) {
+        t.fail();
+        break;
+      }
     } else {
       cpu_relax();
     }
