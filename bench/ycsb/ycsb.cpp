@@ -27,8 +27,8 @@ namespace tessera::bench::ycsb_bench {
 namespace {
 
 // The default size: the whole default command (4 implementations, workers 1,2, --repeat 3,
-// load + run of 2 M operations each) took 1m41s on the 2-core development machine with light
-// other load and 3m26s while two other builds ran (measured 2026-11-22).
+// load + run of 2 M operations each) took 1m41s-2m32s on the 2-core development machine with
+// light other load and up to 3m26s while other builds ran (measured 2026-11-22).
 constexpr std::int64_t default_records = 2'000'000;
 constexpr std::int64_t default_operations = 2'000'000;
 
