@@ -21,6 +21,7 @@ namespace tessera {
 class runtime;
 namespace detail {
 class worker;
+struct resource_header;
 }
 
 class context {
@@ -62,6 +63,7 @@ class context {
   detail::worker* m_worker;
   task* m_current = nullptr;
   std::uint64_t m_read_version = 0;  // version seen at start under optimistic reading
+  const detail::resource_header* m_read_header = nullptr;  // the resource that read started on
   bool m_validating = false;         // running as an optimistic reader
   bool m_validated = false;          // validate() succeeded during this run
 };

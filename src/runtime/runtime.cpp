@@ -103,8 +103,8 @@ void context::when_done(group g, task* continuation) {
 }
 bool context::validate() const noexcept {
   if (!m_validating) return true;
-  auto& h = *detail::resource_header::of(m_current->data());
-  if (!detail::validate_read(h, m_read_version)) return false;
+  // The header the read started on: the task may have re-annotated itself since.
+  if (!detail::validate_read(*m_read_header, m_read_version)) return false;
   const_cast<context*>(this)->m_validated = true;
   return true;
 }
@@ -134,12 +134,9 @@ primitive select_primitive(const resource_hints& h) noexcept {
     case isolation::exclusive:
       return h.frequency == frequency::high ? primitive::scheduling : primitive::spinlock;
     case isolation::exclusive_writers:
-      if (h.read_ratio >= 0.9) {
-        return h.frequency == frequency::low ? primitive::optimistic_latch
-                                             : primitive::optimistic_scheduled;
-      }
-      if (h.read_ratio >= 0.5) return primitive::optimistic_latch;
-      return h.frequency == frequency::high ? primitive::scheduling : primitive::optimistic_latch;
+      return h.read_ratio >= 0.99 && h.frequency == frequency::high
+                 ? primitive::optimistic_scheduled
+                 : primitive::optimistic_latch;
   }
   return primitive::optimistic_latch;
 }

@@ -140,7 +140,7 @@ void scheduler::spawn(task* t, worker* from) {
   if (!t->m_group.valid() && parent != nullptr) t->m_group = parent->m_group;
   if (t->m_group.valid()) m_groups.join(t->m_group);
   from->counters().count_spawn(t->m_epoch_slot);
-  route(t, from);
+  route(t, from, t->m_data == nullptr);
 }
 
 pool* scheduler::choose_pool(task* t, worker* from) noexcept {
@@ -182,18 +182,18 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
   return m_pools[(rr++ % active) * ppw].get();
 }
 
-void scheduler::route(task* t, worker* from) {
+void scheduler::route(task* t, worker* from, bool newest_first) {
   pool* p = choose_pool(t, from);
-  push(*p, t, from);
+  push(*p, t, from, newest_first);
 }
 
-void scheduler::push(pool& p, task* t, worker* from) noexcept {
+void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept {
   // `owner` names `from` as soon as a giver handed p over, before `from` adopted p under the
   // hand-over mutex: only a pool in from's own list may take a plain local push. The relaxed read
   // is a cheap filter (only `from` changes the owner of a pool it holds).
   if (from != nullptr && p.owner.load(std::memory_order_relaxed) == from->index() &&
       from->owns(&p)) {
-    from->push_local(p, t);
+    from->push_local(p, t, newest_first);
     return;
   }
   p.inbox[t->m_priority].push(t);

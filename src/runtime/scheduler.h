@@ -41,7 +41,11 @@ class scheduler {
   bool running() const noexcept { return !m_stopping.load(std::memory_order_acquire); }
 
   /// Routes a task. `from` is the calling worker (nullptr from outside).
-  void route(task* t, worker* from);
+  /// `newest_first`: a fresh spawn without a data annotation, queued at the front of the
+  /// spawner's own pool (depth-first, cache-warm: fork-join recursions stay small). Follow-ups
+  /// and annotated tasks queue at the back, so the prefetch window sees many different tasks
+  /// and a task that returns itself cannot starve the others.
+  void route(task* t, worker* from, bool newest_first = false);
   /// Public spawn entry: checks, counts, groups.
   void spawn(task* t, worker* from);
   void destroy(task* t) noexcept;
@@ -94,7 +98,7 @@ class scheduler {
 
  private:
   pool* choose_pool(task* t, worker* from) noexcept;
-  void push(pool& p, task* t, worker* from) noexcept;
+  void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;
   void complete_group(group g, worker* from) noexcept;
 
   runtime& m_runtime;

@@ -104,8 +104,12 @@ void worker::set_active(bool a) noexcept {
   if (m_active.exchange(a, std::memory_order_acq_rel) != a) notify(attention_active);
 }
 
-void worker::push_local(pool& p, task* t) noexcept {
-  p.local[t->m_priority].push_back(t);
+void worker::push_local(pool& p, task* t, bool newest_first) noexcept {
+  if (newest_first) {
+    p.local[t->m_priority].push_front(t);
+  } else {
+    p.local[t->m_priority].push_back(t);
+  }
   ++m_local_count[t->m_priority];
 }
 
@@ -411,6 +415,7 @@ task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_pt
   for (unsigned attempt = 0;; ++attempt) {
     const std::uint64_t v = begin_read(h);
     m_ctx.m_read_version = v;
+    m_ctx.m_read_header = &h;
     m_ctx.m_validating = true;
     m_ctx.m_validated = false;
     error = nullptr;

@@ -77,7 +77,7 @@ class worker {
   context& ctx() noexcept { return m_ctx; }
 
   /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
-  void push_local(pool& p, task* t) noexcept;
+  void push_local(pool& p, task* t, bool newest_first = false) noexcept;
   /// Any thread: raise attention bits and wake the worker if it sleeps.
   void notify(std::uint32_t bits) noexcept;
   /// Any thread: wake the worker if it parked (after a push into one of its pools).

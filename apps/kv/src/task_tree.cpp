@@ -36,15 +36,15 @@ node* node_of(const tessera::task& t) noexcept {
   return static_cast<node*>(const_cast<void*>(t.data()));
 }
 
-void visit(tessera::task& t, node* n, access mode) noexcept {
-  t.annotate_resource(n, mode, sizeof(node));
+void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexcept {
+  t.annotate_resource(n, mode, tree.visit_bytes());
 }
 
 /// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
 /// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
 /// (writers are annotated one level early, seed 001 Fig. 6).
-bool step_towards(tessera::task& t, node* n, key_t k, std::uint8_t level, access mode) noexcept {
+bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std::uint8_t level, access mode) noexcept {
   const std::uint8_t here = n->level();
   node* next;
   std::uint8_t next_level = here;
@@ -64,14 +64,14 @@ bool step_towards(tessera::task& t, node* n, key_t k, std::uint8_t level, access
     next = n;
     next_level = here;
   }
-  visit(t, next, next_level == level ? mode : access::read);
+  visit(tree, t, next, next_level == level ? mode : access::read);
   return false;
 }
 
 /// Annotates `t` for the root on its way to `level`.
 void start_at_root(task_tree& tree, tessera::task& t, std::uint8_t level, access mode) noexcept {
   node* root = tree.load_root();
-  visit(t, root, root->level() == level ? mode : access::read);
+  visit(tree, t, root, root->level() == level ? mode : access::read);
 }
 
 /// Inserts separator `sep` with right child `right` into the node at `child_level + 1`
@@ -85,7 +85,7 @@ class link_task final : public tessera::task {
     if (data() == nullptr) return start();
     node* n = node_of(*this);
     const auto parent_level = static_cast<std::uint8_t>(m_level + 1);
-    if (!step_towards(*this, n, m_sep, parent_level, access::write)) return this;
+    if (!step_towards(*m_tree, *this, n, m_sep, parent_level, access::write)) return this;
     if (!is_full(*n)) {
       inner_insert(*n, m_sep, m_right);
       return nullptr;
@@ -154,7 +154,7 @@ class unlink_task final : public tessera::task {
       return this;
     }
     node* p = node_of(*this);
-    if (!step_towards(*this, p, m_key, 1, access::write)) return this;
+    if (!step_towards(*m_tree, *this, p, m_key, 1, access::write)) return this;
     const std::size_t i = child_index(*p, m_key);
     if (i == 0 || p->child(i) != m_leaf) return nullptr;  // leftmost child, or moved: keep it
     m_left = p->child(i - 1);
@@ -168,7 +168,7 @@ class unlink_task final : public tessera::task {
     }
     p->set_count(count - 1);
     m_phase = phase::kill;
-    visit(*this, m_leaf, access::write);
+    visit(*m_tree, *this, m_leaf, access::write);
     return this;
   }
 
@@ -187,7 +187,7 @@ class unlink_task final : public tessera::task {
 
   tessera::task* merge() {
     node* n = node_of(*this);
-    if (!step_towards(*this, n, m_sep - 1, 0, access::write)) return this;
+    if (!step_towards(*m_tree, *this, n, m_sep - 1, 0, access::write)) return this;
     if (n->right() != m_leaf || n->high_key() != m_sep) return nullptr;  // cannot happen
     n->set_high_key(m_leaf->high_key());
     n->set_right(m_leaf->right());
@@ -213,9 +213,9 @@ class op_task final : public tessera::task {
     node* n = node_of(*this);
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_t k = r.type == request_type::scan ? r.scan_from : r.key;
-    if (!step_towards(*this, n, k, 0, writes ? access::write : access::read)) return this;
+    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read)) return this;
     if (writes && mode() != access::write) {
-      visit(*this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
+      visit(*m_tree, *this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
       return this;
     }
     switch (r.type) {
@@ -236,7 +236,7 @@ class op_task final : public tessera::task {
         r.scanned += static_cast<std::uint32_t>(got);
         if (r.scanned < r.scan_count && next != nullptr && high != key_infinity) {
           r.scan_from = high;
-          visit(*this, next, access::read);
+          visit(*m_tree, *this, next, access::read);
           return this;
         }
         r.status = request_status::ok;

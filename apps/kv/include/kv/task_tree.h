@@ -47,6 +47,10 @@
 
 namespace kv {
 
+/// Node metadata and keys: the part of a node an in-node search reads.
+inline constexpr std::size_t node_search_bytes =
+    node::meta_bytes + node::leaf_capacity * sizeof(key_t);
+
 enum class request_type : std::uint8_t { lookup, insert, update, upsert, remove, scan };
 enum class request_status : std::uint8_t {
   ok,         ///< done (lookup: found; insert: inserted; update/remove: key was present)
@@ -65,6 +69,10 @@ enum class tree_sync : std::uint8_t {
 
 struct tree_options {
   tree_sync sync = tree_sync::automatic;
+  /// Bytes of a node each visit annotates (and so prefetches), from the node's start. The
+  /// default covers the metadata and the key array (what the binary search reads); the value or
+  /// child slot is one more line read on demand. sizeof(node) prefetches whole nodes.
+  std::size_t visit_bytes = node_search_bytes;
 };
 
 struct request {
@@ -106,6 +114,7 @@ class task_tree {
   tessera::runtime& runtime() noexcept { return m_rt; }
   node* make_node(node_kind kind, std::uint8_t level);
   void retire_node(node* n);
+  std::size_t visit_bytes() const noexcept { return m_options.visit_bytes; }
   node* load_root() const noexcept { return m_root.load(std::memory_order_acquire); }
   bool replace_root(node* expected, node* desired) noexcept {
     // acq_rel: the new root's contents are published with it; a failed CAS sees the winner's.
