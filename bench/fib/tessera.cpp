@@ -57,11 +57,11 @@ class call final : public task {
       return nullptr;
     }
     auto* j = ctx.make_task<join>(m_parent, m_slot, 2u);
+    // Both children are fresh spawns: tessera runs a worker's fresh unannotated spawns newest
+    // first, so the recursion goes depth-first like a work-first scheduler.
     ctx.spawn(ctx.make_task<call>(m_n - 2, j, 1u));
-    m_n -= 1;  // become fib(n-1), the join's slot 0
-    m_parent = j;
-    m_slot = 0;
-    return this;
+    ctx.spawn(ctx.make_task<call>(m_n - 1, j, 0u));
+    return nullptr;
   }
 
  private:

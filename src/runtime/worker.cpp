@@ -250,19 +250,30 @@ void worker::answer_steal_request() {
     give_pool(candidate, to);
     return;
   }
-  // 3. Half of the home pool's tasks that have no placement target, as one chain. With one pool
-  //    per worker, resources live in home pools: their serialized tasks stay.
+  // 3. Half of the home pool's tasks that have no placement target, as one chain: the half at
+  //    the back, the oldest (fresh spawns queue newest-first, so in a recursion these are the
+  //    biggest pieces of work). With one pool per worker, resources live in home pools: their
+  //    serialized tasks stay.
   std::size_t moved = 0;
+  auto movable = [](const task* t) {
+    return t->m_target_kind == task::target_none && !serialized_by_pool(t);
+  };
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     local_queue& q = m_home->local[pr];
     if (!owns(m_home) || q.size() < 2) continue;
-    std::size_t want = q.size() / 2;
+    std::size_t can_move = 0;
+    for (task* t = q.front(); t != nullptr; t = local_queue::next_of(t)) can_move += movable(t);
+    std::size_t want = q.size() / 2 < can_move ? q.size() / 2 : can_move;
+    std::size_t skip = can_move - want;  // movable tasks at the front that stay
     local_queue keep;
     task* first = nullptr;
     task* last = nullptr;
     while (!q.empty()) {
       task* t = q.pop_front();
-      if (want > 0 && t->m_target_kind == task::target_none && !serialized_by_pool(t)) {
+      if (movable(t) && skip > 0) {
+        --skip;
+        keep.push_back(t);
+      } else if (want > 0 && movable(t)) {
         --want;
         ++moved;
         if (first == nullptr) {
