@@ -15,12 +15,14 @@ if(TESSERA_BUILD_TESTS)
   foreach(workload IN ITEMS a e)
     add_test(NAME bench.smoke.ycsb_${workload}
              COMMAND tessera-bench ycsb --workload ${workload} --records 20000
-                     --operations 20000 --workers 1,2 --repeat 1)
+                     --operations 20000 --workers 1,2 --repeat 1 ${TESSERA_BENCH_SMOKE_YCSB})
   endforeach()
+  list(JOIN TESSERA_BENCH_SMOKE_YCSB " " _ycsb_smoke_extra)
   # Trace replay (a generated load plus a small run trace) and the boolean --no-check.
   add_test(NAME bench.smoke.ycsb_trace
            COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench>
                    -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DMODE=good
+                   "-DEXTRA=${_ycsb_smoke_extra}"
                    -P ${CMAKE_CURRENT_LIST_DIR}/tests/trace_test.cmake)
   # A malformed run trace: exit status 2, one "tessera-bench: ..." line naming the line number.
   add_test(NAME bench.usage.ycsb_bad_trace

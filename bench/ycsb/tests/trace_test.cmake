@@ -3,14 +3,16 @@
 #   MODE=bad:  line 3 is malformed: status 2 and exactly one stderr line
 #              "tessera-bench: --run-file: <file>:3: <reason>".
 #   cmake -DPROGRAM=tessera-bench -DDIR=/tmp -DMODE=bad -P trace_test.cmake
+#   EXTRA: more flags for the good run (e.g. "--implementation tessera,threads" under TSan).
 set(trace "${DIR}/ycsb_${MODE}_trace.txt")
 if(MODE STREQUAL "good")
   # key_of(0) = 6284781860667377211 and key_of(1) are loaded; 7 and 8 are not.
   file(WRITE "${trace}" "# a comment\nREAD 6284781860667377211\nUPDATE 6284781860667377211\n"
                         "READ 7\nINSERT 8\nREAD 8\nSCAN 6284781860667377211 10\nRMW 6284781860667377211\n"
                         "DELETE 6284781860667377211\nREAD usertable user8\n")
+  separate_arguments(extra UNIX_COMMAND "${EXTRA}")
   execute_process(COMMAND "${PROGRAM}" ycsb --records 100 --run-file "${trace}" --workers 1,2
-                          --repeat 1 --no-check
+                          --repeat 1 --no-check ${extra}
                   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "exit status '${status}', expected 0\nstdout: ${out}\nstderr: ${err}")
