@@ -248,13 +248,6 @@ struct slice {
   access mode;
 };
 
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 constexpr std::size_t arena_bytes = std::size_t{1} << 20;
 constexpr std::size_t max_slice = 3000;
 

@@ -173,13 +173,6 @@ class reclamation_test : public runtime_fixture {
   }
 };
 
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 TEST_P(reclamation_test, concurrent_deletes_with_optimistic_readers) {
   auto& r = start_fast_epochs();
   shared_array a(16);

@@ -24,16 +24,6 @@
 namespace tessera::test {
 namespace {
 
-void pause_a_little(unsigned n) noexcept {
-  for (unsigned i = 0; i < n; ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-  }
-}
-
 /// Generous liveness bound for "eventually": a failure means the behaviour is missing.
 constexpr auto eventually = std::chrono::seconds(60);
 

@@ -22,23 +22,6 @@
 namespace tessera::test {
 namespace {
 
-void pause_a_little(unsigned n) noexcept {
-  for (unsigned i = 0; i < n; ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-  }
-}
-
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /// Four counters on four cache lines that writers keep equal, plus occupancy checkers.
 struct alignas(64) record {
   struct alignas(64) line {

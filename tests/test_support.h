@@ -188,6 +188,25 @@ class run_counts {
   std::vector<std::atomic<int>> m_counts;
 };
 
+/// splitmix64's finalizer: a well-mixed 64-bit value from a counter (deterministic test data).
+inline std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// Burns a little time without a system call (a task's "work" in the stealing/sync tests).
+inline void pause_a_little(unsigned n) noexcept {
+  for (unsigned i = 0; i < n; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
+}
+
 }  // namespace tessera::test
 
 #define TESSERA_INSTANTIATE_WORKER_COUNTS(suite)                                        \

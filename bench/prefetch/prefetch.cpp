@@ -17,29 +17,12 @@
 #include <system_error>
 #include <vector>
 
+#include "common/random.h"
 #include "common/registry.h"
 #include "common/tessera_settings.h"
 #include "tessera/runtime.h"
 
 namespace tessera::bench::prefetch {
-
-namespace {
-
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__extension__ using uint128 = unsigned __int128;
-
-/// Uniform in [0, n) without division (Lemire's multiply-high).
-std::uint64_t below(std::uint64_t r, std::uint64_t n) noexcept {
-  return static_cast<std::uint64_t>((static_cast<uint128>(r) * n) >> 64);
-}
-
-}  // namespace
 
 // ---- the store -----------------------------------------------------------------------------
 
@@ -76,7 +59,7 @@ std::uint64_t object_store::write_count() const noexcept {
 }
 
 std::uint32_t object_store::payload_of(std::size_t object, unsigned index) noexcept {
-  return static_cast<std::uint32_t>(mix((std::uint64_t{object} << 12) ^ index) >> 32);
+  return static_cast<std::uint32_t>(mix64((std::uint64_t{object} << 12) ^ index) >> 32);
 }
 
 // ---- visits ----------------------------------------------------------------------------------
@@ -91,8 +74,8 @@ visit_sequence::visit_sequence(std::uint64_t seed, std::size_t first, std::size_
 
 visit visit_sequence::next() noexcept {
   m_state += 0x9E3779B97F4A7C15ull;
-  const std::uint64_t a = mix(m_state);
-  const std::uint64_t b = mix(a);
+  const std::uint64_t a = mix64(m_state);
+  const std::uint64_t b = mix64(a);
   return {m_first + below(a, m_count), below(b, m_keys), (b >> 11) < m_write_threshold};
 }
 
@@ -107,7 +90,7 @@ std::uint64_t lane_visits(const config& cfg, unsigned lane) noexcept {
 }
 
 std::uint64_t lane_seed(const config& cfg, unsigned run, unsigned w, unsigned lane) noexcept {
-  return mix(mix(mix(cfg.seed) ^ run) ^ (std::uint64_t{w} << 32 | lane));
+  return mix64(mix64(mix64(cfg.seed) ^ run) ^ (std::uint64_t{w} << 32 | lane));
 }
 
 answer expected(const object_store& store, const config& cfg, unsigned run) {

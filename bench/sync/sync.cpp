@@ -6,28 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/random.h"
 #include "common/registry.h"
 #include "common/tessera_settings.h"
 
 namespace tessera::bench::sync_bench {
-
-namespace {
-
-std::uint64_t mix64(std::uint64_t x) noexcept {  // splitmix64 finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__extension__ using uint128 = unsigned __int128;
-
-/// Uniform in [0, n) without division (Lemire's multiply-high).
-std::uint64_t below(std::uint64_t r, std::uint64_t n) noexcept {
-  return static_cast<std::uint64_t>((static_cast<uint128>(r) * n) >> 64);
-}
-
-}  // namespace
 
 workload make_workload(const workload_spec& spec) {
   workload wl;
