@@ -150,14 +150,9 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
   // worker::execute forwards it to the resource's pool if it is serialized there (only under
   // `scheduling`). Writers (one per operation at most, usually) and spawns from outside are
   // routed at once, so serialized writers never take the detour.
-  if (t->m_is_resource != 0 &&
-      (from == nullptr || t->m_access == static_cast<std::uint8_t>(access::write))) {
-    resource_header* h = resource_header::of(t->m_data);
-    const primitive p = h->prim;
-    if (p == primitive::scheduling ||
-        (p == primitive::optimistic_scheduled && t->m_access == static_cast<std::uint8_t>(access::write))) {
-      return m_pools[h->pool.load(std::memory_order_relaxed)].get();
-    }
+  if ((from == nullptr || t->m_access == static_cast<std::uint8_t>(access::write)) &&
+      serialized_by_pool(t)) {
+    return m_pools[resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed)].get();
   }
   const unsigned ppw = m_options.pools_per_worker;
   switch (t->m_target_kind) {

@@ -29,6 +29,16 @@
 
 namespace tessera::detail {
 
+/// True if `t` must run in its resource's pool (primitive `scheduling`, or a writer under
+/// `optimistic_scheduled`): routing rule 1, and never handed out on its own by stealing.
+/// Reads the resource's header.
+inline bool serialized_by_pool(const task* t) noexcept {
+  if (!t->has_resource()) return false;
+  const primitive p = resource_header::of(t->data())->prim;
+  return p == primitive::scheduling ||
+         (p == primitive::optimistic_scheduled && t->mode() == access::write);
+}
+
 /// The worker the calling thread is (any runtime), or nullptr.
 worker* current_worker() noexcept;
 

@@ -46,15 +46,6 @@ class reclaim_task final : public task {
   resource_header* m_list;
 };
 
-/// The scheduler put `t` in its resource's pool to serialize it (scheduling, or a writer under
-/// optimistic_scheduled): it must stay in that pool, so it is never handed out on its own.
-bool serialized_by_pool(const task* t) noexcept {
-  if (!t->has_resource()) return false;
-  const primitive p = resource_header::of(t->data())->prim;
-  return p == primitive::scheduling ||
-         (p == primitive::optimistic_scheduled && t->mode() == access::write);
-}
-
 }  // namespace
 
 worker* current_worker() noexcept { return tl_worker; }
