@@ -81,6 +81,50 @@ TEST_P(group_test, nested_children_join_the_group_and_wait_covers_them) {
   }
 }
 
+/// A task of a group that sends its children to the next worker and keeps running for a while.
+/// Workers batch their count changes of a group: the sender's batch counts the children it sent
+/// until it is flushed, which must happen before a child can run elsewhere — else the receiver's
+/// completions would bring the group to zero while the sender still runs.
+class sender_task final : public counted_task {
+ public:
+  sender_task(std::vector<unsigned char>& seen, std::size_t index, unsigned workers) noexcept
+      : m_seen(&seen), m_index(index), m_workers(workers) {}
+  task* execute(context& ctx) override {
+    if (m_index != 0) {
+      (*m_seen)[m_index] = 1;
+      return nullptr;
+    }
+    const auto next = static_cast<std::uint16_t>((ctx.worker().value + 1) % m_workers);
+    for (std::size_t i = 1; i < m_seen->size(); ++i) {
+      auto* child = ctx.make_task<sender_task>(*m_seen, i, m_workers);
+      child->annotate(worker_id{next});
+      ctx.spawn(child);  // joins this task's group
+      pause_a_little(200);  // the receiver runs out of work and flushes between children
+    }
+    (*m_seen)[0] = 1;  // the last write of the group: wait() must see it
+    return nullptr;
+  }
+
+ private:
+  std::vector<unsigned char>* m_seen;
+  std::size_t m_index;
+  unsigned m_workers;
+};
+
+TEST_P(group_test, a_group_completes_after_its_task_that_sent_children_to_other_workers) {
+  auto& r = start();
+  const std::size_t n = scaled(2000, 300);
+  for (int round = 0; round < 5; ++round) {
+    std::vector<unsigned char> seen(n, 0);  // plain memory: wait() orders the writes
+    const group g = r.make_group();
+    r.spawn(r.make_task<sender_task>(seen, 0, worker_count()), g);
+    r.wait(g);
+    std::size_t missing = 0;
+    for (auto x : seen) missing += x == 0;
+    ASSERT_EQ(missing, 0u) << "round " << round;
+  }
+}
+
 /// Parallel sum over [lo, hi): splits into an inner group of two halves and adds them in a
 /// continuation registered with when_done. Results travel in plain memory: the continuation must
 /// see what the inner group's tasks wrote.

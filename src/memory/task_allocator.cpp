@@ -103,8 +103,7 @@ struct thread_cache {
   free_block* head[task_allocator::class_count] = {};
   std::size_t count[task_allocator::class_count] = {};
   unsigned node = 0;
-
-  ~thread_cache() { flush(); }
+  bool registered = false;  // the thread-exit flush (cache_owner) is armed
 
   void flush() noexcept {
     auto& heap = global_heaps().nodes[node];
@@ -132,7 +131,19 @@ struct thread_cache {
   }
 };
 
-thread_local thread_cache tl_cache;
+// Trivially constructed and destroyed, so an access is a plain TLS offset (no guard, no
+// wrapper call); the flush at thread exit is a separate object armed on the first refill.
+constinit thread_local thread_cache tl_cache;
+
+struct cache_owner {
+  ~cache_owner() { tl_cache.flush(); }
+};
+
+void arm_thread_exit_flush(thread_cache& tc) {
+  thread_local cache_owner owner;
+  (void)owner;
+  tc.registered = true;
+}
 
 }  // namespace
 
@@ -140,7 +151,8 @@ void* task_allocator::allocate(std::size_t bytes) {
   if (bytes > max_block) return ::operator new(bytes);
   const unsigned c = size_class(bytes);
   thread_cache& tc = tl_cache;
-  if (tc.head[c] == nullptr) {
+  if (tc.head[c] == nullptr) [[unlikely]] {
+    if (!tc.registered) arm_thread_exit_flush(tc);
     auto& heap = global_heaps().nodes[tc.node];
     batch b;
     {
@@ -165,6 +177,7 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
   }
   const unsigned c = size_class(bytes);
   thread_cache& tc = tl_cache;
+  if (!tc.registered) [[unlikely]] arm_thread_exit_flush(tc);  // frees without allocations
   auto* blk = static_cast<free_block*>(p);
   blk->next = tc.head[c];
   TESSERA_POISON(blk, class_bytes(c));

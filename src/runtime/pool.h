@@ -36,6 +36,11 @@ struct alignas(64) pool {
   /// released; read relaxed by spawners (a stale value only costs a wake-up of the old owner,
   /// which the hand-over covers: see worker::adopt_incoming()).
   alignas(64) std::atomic<std::uint32_t> owner{0};
+  /// The worker that has this pool in its list (adopted it), or `none`. Written only by that
+  /// worker (on adopting, and before handing the pool over); read relaxed by a spawner comparing
+  /// it with its own index, which is exact for the spawner itself: only it wrote that value.
+  static constexpr std::uint32_t none = UINT32_MAX;
+  std::atomic<std::uint32_t> held_by{none};
   /// Sum of the weights of the resources placed here (placement spreads load).
   std::atomic<std::uint32_t> weight{0};
   std::array<mpsc_queue, priority_count> inbox;

@@ -135,10 +135,17 @@ void scheduler::spawn(task* t, worker* from) {
     return;
   }
   // From a task: inherit the operation's epoch slot and, without a group of its own, the group.
+  // A spawn into the running task's own group is counted in the worker's batch (no atomic RMW);
+  // a spawn into another group joins it at once (the batch's soundness needs a running task of
+  // the group on this worker, see docs/architecture.md "Group counts").
   t->m_epoch_slot = from->current_slot();
   task* parent = from->current_task();
-  if (!t->m_group.valid() && parent != nullptr) t->m_group = parent->m_group;
-  if (t->m_group.valid()) m_groups.join(t->m_group);
+  if (parent != nullptr && (!t->m_group.valid() || t->m_group == parent->m_group)) {
+    t->m_group = parent->m_group;
+    if (t->m_group.valid()) from->group_add(t->m_group, +1);
+  } else if (t->m_group.valid()) {
+    m_groups.join(t->m_group);
+  }
   from->counters().count_spawn(t->m_epoch_slot);
   route(t, from, t->m_data == nullptr);
 }
@@ -178,21 +185,31 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
 }
 
 void scheduler::route(task* t, worker* from, bool newest_first) {
+  // Fast path of rules 4 and push: no resource, no target, spawned by the worker holding its
+  // home pool (the common case of fork-join and of every traversal step's follow-up).
+  if (from != nullptr && !t->has_resource() &&
+      (t->m_target_kind == task::target_none ||
+       (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
+      from->owns(from->home())) {
+    from->push_local(*from->home(), t, newest_first);
+    return;
+  }
   pool* p = choose_pool(t, from);
   push(*p, t, from, newest_first);
 }
 
 void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept {
   // `owner` names `from` as soon as a giver handed p over, before `from` adopted p under the
-  // hand-over mutex: only a pool in from's own list may take a plain local push. The relaxed read
-  // is a cheap filter (only `from` changes the owner of a pool it holds).
-  if (from != nullptr && p.owner.load(std::memory_order_relaxed) == from->index() &&
-      from->owns(&p)) {
+  // hand-over mutex: only a pool `from` holds (adopted) may take a plain local push.
+  if (from != nullptr && from->owns(&p)) {
     from->push_local(p, t, newest_first);
     return;
   }
+  if (from != nullptr) {
+    from->flush_group_if(t->m_group);  // t may be counted only in from's batch
+    bump(from->m_stats.spawned_remote);
+  }
   p.inbox[t->m_priority].push(t);
-  if (from != nullptr) bump(from->m_stats.spawned_remote);
   // seq_cst: ordered after the push's exchange, so a pool handed over concurrently is seen with
   // its new owner (see worker::give_pool), and that owner's `sleeping` flag is read after it.
   const unsigned owner = p.owner.load(std::memory_order_seq_cst);

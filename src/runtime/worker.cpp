@@ -58,6 +58,7 @@ worker::~worker() { join(); }
 void worker::start(pool* home, std::vector<pool*> pools) {
   m_home = home;
   m_pools = std::move(pools);
+  for (pool* p : m_pools) p->held_by.store(m_index, std::memory_order_relaxed);  // before the thread
   m_thread = std::thread([this] { run(); });
 }
 
@@ -95,15 +96,6 @@ void worker::set_active(bool a) noexcept {
   if (m_active.exchange(a, std::memory_order_acq_rel) != a) notify(attention_active);
 }
 
-void worker::push_local(pool& p, task* t, bool newest_first) noexcept {
-  if (newest_first) {
-    p.local[t->m_priority].push_front(t);
-  } else {
-    p.local[t->m_priority].push_back(t);
-  }
-  ++m_local_count[t->m_priority];
-}
-
 // ---- the loop ------------------------------------------------------------------------------------
 
 void worker::run() {
@@ -133,6 +125,7 @@ void worker::run() {
     }
     idle();
   }
+  flush_group();
   m_epoch.publish();
   task_allocator::flush_thread_cache();
   tl_worker = nullptr;
@@ -140,6 +133,7 @@ void worker::run() {
 
 void worker::periodic() {
   m_since_publish = 0;
+  flush_group();
   m_epoch.publish();
   m_queued.store(static_cast<std::uint32_t>(local_total()), std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
@@ -158,10 +152,6 @@ void worker::handle_attention(std::uint32_t bits) {
 
 // ---- pools changing hands ----------------------------------------------------------------------
 
-bool worker::owns(const pool* p) const noexcept {
-  return std::find(m_pools.begin(), m_pools.end(), p) != m_pools.end();
-}
-
 void worker::adopt_incoming() {
   std::vector<pool*> in;
   {
@@ -172,11 +162,13 @@ void worker::adopt_incoming() {
   bump(m_stats.pools_stolen, in.size());
   for (pool* p : in) {
     m_pools.push_back(p);
+    p->held_by.store(m_index, std::memory_order_relaxed);
     for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] += p->local[pr].size();
   }
 }
 
 void worker::give_pool(pool* p, worker& to) {
+  flush_group();  // tasks counted only in our batch leave with the pool
   // Tasks of p already taken into the window go back to the front of p, in order.
   std::array<window_entry, 17> keep{};
   unsigned kept = 0;
@@ -194,6 +186,7 @@ void worker::give_pool(pool* p, worker& to) {
   for (unsigned i = 0; i < kept; ++i) m_window[i] = keep[kept - 1 - i];
 
   m_pools.erase(std::find(m_pools.begin(), m_pools.end(), p));
+  p->held_by.store(pool::none, std::memory_order_relaxed);  // ordered before the hand-over mutex
   for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] -= p->local[pr].size();
   m_rr = 0;
   m_batch = 0;
@@ -221,6 +214,7 @@ void worker::answer_steal_request() {
   if (thief == no_thief || thief == m_index) return;
   worker& to = m_sched.worker_at(static_cast<unsigned>(thief));
   if (!to.m_active.load(std::memory_order_acquire)) return;  // it would only hand them back
+  flush_group();  // tasks counted only in our batch may leave below
   // 1. The thief's own home pool goes back to it.
   for (pool* p : m_pools) {
     if (p->is_home && p->home_of == thief) {
@@ -335,7 +329,11 @@ std::size_t worker::drain_inboxes(std::size_t limit) {
 bool worker::fetch(task*& t, pool*& p) {
   // Inboxes are drained every 16 fetches, and when nothing else is at hand (an empty local
   // queue with a non-empty window can wait: the window still has work).
-  if ((++m_fetches & 15) == 0 || (local_total() == 0 && m_wsize == 0)) drain_inboxes(256);
+  if ((++m_fetches & 15) == 0) {
+    drain_inboxes(256);
+  } else if (local_total() == 0 && (m_wsize != 0 || drain_inboxes(256) == 0)) {
+    return false;
+  }
   const std::size_t n = m_pools.size();
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     if (m_local_count[pr] == 0) continue;
@@ -368,6 +366,8 @@ bool worker::next(task*& t, pool*& p) {
     m_distance = m_sched.prefetch_distance();
     if (m_distance == 0) return true;
     prefetch(t);
+    // Nothing queued behind it (a chain, a lone request): run it now, without the window.
+    if (local_total() == 0) return true;
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }
@@ -502,11 +502,11 @@ void worker::execute(task* t, pool* p) {
         break;
     }
   }
-  finish(t, follow, std::move(error));
+  finish(t, follow, error);
   m_ctx.m_current = nullptr;
 }
 
-void worker::finish(task* t, task* follow, std::exception_ptr error) {
+void worker::finish(task* t, task* follow, std::exception_ptr& error) {
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
   if (error) {
@@ -532,10 +532,37 @@ void worker::finish(task* t, task* follow, std::exception_ptr error) {
       m_sched.route(follow, this);
     }
     m_sched.destroy(t);
-    if (g.valid() && !transferred) m_sched.leave_group(g, this);
+    if (g.valid() && !transferred) group_add(g, -1);
   }
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
+}
+
+// ---- batched group counts ---------------------------------------------------------------------
+
+void worker::open_group_batch(group g) noexcept {
+  flush_group();
+  m_gcache = g;
+  // The open batch counts as a task in flight of the current epoch slot: quiescence
+  // (wait_idle, stop) and epoch advancement wait for its flush, which may spawn a
+  // continuation (when_done) after the last real task of the group completed.
+  m_gslot = m_current_slot;
+  m_epoch.count_spawn(m_gslot);
+}
+
+void worker::flush_group() noexcept {
+  if (!m_gcache.valid()) return;
+  const group g = m_gcache;
+  const std::int64_t d = m_gdelta;
+  m_gcache = group{};
+  m_gdelta = 0;
+  // acq_rel: releases the writes of the tasks completed in this batch to whoever completes the
+  // group; the completer acquires everyone's (all updates are RMWs: one release sequence).
+  if (d != 0 && m_sched.m_groups.slot(g).pending.fetch_add(d, std::memory_order_acq_rel) + d == 0) {
+    m_sched.complete_group(g, this);
+  }
+  m_epoch.count_completion(m_gslot);  // last: the continuation above is counted already
+  bump(m_stats.group_batches);
 }
 
 // ---- idling ------------------------------------------------------------------------------------
@@ -550,6 +577,7 @@ bool worker::has_work_for_park() const noexcept {
 }
 
 void worker::idle() {
+  flush_group();
   m_epoch.publish();
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
@@ -581,6 +609,7 @@ void worker::idle() {
 }
 
 void worker::park() {
+  flush_group();
   m_epoch.publish();
   // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
   m_sleeping.store(1, std::memory_order_seq_cst);
@@ -653,6 +682,10 @@ worker_statistics worker::statistics() const noexcept {
     s.executed += m_epoch.completed[i].load(std::memory_order_relaxed);
     s.spawned_local += m_epoch.spawned[i].load(std::memory_order_relaxed);
   }
+  // Open group batches count as tasks in the epoch counters, not in the statistics.
+  const std::uint64_t batches = m_stats.group_batches.load(std::memory_order_relaxed);
+  s.executed -= std::min(s.executed, batches);
+  s.spawned_local -= std::min(s.spawned_local, batches);
   s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
   s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
   s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);

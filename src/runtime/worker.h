@@ -40,6 +40,7 @@ struct worker_counters {
   std::atomic<std::uint64_t> pools_stolen{0};
   std::atomic<std::uint64_t> tasks_stolen{0};
   std::atomic<std::uint64_t> exceptions{0};
+  std::atomic<std::uint64_t> group_batches{0};  // flushed batches (pseudo-tasks in the epoch counts)
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
 };
@@ -77,7 +78,14 @@ class worker {
   context& ctx() noexcept { return m_ctx; }
 
   /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
-  void push_local(pool& p, task* t, bool newest_first = false) noexcept;
+  void push_local(pool& p, task* t, bool newest_first = false) noexcept {
+    if (newest_first) {
+      p.local[t->m_priority].push_front(t);
+    } else {
+      p.local[t->m_priority].push_back(t);
+    }
+    ++m_local_count[t->m_priority];
+  }
   /// Any thread: raise attention bits and wake the worker if it sleeps.
   void notify(std::uint32_t bits) noexcept;
   /// Any thread: wake the worker if it parked (after a push into one of its pools).
@@ -92,6 +100,25 @@ class worker {
   void retire(resource_header* h) noexcept;
   /// Frees everything still retired (runtime stopped).
   void reclaim_all() noexcept;
+
+  /// Adds `d` to the pending count of `g`, batched on this worker (owner-only, no atomic RMW):
+  /// +1 for a task spawned into the running task's own group, -1 for a completion. The batch
+  /// goes to the group's shared counter in one fetch_add (flush_group) before a task leaves this
+  /// worker (remote push, pool hand-over, steal answer), every `epoch_interval_tasks` tasks, on
+  /// switching to another group, and before idling. Why that is sound: docs/architecture.md,
+  /// "Group counts".
+  void group_add(group g, int d) noexcept {
+    if (g != m_gcache) [[unlikely]] open_group_batch(g);
+    m_gdelta += d;
+  }
+  /// Applies the batched count; completes the group if that brings it to zero.
+  void flush_group() noexcept;
+  /// Flushes the batch of another group and starts one for `g`.
+  void open_group_batch(group g) noexcept;
+  /// Flushes if tasks of `g` are about to leave this worker.
+  void flush_group_if(group g) noexcept {
+    if (g == m_gcache) flush_group();
+  }
 
  private:
   struct window_entry {
@@ -112,11 +139,13 @@ class worker {
   void execute(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
-  void finish(task* t, task* follow, std::exception_ptr error);
+  void finish(task* t, task* follow, std::exception_ptr& error);
   void idle();
   void park();
   bool has_work_for_park() const noexcept;
-  bool owns(const pool* p) const noexcept;
+  bool owns(const pool* p) const noexcept {
+    return p->held_by.load(std::memory_order_relaxed) == m_index;
+  }
   void try_steal();
   void periodic();
   void maybe_reclaim();
@@ -151,6 +180,9 @@ class worker {
   resource_header* m_retired = nullptr;  // newest first
   std::uint64_t m_retired_count = 0;
   bool m_reclaim_pending = false;
+  group m_gcache{};              // the group whose count is batched (invalid: none)
+  std::int64_t m_gdelta = 0;     // its batched change
+  std::uint8_t m_gslot = 0;      // epoch slot the open batch is counted in (as a pseudo-task)
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
