@@ -17,6 +17,10 @@
 namespace tessera::detail {
 namespace {
 
+static_assert(worker::window_slots > runtime::max_prefetch_distance &&
+                  (worker::window_slots & (worker::window_slots - 1)) == 0,
+              "the prefetch window is a power-of-two ring holding distance + 1 tasks");
+
 thread_local worker* tl_worker = nullptr;
 
 void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, long timeout_ns) {
@@ -170,10 +174,10 @@ void worker::adopt_incoming() {
 void worker::give_pool(pool* p, worker& to) {
   flush_group();  // tasks counted only in our batch leave with the pool
   // Tasks of p already taken into the window go back to the front of p, in order.
-  std::array<window_entry, 17> keep{};
+  std::array<window_entry, window_slots> keep{};
   unsigned kept = 0;
   for (unsigned i = m_wsize; i-- > 0;) {
-    window_entry e = m_window[(m_wbegin + i) % m_window.size()];
+    window_entry e = m_window[(m_wbegin + i) & (window_slots - 1)];
     if (e.p == p) {
       p->local[e.t->m_priority].push_front(e.t);
       ++m_local_count[e.t->m_priority];
@@ -377,12 +381,12 @@ bool worker::next(task*& t, pool*& p) {
     pool* q;
     if (!fetch(x, q)) break;
     prefetch(x);
-    m_window[(m_wbegin + m_wsize) % m_window.size()] = {x, q};
+    m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = {x, q};
     ++m_wsize;
   }
   if (m_wsize == 0) return false;
   window_entry e = m_window[m_wbegin];
-  m_wbegin = (m_wbegin + 1) % m_window.size();
+  m_wbegin = (m_wbegin + 1) & (window_slots - 1);
   --m_wsize;
   t = e.t;
   p = e.p;

@@ -58,6 +58,8 @@ class worker {
     attention_exit = 8,      ///< the runtime stops (only when idle)
   };
   static constexpr unsigned pool_batch = 16;
+  /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
+  static constexpr unsigned window_slots = 32;
   static constexpr int no_thief = -1;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
@@ -165,7 +167,7 @@ class worker {
   std::size_t m_rr = 0;
   unsigned m_batch = 0;
   unsigned m_fetches = 0;
-  std::array<window_entry, 17> m_window{};
+  std::array<window_entry, window_slots> m_window{};
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
