@@ -185,9 +185,11 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
 }
 
 void scheduler::route(task* t, worker* from, bool newest_first) {
-  // Fast path of rules 4 and push: no resource, no target, spawned by the worker holding its
-  // home pool (the common case of fork-join and of every traversal step's follow-up).
-  if (from != nullptr && !t->has_resource() &&
+  // Fast path of rule 4 and push: spawned by the worker holding its home pool, no resource or a
+  // reader (routed lazily, see choose_pool), no target or this worker (the common case of
+  // fork-join and of every step of a traversal).
+  if (from != nullptr &&
+      (!t->has_resource() || t->m_access != static_cast<std::uint8_t>(access::write)) &&
       (t->m_target_kind == task::target_none ||
        (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
       from->owns(from->home())) {
