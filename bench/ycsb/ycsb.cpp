@@ -5,6 +5,7 @@
 // median of each phase, with the ratio against `threads`.
 #include "ycsb/ycsb.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,6 +107,14 @@ std::string mops(std::uint64_t ops, double seconds) {
   return buf;
 }
 
+/// CPU time used by the whole process so far (all threads), in seconds.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
 /// One timed phase plus its checks; returns its sample or throws bench_failure.
 sample run_phase(store& st, const phase_data& phase, const char* phase_name,
                  const std::string& impl, unsigned workers, const std::string& attempt,
@@ -113,11 +122,15 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
   const std::string where = ctx.label(impl, workers) + " " + phase_name;
   error_log errors;
   double seconds = 0;
+  double cpu = 0;  // CPU seconds of the process during the phase: on a shared machine, what
+                   // the phase cost without the time its threads waited for a CPU
   {
     progress meter(impl + " " + phase_name + "  w=" + std::to_string(workers) + attempt,
                    phase.ops.size(), workers, s.show_progress);
     meter.start();
+    const double cpu_start = process_cpu_seconds();
     seconds = st.execute(phase, meter, errors);
+    cpu = process_cpu_seconds() - cpu_start;
   }
   if (errors.count() > 0)
     throw bench_failure(where + ": " + std::to_string(errors.count()) +
@@ -136,8 +149,12 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
   if (phase.keys_after && keys != *phase.keys_after)
     throw bench_failure(where + ": the tree holds " + std::to_string(keys) + " keys, expected " +
                         std::to_string(*phase.keys_after));
-  std::fprintf(stderr, "tessera-bench: %s%s: %zu ops in %.3f s, %s; %llu keys, %s\n", where.c_str(),
-               attempt.c_str(), phase.ops.size(), seconds, mops(phase.ops.size(), seconds).c_str(),
+  std::fprintf(stderr,
+               "tessera-bench: %s%s: %zu ops in %.3f s, %s (cpu %.3f s, %.1f ns/op); %llu keys, "
+               "%s\n",
+               where.c_str(), attempt.c_str(), phase.ops.size(), seconds,
+               mops(phase.ops.size(), seconds).c_str(), cpu,
+               phase.ops.empty() ? 0.0 : cpu * 1e9 / static_cast<double>(phase.ops.size()),
                static_cast<unsigned long long>(keys), tree.c_str());
   return sample{.ops = phase.ops.size(), .seconds = seconds};
 }
