@@ -43,18 +43,23 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
 /// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
 /// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
-/// (writers are annotated one level early, seed 001 Fig. 6).
-bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std::uint8_t level, access mode) noexcept {
+/// (writers are annotated one level early, seed 001 Fig. 6). `parent`, if given, is set to `n`
+/// when the step goes down from level 1 to a leaf, and cleared when it follows a dead leaf's
+/// forward pointer (which may lead left of the parent's range).
+bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std::uint8_t level,
+                  access mode, node** parent = nullptr) noexcept {
   const std::uint8_t here = n->level();
   node* next;
   std::uint8_t next_level = here;
   if (n->dead()) {
     next = n->forward();
+    if (parent != nullptr) *parent = nullptr;
   } else if (must_move_right(*n, k)) {
     next = n->right();
   } else if (here > level) {
     next = child_for(*n, k);
     next_level = static_cast<std::uint8_t>(here - 1);
+    if (parent != nullptr && here == 1) *parent = n;
   } else {
     return true;
   }
@@ -76,10 +81,17 @@ void start_at_root(task_tree& tree, tessera::task& t, std::uint8_t level, access
 
 /// Inserts separator `sep` with right child `right` into the node at `child_level + 1`
 /// covering `sep`, splitting upward as needed; creates a new root when the split node was it.
+/// Spawned without a data annotation it starts from the root. The splitting task may instead
+/// annotate it (start_at) with the parent it came down from, which saves the descent: that node
+/// is on the parent level and its low fence is <= `sep`, so right links lead from it to the node
+/// covering `sep` (inner nodes are never freed).
 class link_task final : public tessera::task {
  public:
   link_task(task_tree* tree, node* left, key_t sep, node* right, std::uint8_t child_level)
       : m_tree(tree), m_left(left), m_right(right), m_sep(sep), m_level(child_level) {}
+
+  /// Starts at `parent` (level child_level + 1, low fence <= sep) instead of the root.
+  void start_at(node* parent) noexcept { visit(*m_tree, *this, parent, access::write); }
 
   tessera::task* execute(tessera::context&) override {
     if (data() == nullptr) return start();
@@ -98,8 +110,7 @@ class link_task final : public tessera::task {
     m_right = sibling;
     m_sep = up;
     m_level = parent_level;
-    clear_annotations();
-    return this;
+    return start();
   }
 
  private:
@@ -109,6 +120,7 @@ class link_task final : public tessera::task {
       start_at_root(*m_tree, *this, static_cast<std::uint8_t>(m_level + 1), access::write);
       return this;
     }
+    clear_annotations();  // (after a split one level below: still annotated with that node)
     if (root != m_left) {
       // The root was split too and its own new root is not installed yet: try again later.
       annotate(tessera::priority::low);
@@ -213,7 +225,8 @@ class op_task final : public tessera::task {
     node* n = node_of(*this);
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_t k = r.type == request_type::scan ? r.scan_from : r.key;
-    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read)) return this;
+    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read, &m_parent))
+      return this;
     if (writes && mode() != access::write) {
       visit(*m_tree, *this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
       return this;
@@ -281,11 +294,17 @@ class op_task final : public tessera::task {
     const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
     (void)i;  // absent before the split, so inserted now
     r.status = request_status::ok;
-    ctx.spawn(ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0));
+    auto* link = ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0);
+    if (m_parent != nullptr) link->start_at(m_parent);
+    ctx.spawn(link);
   }
 
   task_tree* m_tree;
   request* m_req;
+  /// The branch node this task came down from to the leaf level, where a split of the leaf
+  /// links its new right node; nullptr if unknown (the root was a leaf, or a dead leaf's
+  /// forward pointer was followed).
+  node* m_parent = nullptr;
 };
 
 }  // namespace

@@ -11,9 +11,10 @@
 // balanced) unless `tree_options::sync` forces one, and prefetches each node before its task.
 //
 // Splits: a full leaf is split by the inserting task (the new right node is linked as sibling at
-// once); a separate task then descends from the root to the parent level and inserts the
-// separator, splitting further up if needed; when the root itself split, that task creates the
-// new root (compare-and-swap of the root pointer).
+// once); a separate task then inserts the separator into the parent, starting at the branch node
+// the inserting task came down from (moving right if that one split meanwhile), splitting
+// further up if needed (from the root); when the root itself split, that task creates the new
+// root (compare-and-swap of the root pointer).
 //
 // Deletes remove the key from its leaf. A leaf that becomes empty and has a left neighbour under
 // the same parent is unlinked by three tasks: `kill` (on the leaf: still empty? mark it dead),
