@@ -48,7 +48,7 @@ void check_data_lines(const prefetch_plan& plan, unsigned from, std::uintptr_t b
     ASSERT_GE(a, begin) << "entry " << i << " lies before the object (size " << size << ")";
     ASSERT_LT(a - begin, size) << "entry " << i << " lies beyond the object (begin " << begin
                                << ", size " << size << ")";
-    EXPECT_EQ(plan.write[i], writer) << "entry " << i;
+    EXPECT_EQ(plan.write, writer) << "entry " << i;
     if (i == from) {
       EXPECT_EQ(a, begin) << "the first address is the object itself";
     } else {
@@ -173,13 +173,13 @@ TEST(prefetch_plan_test, writers_prefetch_with_write_intent_readers_without) {
   t.annotate_data(object + 10, 700, access::write);
   prefetch_plan plan = plan_prefetch(t);
   ASSERT_EQ(plan.count, 12u);  // bytes 10..709: lines 0..11
-  for (unsigned i = 0; i < plan.count; ++i) EXPECT_TRUE(plan.write[i]) << "entry " << i;
+  EXPECT_TRUE(plan.write) << "every line with write intent";
   t.annotate_data(object + 10, 700, access::read);
   plan = plan_prefetch(t);
   ASSERT_EQ(plan.count, 12u);  // bytes 10..709: lines 0..11
-  for (unsigned i = 0; i < plan.count; ++i) EXPECT_FALSE(plan.write[i]) << "entry " << i;
+  EXPECT_FALSE(plan.write) << "no line with write intent";
   t.annotate_data(object + 10, 700);
-  EXPECT_FALSE(plan_prefetch(t).write[0]) << "annotate_data reads by default";
+  EXPECT_FALSE(plan_prefetch(t).write) << "annotate_data reads by default";
 }
 
 // ---- the header line of resources ---------------------------------------------------------------
@@ -213,7 +213,7 @@ TEST(prefetch_plan_test, header_line_first_for_every_resource_with_the_tasks_int
         const prefetch_plan plan = plan_prefetch(t);
         ASSERT_GE(plan.count, 1u);
         EXPECT_EQ(plan.address[0], static_cast<const void*>(header)) << "header line first";
-        EXPECT_EQ(plan.write[0], mode == access::write);
+        EXPECT_EQ(plan.write, mode == access::write);
         for (unsigned i = 1; i < plan.count; ++i) {
           EXPECT_NE(plan.address[i], static_cast<const void*>(header)) << "header line issued";
         }

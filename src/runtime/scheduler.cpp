@@ -151,14 +151,12 @@ void scheduler::spawn(task* t, worker* from) {
 }
 
 pool* scheduler::choose_pool(task* t, worker* from) noexcept {
-  // Rule 1 needs the resource's header. For a reader spawned by a worker it is not read here:
-  // that would be a cache miss on every step of a traversal before the prefetcher had a chance.
-  // The reader goes to the worker's home pool, its header is prefetched with its data, and
-  // worker::execute forwards it to the resource's pool if it is serialized there (only under
-  // `scheduling`). Writers (one per operation at most, usually) and spawns from outside are
-  // routed at once, so serialized writers never take the detour.
-  if ((from == nullptr || t->m_access == static_cast<std::uint8_t>(access::write)) &&
-      serialized_by_pool(t)) {
+  // Rule 1 needs the resource's header. For a task spawned by a worker it is not read here: that
+  // would be a cache miss on every step of a traversal (and on every insert's leaf) before the
+  // prefetcher had a chance. The task goes to the worker's home pool, its header is prefetched
+  // with its data, and worker::execute forwards it to the resource's pool if it is serialized
+  // there (one extra queue hop for those tasks only). Spawns from outside are routed at once.
+  if (from == nullptr && serialized_by_pool(t)) {
     return m_pools[resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed)].get();
   }
   const unsigned ppw = m_options.pools_per_worker;
@@ -185,11 +183,10 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
 }
 
 void scheduler::route(task* t, worker* from, bool newest_first) {
-  // Fast path of rule 4 and push: spawned by the worker holding its home pool, no resource or a
-  // reader (routed lazily, see choose_pool), no target or this worker (the common case of
-  // fork-join and of every step of a traversal).
+  // Fast path of rule 4 and push: spawned by the worker holding its home pool (rule 1 is applied
+  // lazily for those, see choose_pool), no target or this worker (the common case of fork-join
+  // and of every step of a traversal).
   if (from != nullptr &&
-      (!t->has_resource() || t->m_access != static_cast<std::uint8_t>(access::write)) &&
       (t->m_target_kind == task::target_none ||
        (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
       from->owns(from->home())) {

@@ -3,7 +3,7 @@
 // Routing (seed 001 Fig. 5, lines 1-7), in this order:
 //   1. the task annotates a resource serialized by scheduling (primitive `scheduling`, or
 //      `optimistic_scheduled` and the task writes) -> the resource's pool; serialization wins
-//      over every placement annotation (for readers spawned by workers this rule is applied
+//      over every placement annotation (for tasks spawned by workers this rule is applied
 //      when the task is about to run, see choose_pool);
 //   2. a worker target -> that worker's home pool;
 //   3. a NUMA node target -> the home pool of a worker on that node (round-robin);
