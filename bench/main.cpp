@@ -49,7 +49,7 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
   return {
       bench::uint_list_flag("workers", default_workers(),
                             "comma-separated worker counts, each measured separately", 1, 4096),
-      bench::int_flag("repeat", 3, "runs per configuration", 1, 1000000),
+      bench::int_flag("repeat", b.default_repeat, "runs per configuration", 1, 1000000),
       bench::choice_flag("statistic", "median", {"median", "best"},
                          "which run is reported: the median, or the fastest (noisy machines)"),
       bench::choice_list_flag("implementation", "all", b.implementations,

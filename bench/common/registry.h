@@ -38,6 +38,8 @@ struct benchmark_definition {
   /// Optional, called before the command line is parsed and before any thread exists (alloc
   /// uses it to re-execute itself with a larger static TLS reserve for dlopen(jemalloc)).
   void (*prepare_process)(int argc, char** argv) = nullptr;
+  /// The default of --repeat (long-running benchmarks take fewer).
+  unsigned default_repeat = 3;
 };
 
 /// What a benchmark's run function is given.
