@@ -151,8 +151,8 @@ TEST(prefetch_plan_test, a_task_annotation_gives_the_same_plan) {
 
 TEST(prefetch_plan_test, a_huge_annotation_stays_inside_the_object) {
   // Only the addresses are computed; nothing of this size is allocated. A task keeps the
-  // annotated size in 32 bits (task.h), so sizes from 4 GiB on are taken modulo 2^32: the plan
-  // shrinks but never leaves the object.
+  // annotated size in 32 bits (task.h), saturated: sizes from 4 GiB on still give the full plan
+  // (16 lines), which never leaves the object.
   const auto begin = std::uintptr_t{1} << 40;
   for (const std::size_t size :
        {std::size_t{std::numeric_limits<std::uint32_t>::max()}, std::size_t{1} << 31,
@@ -160,7 +160,9 @@ TEST(prefetch_plan_test, a_huge_annotation_stays_inside_the_object) {
     probe t;
     t.annotate_data(reinterpret_cast<const void*>(begin + 7), size);
     const prefetch_plan plan = plan_prefetch(t);
-    check_data_lines(plan, 0, begin + 7, std::min<std::size_t>(size, t.data_size()), false);
+    EXPECT_EQ(t.data_size(), std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
+    EXPECT_EQ(plan.count, prefetch_plan::max_lines) << "size " << size;
+    check_data_lines(plan, 0, begin + 7, t.data_size(), false);
     for (unsigned i = 0; i < plan.count; ++i) {
       EXPECT_LT(reinterpret_cast<std::uintptr_t>(plan.address[i]) - (begin + 7), size);
     }

@@ -82,7 +82,7 @@ class task {
   template <class T>
   task& annotate_resource(T* object, access mode, std::size_t bytes = sizeof(T)) noexcept {
     m_data = object;
-    m_data_size = static_cast<std::uint32_t>(bytes);
+    m_data_size = saturate(bytes);
     m_access = static_cast<std::uint8_t>(mode);
     m_is_resource = 1;
     return *this;
@@ -90,7 +90,7 @@ class task {
   /// The task touches `bytes` bytes at `data` (any memory): prefetched, not synchronized.
   task& annotate_data(const void* data, std::size_t bytes, access mode = access::read) noexcept {
     m_data = data;
-    m_data_size = static_cast<std::uint32_t>(bytes);
+    m_data_size = saturate(bytes);
     m_access = static_cast<std::uint8_t>(mode);
     m_is_resource = 0;
     return *this;
@@ -125,7 +125,10 @@ class task {
   std::atomic<task*> m_next{nullptr};  // queue link, owned by whichever queue holds the task
   const void* m_data = nullptr;
   group m_group{};
-  std::uint32_t m_data_size = 0;
+  static constexpr std::uint32_t saturate(std::size_t bytes) noexcept {
+    return bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes);
+  }
+  std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
   std::uint16_t m_target = 0;
   std::uint16_t m_bytes = 0;       // sizeof the most derived type (for optimistic restore)
   std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
