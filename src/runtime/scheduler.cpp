@@ -150,13 +150,15 @@ void scheduler::spawn(task* t, worker* from) {
   route(t, from, t->m_data == nullptr);
 }
 
-pool* scheduler::choose_pool(task* t, worker* from) noexcept {
+pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
   // Rule 1 needs the resource's header. For a task spawned by a worker it is not read here: that
   // would be a cache miss on every step of a traversal (and on every insert's leaf) before the
   // prefetcher had a chance. The task goes to the worker's home pool, its header is prefetched
   // with its data, and worker::execute forwards it to the resource's pool if it is serialized
-  // there (one extra queue hop for those tasks only). Spawns from outside are routed at once.
-  if (from == nullptr && serialized_by_pool(t)) {
+  // there (one extra queue hop for those tasks only). Spawns from outside are routed at once,
+  // and so are follow-ups on the object their task just ran on (its header is in cache; a
+  // serialized task that keeps returning itself would otherwise take the detour every time).
+  if ((from == nullptr || header_hot) && serialized_by_pool(t)) {
     return m_pools[resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed)].get();
   }
   const unsigned ppw = m_options.pools_per_worker;
@@ -182,18 +184,18 @@ pool* scheduler::choose_pool(task* t, worker* from) noexcept {
   return m_pools[(rr++ % active) * ppw].get();
 }
 
-void scheduler::route(task* t, worker* from, bool newest_first) {
+void scheduler::route(task* t, worker* from, bool newest_first, bool header_hot) {
   // Fast path of rule 4 and push: spawned by the worker holding its home pool (rule 1 is applied
   // lazily for those, see choose_pool), no target or this worker (the common case of fork-join
   // and of every step of a traversal).
-  if (from != nullptr &&
+  if (from != nullptr && !header_hot &&
       (t->m_target_kind == task::target_none ||
        (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
       from->owns(from->home())) {
     from->push_local(*from->home(), t, newest_first);
     return;
   }
-  pool* p = choose_pool(t, from);
+  pool* p = choose_pool(t, from, header_hot);
   push(*p, t, from, newest_first);
 }
 

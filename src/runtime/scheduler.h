@@ -55,7 +55,9 @@ class scheduler {
   /// spawner's own pool (depth-first, cache-warm: fork-join recursions stay small). Follow-ups
   /// and annotated tasks queue at the back, so the prefetch window sees many different tasks
   /// and a task that returns itself cannot starve the others.
-  void route(task* t, worker* from, bool newest_first = false);
+  /// `header_hot`: the caller just ran a task on t's resource (a follow-up on the same object),
+  /// so its header is in cache and rule 1 is applied now instead of when t is about to run.
+  void route(task* t, worker* from, bool newest_first = false, bool header_hot = false);
   /// Public spawn entry: checks, counts, groups.
   void spawn(task* t, worker* from);
   void destroy(task* t) noexcept;
@@ -107,7 +109,7 @@ class scheduler {
   int choose_victim(unsigned thief) const noexcept;
 
  private:
-  pool* choose_pool(task* t, worker* from) noexcept;
+  pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
   void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;
   void complete_group(group g, worker* from) noexcept;
 

@@ -447,6 +447,7 @@ void worker::execute(task* t, pool* p) {
   }
   m_ctx.m_current = t;
   m_current_slot = t->m_epoch_slot;
+  const void* ran_on = t->m_is_resource != 0 ? t->m_data : nullptr;  // for finish()
   std::exception_ptr error;
   task* follow;
   if (t->m_is_resource == 0) {
@@ -506,11 +507,11 @@ void worker::execute(task* t, pool* p) {
         break;
     }
   }
-  finish(t, follow, error);
+  finish(t, follow, error, ran_on);
   m_ctx.m_current = nullptr;
 }
 
-void worker::finish(task* t, task* follow, std::exception_ptr& error) {
+void worker::finish(task* t, task* follow, std::exception_ptr& error, const void* ran_on) {
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
   if (error) {
@@ -519,9 +520,12 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error) {
     if (follow != nullptr && follow != t) m_sched.destroy(follow);
     follow = nullptr;
   }
+  // A follow-up on the object its task just ran on is routed with the header in cache.
+  const bool header_hot = follow != nullptr && ran_on != nullptr && follow->m_data == ran_on &&
+                          follow->m_is_resource != 0;
   if (follow == t) {
     m_epoch.count_spawn(slot);
-    m_sched.route(t, this);
+    m_sched.route(t, this, false, header_hot);
   } else {
     bool transferred = false;
     if (follow != nullptr) {
@@ -533,7 +537,7 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error) {
         m_sched.m_groups.join(follow->m_group);
       }
       m_epoch.count_spawn(slot);
-      m_sched.route(follow, this);
+      m_sched.route(follow, this, false, header_hot);
     }
     m_sched.destroy(t);
     if (g.valid() && !transferred) group_add(g, -1);

@@ -141,7 +141,7 @@ class worker {
   void execute(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
-  void finish(task* t, task* follow, std::exception_ptr& error);
+  void finish(task* t, task* follow, std::exception_ptr& error, const void* ran_on);
   void idle();
   void park();
   bool has_work_for_park() const noexcept;
