@@ -67,16 +67,27 @@ class nested_task final : public counted_task {
   std::size_t m_size;
 };
 
+/// Spawns the task `make_root(seen)` makes into a fresh group, waits for the group and returns
+/// how many of the `n` entries of `seen` no task marked. `seen` is plain memory: wait() orders
+/// the tasks' writes before the count.
+template <class MakeRoot>
+std::size_t unmarked_after_wait(runtime& r, std::size_t n, MakeRoot make_root) {
+  std::vector<unsigned char> seen(n, 0);
+  const group g = r.make_group();
+  r.spawn(make_root(seen), g);
+  r.wait(g);
+  std::size_t missing = 0;
+  for (auto x : seen) missing += x == 0;
+  return missing;
+}
+
 TEST_P(group_test, nested_children_join_the_group_and_wait_covers_them) {
   auto& r = start();
   const std::size_t n = scaled(50000, 5000);
   for (int round = 0; round < 3; ++round) {
-    std::vector<unsigned char> seen(n, 0);
-    const group g = r.make_group();
-    r.spawn(r.make_task<nested_task>(seen, 0, n), g);
-    r.wait(g);
-    std::size_t missing = 0;
-    for (auto s : seen) missing += s == 0;
+    const std::size_t missing = unmarked_after_wait(r, n, [&](std::vector<unsigned char>& seen) {
+      return r.make_task<nested_task>(seen, 0, n);
+    });
     ASSERT_EQ(missing, 0u) << "round " << round;
   }
 }
@@ -115,12 +126,9 @@ TEST_P(group_test, a_group_completes_after_its_task_that_sent_children_to_other_
   auto& r = start();
   const std::size_t n = scaled(2000, 300);
   for (int round = 0; round < 5; ++round) {
-    std::vector<unsigned char> seen(n, 0);  // plain memory: wait() orders the writes
-    const group g = r.make_group();
-    r.spawn(r.make_task<sender_task>(seen, 0, worker_count()), g);
-    r.wait(g);
-    std::size_t missing = 0;
-    for (auto x : seen) missing += x == 0;
+    const std::size_t missing = unmarked_after_wait(r, n, [&](std::vector<unsigned char>& seen) {
+      return r.make_task<sender_task>(seen, 0, worker_count());
+    });
     ASSERT_EQ(missing, 0u) << "round " << round;
   }
 }
