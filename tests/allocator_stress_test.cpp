@@ -157,12 +157,14 @@ class consumer final : public counted_task {
 task* producer::execute(context& ctx) {
   const unsigned last = ctx.runtime().workers() - 1;
   auto& s = *m_s;
-  if (!s.warm && s.produced >= s.total / 10) {
-    s.warm = true;
-    s.os_bytes_after_warmup = detail::task_allocator::os_bytes();
-  }
   while (s.produced < s.total &&
          s.produced - s.consumed.load(std::memory_order_acquire) < s.window) {
+    // Checked per block, not per run: when the consumers keep up, one run of the producer may
+    // produce every block without the window ever filling.
+    if (!s.warm && s.produced >= s.total / 10) {
+      s.warm = true;
+      s.os_bytes_after_warmup = detail::task_allocator::os_bytes();
+    }
     auto* t = ctx.make_task<consumer>(s);
     t->annotate(wid(last));
     ctx.spawn(t);
