@@ -1,6 +1,7 @@
 // Follow-ups: execute returning `this` schedules the same task again (after re-annotation),
 // returning another task schedules that one in its place and destroys the first (task.h).
 #include <atomic>
+#include <functional>
 #include <vector>
 
 #include "test_support.h"
@@ -147,6 +148,99 @@ TEST_P(followup_test, follow_up_keeps_its_new_priority) {
   r.wait_idle();
   EXPECT_EQ(normal_ran.load(), normals);
   EXPECT_EQ(errors.load(), 0) << "a low-priority follow-up ran before ready normal tasks";
+}
+
+/// Runs `step` and returns itself (no annotations) while it returns true.
+class again_while final : public counted_task {
+ public:
+  explicit again_while(std::function<bool(context&)> step) : m_step(std::move(step)) {}
+  task* execute(context& ctx) override { return m_step(ctx) ? this : nullptr; }
+
+ private:
+  std::function<bool(context&)> m_step;
+};
+
+TEST_P(followup_test, a_follow_up_without_data_runs_next_on_its_worker) {
+  auto& r = start({.workers = 1});
+  // One worker: the task queues normal tasks and returns itself, unannotated, a few times; every
+  // re-run comes before the queued tasks (no queue round-trip), and they all run afterwards.
+  constexpr int queued = 20;
+  constexpr int reruns = 5;
+  std::atomic<int> queued_ran{0};
+  std::atomic<int> errors{0};
+  int run = 0;
+  r.spawn(r.make_task<again_while>([&](context& ctx) {
+    if (run == 0) {
+      for (int i = 0; i < queued; ++i) {
+        ctx.spawn([&queued_ran, tok2 = live_token{}](context&) { queued_ran.fetch_add(1); });
+      }
+    }
+    if (queued_ran.load() != 0) errors.fetch_add(1);
+    return ++run < reruns;
+  }));
+  r.wait_idle();
+  EXPECT_EQ(run, reruns);
+  EXPECT_EQ(queued_ran.load(), queued);
+  EXPECT_EQ(errors.load(), 0) << "a queued task ran between the re-runs of an unannotated task";
+}
+
+TEST_P(followup_test, a_task_that_polls_a_queued_task_does_not_starve_it) {
+  auto& r = start({.workers = 1});
+  // One worker: the task spawns a setter and returns itself until the setter ran. Follow-ups run
+  // back to back only a bounded number of times, so the setter gets its turn.
+  std::atomic<bool> set{false};
+  std::atomic<long> polls{0};
+  constexpr long give_up = 10'000'000;  // fail instead of hanging if the setter starves
+  bool spawned = false;
+  r.spawn(r.make_task<again_while>([&](context& ctx) {
+    if (!spawned) {
+      spawned = true;
+      ctx.spawn([&set, tok2 = live_token{}](context&) { set.store(true); });
+    }
+    return !set.load() && polls.fetch_add(1) < give_up;
+  }));
+  r.wait_idle();
+  EXPECT_TRUE(set.load());
+  EXPECT_LT(polls.load(), give_up) << "the polling follow-up starved the task it waited for";
+}
+
+TEST_P(followup_test, a_follow_up_waits_for_a_more_urgent_task) {
+  auto& r = start({.workers = 1});
+  std::atomic<bool> high_ran{false};
+  std::atomic<int> errors{0};
+  int run = 0;
+  r.spawn(r.make_task<again_while>([&](context& ctx) {
+    if (run++ == 0) {
+      auto* h = make_fn(ctx, [&high_ran, tok2 = live_token{}](context&) { high_ran.store(true); });
+      h->annotate(priority::high);
+      ctx.spawn(h);
+      return true;  // a normal-priority re-run: after the high task
+    }
+    if (!high_ran.load()) errors.fetch_add(1);
+    return false;
+  }));
+  r.wait_idle();
+  EXPECT_EQ(run, 2);
+  EXPECT_EQ(errors.load(), 0) << "a normal follow-up ran before a ready high-priority task";
+}
+
+TEST_P(followup_test, unannotated_re_runs_survive_resizing_and_stealing) {
+  auto& r = start();
+  // Many tasks re-running themselves without data while workers are switched off and on: a
+  // follow-up held for the next run goes back into a pool when pools change hands.
+  const unsigned runs = static_cast<unsigned>(scaled(2000, 200));
+  const unsigned tasks = 8 * r.workers();
+  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
+  const group g = r.make_group();
+  for (unsigned i = 0; i < tasks; ++i) {
+    r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, false), g);
+  }
+  for (unsigned k = 0; k < 50; ++k) r.set_active_workers(1 + k % r.workers());
+  r.set_active_workers(r.workers());
+  r.wait(g);
+  r.wait_idle();
+  EXPECT_EQ(executions.load(), runs * tasks);
+  EXPECT_EQ(destroyed.load(), tasks);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(followup_test);

@@ -1,7 +1,7 @@
 // fib on tessera, in continuation-passing style: no task ever waits.
 //
 // The task computing fib(n) (n >= 2) allocates a join, spawns fib(n-2) as a new task, and then
-// re-annotates itself as fib(n-1) and returns `this` — recycled, no allocation. Each child hands
+// turns itself into fib(n-1) and returns `this` — recycled, no allocation. Each child hands
 // its value to the join; the child that arrives second adds both and completes the parent join
 // in its turn, all the way up. Joins come from the runtime's task allocator and are freed with
 // runtime::discard (they are never spawned). Every fib call is one task execution.
@@ -57,11 +57,14 @@ class call final : public task {
       return nullptr;
     }
     auto* j = ctx.make_task<join>(m_parent, m_slot, 2u);
-    // Both children are fresh spawns: tessera runs a worker's fresh unannotated spawns newest
-    // first, so the recursion goes depth-first like a work-first scheduler.
     ctx.spawn(ctx.make_task<call>(m_n - 2, j, 1u));
-    ctx.spawn(ctx.make_task<call>(m_n - 1, j, 0u));
-    return nullptr;
+    // Become fib(n-1), the join's slot 0. A follow-up without data runs next on this worker
+    // (no queue round-trip), so the recursion goes depth-first like a work-first scheduler;
+    // fib(n-2) waits at the front of the queue, where thieves take the oldest, biggest pieces.
+    m_n -= 1;
+    m_parent = j;
+    m_slot = 0;
+    return this;
   }
 
  private:

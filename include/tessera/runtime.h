@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tessera/context.h"
+#include "tessera/detail/task_cache.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
 #include "tessera/resource.h"
@@ -41,6 +42,18 @@ namespace detail {
 class scheduler;
 void* allocate_task_memory(std::size_t bytes, bool system);
 void free_task_memory(void* p, std::size_t bytes, bool system) noexcept;
+
+/// make_task's allocation: a pop from the thread's cache inline; refills and the system
+/// allocator out of line.
+template <std::size_t Bytes>
+void* allocate_task_block(bool system) {
+  if constexpr (task_cache_inline && Bytes <= task_cache::max_block) {
+    if (!system) {
+      if (void* p = task_cache_pop(task_cache::size_class(Bytes))) return p;
+    }
+  }
+  return allocate_task_memory(Bytes, system);
+}
 }  // namespace detail
 
 /// Where task descriptors come from.
@@ -87,7 +100,7 @@ class runtime {
   template <task_type T, class... Args>
   T* make_task(Args&&... args) {
     const bool sys = m_system_allocator;
-    void* mem = detail::allocate_task_memory(sizeof(T), sys);
+    void* mem = detail::allocate_task_block<sizeof(T)>(sys);
     T* t;
     try {
       t = ::new (mem) T(std::forward<Args>(args)...);

@@ -25,10 +25,6 @@
 namespace tessera::detail {
 namespace {
 
-struct free_block {
-  free_block* next;
-};
-
 /// A batch: an intrusive list of up to batch_blocks blocks.
 struct batch {
   free_block* head = nullptr;
@@ -99,47 +95,37 @@ heaps& global_heaps() {
   return *h;
 }
 
-struct thread_cache {
-  free_block* head[task_allocator::class_count] = {};
-  std::size_t count[task_allocator::class_count] = {};
-  unsigned node = 0;
-  bool registered = false;  // the thread-exit flush (cache_owner) is armed
-
-  void flush() noexcept {
-    auto& heap = global_heaps().nodes[node];
-    std::lock_guard lock(heap.mutex);
-    for (unsigned c = 0; c < task_allocator::class_count; ++c) {
-      while (head[c] != nullptr) {
-        batch b;
-        while (head[c] != nullptr && b.count < task_allocator::batch_blocks) {
-          free_block* blk = head[c];
-          TESSERA_UNPOISON(blk, sizeof(free_block));
-          head[c] = blk->next;
-          blk->next = b.head;
-          TESSERA_POISON(blk, task_allocator::class_bytes(c));
-          b.head = blk;
-          ++b.count;
-        }
-        try {
-          heap.batches[c].push_back(b);
-        } catch (...) {
-          // Out of memory for the vector: drop the blocks (they stay mapped; no corruption).
-        }
+/// Returns every block of the calling thread's cache to its node heap.
+void flush(task_cache& tc) noexcept {
+  auto& heap = global_heaps().nodes[tc.node];
+  std::lock_guard lock(heap.mutex);
+  for (unsigned c = 0; c < task_allocator::class_count; ++c) {
+    while (tc.head[c] != nullptr) {
+      batch b;
+      while (tc.head[c] != nullptr && b.count < task_allocator::batch_blocks) {
+        free_block* blk = tc.head[c];
+        TESSERA_UNPOISON(blk, sizeof(free_block));
+        tc.head[c] = blk->next;
+        blk->next = b.head;
+        TESSERA_POISON(blk, task_allocator::class_bytes(c));
+        b.head = blk;
+        ++b.count;
       }
-      count[c] = 0;
+      try {
+        heap.batches[c].push_back(b);
+      } catch (...) {
+        // Out of memory for the vector: drop the blocks (they stay mapped; no corruption).
+      }
     }
+    tc.count[c] = 0;
   }
-};
-
-// Trivially constructed and destroyed, so an access is a plain TLS offset (no guard, no
-// wrapper call); the flush at thread exit is a separate object armed on the first refill.
-constinit thread_local thread_cache tl_cache;
+}
 
 struct cache_owner {
-  ~cache_owner() { tl_cache.flush(); }
+  ~cache_owner() { flush(tl_task_cache); }
 };
 
-void arm_thread_exit_flush(thread_cache& tc) {
+void arm_thread_exit_flush(task_cache& tc) {
   thread_local cache_owner owner;
   (void)owner;
   tc.registered = true;
@@ -147,10 +133,14 @@ void arm_thread_exit_flush(thread_cache& tc) {
 
 }  // namespace
 
+// Trivially constructed and destroyed, so an access is a plain TLS offset (no guard, no wrapper
+// call); the flush at thread exit is a separate object armed on the first slow path.
+constinit thread_local task_cache tl_task_cache;
+
 void* task_allocator::allocate(std::size_t bytes) {
   if (bytes > max_block) return ::operator new(bytes);
   const unsigned c = size_class(bytes);
-  thread_cache& tc = tl_cache;
+  task_cache& tc = tl_task_cache;
   if (tc.head[c] == nullptr) [[unlikely]] {
     if (!tc.registered) arm_thread_exit_flush(tc);
     auto& heap = global_heaps().nodes[tc.node];
@@ -176,7 +166,7 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
     return;
   }
   const unsigned c = size_class(bytes);
-  thread_cache& tc = tl_cache;
+  task_cache& tc = tl_task_cache;
   if (!tc.registered) [[unlikely]] arm_thread_exit_flush(tc);  // frees without allocations
   auto* blk = static_cast<free_block*>(p);
   blk->next = tc.head[c];
@@ -205,20 +195,20 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
 }
 
 void task_allocator::set_thread_node(unsigned node) noexcept {
-  thread_cache& tc = tl_cache;
+  task_cache& tc = tl_task_cache;
   if (tc.node != node) {
-    tc.flush();
+    flush(tc);
     tc.node = node < max_nodes ? node : 0;
   }
 }
 
 std::size_t task_allocator::thread_cached_blocks() noexcept {
   std::size_t n = 0;
-  for (auto c : tl_cache.count) n += c;
+  for (auto c : tl_task_cache.count) n += c;
   return n;
 }
 
-void task_allocator::flush_thread_cache() noexcept { tl_cache.flush(); }
+void task_allocator::flush_thread_cache() noexcept { flush(tl_task_cache); }
 
 std::size_t task_allocator::os_bytes() noexcept {
   std::size_t n = 0;

@@ -19,17 +19,36 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/detail/task_cache.h"
+
 namespace tessera::detail {
 
 class task_allocator {
  public:
-  static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
-  static constexpr std::size_t max_block = 1024;
-  static constexpr std::size_t batch_blocks = 64;
+  static constexpr std::size_t class_count = task_cache::class_count;
+  static constexpr std::size_t max_block = task_cache::max_block;
+  static constexpr std::size_t batch_blocks = task_cache::batch_blocks;
   static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
 
+  /// The out-of-line paths: they refill and drain the thread cache and arm its exit flush.
   static void* allocate(std::size_t bytes);
   static void deallocate(void* p, std::size_t bytes) noexcept;
+
+  /// The paths to call: a pop or push on the thread cache inline, the above when that fails.
+  static void* allocate_fast(std::size_t bytes) {
+    if constexpr (task_cache_inline) {
+      if (bytes <= max_block) {
+        if (void* p = task_cache_pop(size_class(bytes))) return p;
+      }
+    }
+    return allocate(bytes);
+  }
+  static void deallocate_fast(void* p, std::size_t bytes) noexcept {
+    if constexpr (task_cache_inline) {
+      if (p != nullptr && bytes <= max_block && task_cache_push(p, size_class(bytes))) return;
+    }
+    deallocate(p, bytes);
+  }
 
   /// The NUMA node this thread's refills come from (workers call it once at start).
   static void set_thread_node(unsigned node) noexcept;
@@ -42,9 +61,9 @@ class task_allocator {
   static std::size_t os_bytes() noexcept;
 
   static constexpr unsigned size_class(std::size_t bytes) noexcept {
-    return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
+    return task_cache::size_class(bytes);
   }
-  static constexpr std::size_t class_bytes(unsigned c) noexcept { return std::size_t{64} << c; }
+  static constexpr std::size_t class_bytes(unsigned c) noexcept { return task_cache::class_bytes(c); }
 };
 
 }  // namespace tessera::detail

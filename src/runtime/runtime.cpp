@@ -14,13 +14,13 @@ namespace tessera {
 namespace detail {
 
 void* allocate_task_memory(std::size_t bytes, bool system) {
-  return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
+  return system ? ::operator new(bytes) : task_allocator::allocate_fast(bytes);
 }
 void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
   if (system) {
     ::operator delete(p);
   } else {
-    task_allocator::deallocate(p, bytes);
+    task_allocator::deallocate_fast(p, bytes);
   }
 }
 

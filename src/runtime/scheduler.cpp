@@ -217,13 +217,6 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
   m_workers[owner]->wake_if_sleeping();
 }
 
-void scheduler::destroy(task* t) noexcept {
-  const std::size_t bytes = t->m_bytes;
-  const bool system = t->m_allocator != 0;
-  t->~task();
-  free_task_memory(t, bytes, system);
-}
-
 // ---- groups ------------------------------------------------------------------------------------
 
 void scheduler::wait(group g) {

@@ -114,7 +114,10 @@ void worker::run() {
   m_distance = m_sched.prefetch_distance();
   for (;;) {
     const std::uint32_t bits = m_attention.load(std::memory_order_relaxed);
-    if (bits != 0) handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+    if (bits != 0) {
+      requeue_bypass();  // pools may change hands below: the follow-up goes back into one
+      handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+    }
     if (m_exit) break;
     if (!m_active_local) {
       park();
@@ -361,17 +364,45 @@ bool worker::fetch(task*& t, pool*& p) {
   return false;
 }
 
+void worker::requeue_bypass() noexcept {
+  if (m_bypass == nullptr) return;
+  push_local(*m_home, m_bypass, true);  // the front: it was to run next
+  m_bypass = nullptr;
+}
+
+bool worker::can_bypass(const task* f) const noexcept {
+  if (f->m_data != nullptr || m_bypass_run >= bypass_limit) return false;
+  if (f->m_target_kind != task::target_none &&
+      !(f->m_target_kind == task::target_worker && f->m_target == m_index)) {
+    return false;
+  }
+  for (unsigned pr = 0; pr < f->m_priority; ++pr) {
+    if (m_local_count[pr] != 0) return false;  // a more urgent task is ready
+  }
+  return owns(m_home);
+}
+
 bool worker::next(task*& t, pool*& p) {
+  if (m_bypass != nullptr) {
+    // A follow-up without data (see finish): no queue round-trip, nothing to prefetch.
+    t = m_bypass;
+    p = m_home;
+    m_bypass = nullptr;
+    ++m_bypass_run;
+    return true;
+  }
+  m_bypass_run = 0;
   if (m_wsize == 0) {
-    // The window ran dry (start, after idling, distance 0). Re-read the distance after the fetch
-    // that acquired the task, so a set_prefetch_distance() that happened before the task was
-    // spawned is seen; a busy worker re-reads it in periodic().
+    // The window ran dry (start, after idling, distance 0, tasks without data). Re-read the
+    // distance after the fetch that acquired the task, so a set_prefetch_distance() that
+    // happened before the task was spawned is seen; a busy worker re-reads it in periodic().
     if (!fetch(t, p)) return false;
     m_distance = m_sched.prefetch_distance();
     if (m_distance == 0) return true;
     prefetch(t);
-    // Nothing queued behind it (a chain, a lone request): run it now, without the window.
-    if (local_total() == 0) return true;
+    // Nothing queued behind it (a chain, a lone request), or no data to wait for: run it now,
+    // without the window (the window fills again behind the next task that has data).
+    if (t->m_data == nullptr || local_total() == 0) return true;
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }
@@ -525,7 +556,11 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
                           follow->m_is_resource != 0;
   if (follow == t) {
     m_epoch.count_spawn(slot);
-    m_sched.route(t, this, false, header_hot);
+    if (can_bypass(t)) {
+      m_bypass = t;
+    } else {
+      m_sched.route(t, this, false, header_hot);
+    }
   } else {
     bool transferred = false;
     if (follow != nullptr) {
@@ -537,7 +572,11 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
         m_sched.m_groups.join(follow->m_group);
       }
       m_epoch.count_spawn(slot);
-      m_sched.route(follow, this, false, header_hot);
+      if (can_bypass(follow)) {
+        m_bypass = follow;
+      } else {
+        m_sched.route(follow, this, false, header_hot);
+      }
     }
     m_sched.destroy(t);
     if (g.valid() && !transferred) group_add(g, -1);
@@ -576,7 +615,7 @@ void worker::flush_group() noexcept {
 // ---- idling ------------------------------------------------------------------------------------
 
 bool worker::has_work_for_park() const noexcept {
-  if (local_total() != 0 || m_wsize != 0) return true;
+  if (local_total() != 0 || m_wsize != 0 || m_bypass != nullptr) return true;
   if (m_attention.load(std::memory_order_seq_cst) != 0) return true;
   for (const pool* p : m_pools) {
     if (p->inbox_maybe_nonempty()) return true;

@@ -61,6 +61,9 @@ class worker {
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
   static constexpr unsigned window_slots = 32;
   static constexpr int no_thief = -1;
+  /// Follow-ups run back to back without a queue round-trip at most this many times in a row
+  /// (a task that keeps returning itself cannot starve the queue).
+  static constexpr unsigned bypass_limit = 64;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -135,6 +138,8 @@ class worker {
   void give_pool(pool* p, worker& to);
   void give_everything();
   bool next(task*& t, pool*& p);
+  bool can_bypass(const task* f) const noexcept;
+  void requeue_bypass() noexcept;
   bool fetch(task*& t, pool*& p);
   std::size_t drain_inboxes(std::size_t limit);
   void prefetch(const task* t) noexcept;
@@ -171,6 +176,8 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
+  task* m_bypass = nullptr;  // a follow-up without data that runs next (see finish)
+  unsigned m_bypass_run = 0;  // follow-ups run back to back so far
   context m_ctx;
   std::uint8_t m_current_slot = 0;
   unsigned m_since_publish = 0;

@@ -1,0 +1,69 @@
+// tessera/detail/task_cache.h — level 1 of the task allocator (seed 001 §5.2): the calling
+// thread's LIFO free lists, one per size class. Internal; it sits in the public tree only so that
+// make_task and the runtime's free path take a block without a function call. Levels 2 and 3
+// (the node heaps, the OS) are in src/memory/task_allocator.*, which also refills and drains
+// these lists.
+//
+// Thread-safety: a thread touches only its own cache; no atomics. The fast paths below never
+// refill or drain: they report failure and the caller takes the out-of-line path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::detail {
+
+struct free_block {
+  free_block* next;
+};
+
+struct task_cache {
+  static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
+  static constexpr std::size_t max_block = 1024;
+  static constexpr std::size_t batch_blocks = 64;
+
+  free_block* head[class_count] = {};
+  std::size_t count[class_count] = {};
+  unsigned node = 0;
+  bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
+
+  static constexpr unsigned size_class(std::size_t bytes) noexcept {
+    return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
+  }
+  static constexpr std::size_t class_bytes(unsigned c) noexcept { return std::size_t{64} << c; }
+};
+
+// Constant-initialized, trivially destructible: an access is a plain TLS offset, no guard and no
+// wrapper call, also from inline code in other translation units. Defined in task_allocator.cpp.
+extern constinit thread_local task_cache tl_task_cache;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Sanitizer builds take the out-of-line paths, which poison free blocks (ASan).
+inline constexpr bool task_cache_inline = false;
+#else
+inline constexpr bool task_cache_inline = true;
+#endif
+
+/// A block of class `c` from the calling thread's list, or nullptr (list empty: refill out of line).
+inline void* task_cache_pop(unsigned c) noexcept {
+  task_cache& tc = tl_task_cache;
+  free_block* blk = tc.head[c];
+  if (blk == nullptr) return nullptr;
+  tc.head[c] = blk->next;
+  --tc.count[c];
+  return blk;
+}
+
+/// Gives `p` (a block of class `c`) to the calling thread's list; false when the list is full or
+/// the thread-exit flush is not armed yet (the caller takes the out-of-line path).
+inline bool task_cache_push(void* p, unsigned c) noexcept {
+  task_cache& tc = tl_task_cache;
+  if (!tc.registered || tc.count[c] >= 2 * task_cache::batch_blocks) return false;
+  auto* blk = static_cast<free_block*>(p);
+  blk->next = tc.head[c];
+  tc.head[c] = blk;
+  ++tc.count[c];
+  return true;
+}
+
+}  // namespace tessera::detail
