@@ -63,6 +63,25 @@ class tree_task final : public counted_task {
   std::atomic<std::uint64_t>* m_nodes;
 };
 
+TEST(spawn_order, fresh_spawns_without_data_run_newest_first_and_annotated_ones_oldest_first) {
+  // One worker: the parent spawns plain tasks 0..4 and data-annotated tasks 5..9 interleaved.
+  // Plain ones run newest first (the newest through the next-task slot, the others from the
+  // front of the pool), before the annotated ones, which run in spawn order.
+  tessera::runtime r({.workers = 1});
+  std::vector<int> order;  // one worker: no concurrent access
+  static int data[10];
+  r.spawn([&order](context& ctx) {
+    for (int i = 0; i < 5; ++i) {
+      ctx.spawn([&order, i](context&) { order.push_back(i); });
+      auto* a = make_fn(ctx, [&order, i](context&) { order.push_back(5 + i); });
+      a->annotate_data(&data[5 + i], sizeof(int));
+      ctx.spawn(a);
+    }
+  });
+  r.wait_idle();
+  EXPECT_EQ(order, (std::vector<int>{4, 3, 2, 1, 0, 5, 6, 7, 8, 9}));
+}
+
 TEST_P(spawn_test, from_inside_children_join_the_parents_group) {
   auto& r = start();
   const unsigned depth = under_sanitizer ? 11 : 14;

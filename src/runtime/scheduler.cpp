@@ -192,7 +192,11 @@ void scheduler::route(task* t, worker* from, bool newest_first, bool header_hot)
       (t->m_target_kind == task::target_none ||
        (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
       from->owns(from->home())) {
-    from->push_local(*from->home(), t, newest_first);
+    if (newest_first) {
+      from->push_next(t);
+    } else {
+      from->push_local(*from->home(), t, false);
+    }
     return;
   }
   pool* p = choose_pool(t, from, header_hot);

@@ -376,20 +376,32 @@ bool worker::can_bypass(const task* f) const noexcept {
       !(f->m_target_kind == task::target_worker && f->m_target == m_index)) {
     return false;
   }
-  for (unsigned pr = 0; pr < f->m_priority; ++pr) {
-    if (m_local_count[pr] != 0) return false;  // a more urgent task is ready
+  return !more_urgent_queued(f->m_priority) && owns(m_home);
+}
+
+bool worker::more_urgent_queued(unsigned priority) const noexcept {
+  for (unsigned pr = 0; pr < priority; ++pr) {
+    if (m_local_count[pr] != 0) return true;
   }
-  return owns(m_home);
+  return false;
 }
 
 bool worker::next(task*& t, pool*& p) {
   if (m_bypass != nullptr) {
-    // A follow-up without data (see finish): no queue round-trip, nothing to prefetch.
-    t = m_bypass;
-    p = m_home;
+    // The next-task slot (see push_next and finish): no queue round-trip, nothing to prefetch.
+    // Checked again here: the running task may have queued a more urgent task after filling it.
+    task* b = m_bypass;
     m_bypass = nullptr;
-    ++m_bypass_run;
-    return true;
+    if (m_bypass_run < bypass_limit && !more_urgent_queued(b->m_priority)) {
+      ++m_bypass_run;
+      t = b;
+      p = m_home;
+      return true;
+    }
+    push_local(*m_home, b, true);  // where a fresh spawn goes without the slot
+    // Tasks from other threads wait in inboxes while the slot runs (fetch drains them); a
+    // fetch may not come for a while if a chain keeps refilling the slot.
+    if (m_bypass_run >= bypass_limit) drain_inboxes(256);
   }
   m_bypass_run = 0;
   if (m_wsize == 0) {
@@ -557,7 +569,7 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
   if (follow == t) {
     m_epoch.count_spawn(slot);
     if (can_bypass(t)) {
-      m_bypass = t;
+      hold_next(t);
     } else {
       m_sched.route(t, this, false, header_hot);
     }
@@ -573,7 +585,7 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
       }
       m_epoch.count_spawn(slot);
       if (can_bypass(follow)) {
-        m_bypass = follow;
+        hold_next(follow);
       } else {
         m_sched.route(follow, this, false, header_hot);
       }

@@ -61,8 +61,8 @@ class worker {
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
   static constexpr unsigned window_slots = 32;
   static constexpr int no_thief = -1;
-  /// Follow-ups run back to back without a queue round-trip at most this many times in a row
-  /// (a task that keeps returning itself cannot starve the queue).
+  /// Tasks run back to back from the next-task slot at most this many times in a row (a task
+  /// that keeps returning itself cannot starve the queue).
   static constexpr unsigned bypass_limit = 64;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
@@ -90,6 +90,17 @@ class worker {
       p.local[t->m_priority].push_back(t);
     }
     ++m_local_count[t->m_priority];
+  }
+  /// Called on this worker's thread for a fresh spawn without data that would go to the front of
+  /// its home pool: it takes the next-task slot instead (it would be the next task fetched
+  /// anyway); a task already there moves to the front of the pool. With tasks in the prefetch
+  /// window it is queued as usual (they were fetched first).
+  void push_next(task* t) noexcept {
+    if (m_wsize != 0) {
+      push_local(*m_home, t, true);
+      return;
+    }
+    hold_next(t);
   }
   /// Any thread: raise attention bits and wake the worker if it sleeps.
   void notify(std::uint32_t bits) noexcept;
@@ -139,6 +150,12 @@ class worker {
   void give_everything();
   bool next(task*& t, pool*& p);
   bool can_bypass(const task* f) const noexcept;
+  /// Puts `t` into the next-task slot; a task already there moves to the front of the home pool.
+  void hold_next(task* t) noexcept {
+    if (m_bypass != nullptr) push_local(*m_home, m_bypass, true);
+    m_bypass = t;
+  }
+  bool more_urgent_queued(unsigned priority) const noexcept;
   void requeue_bypass() noexcept;
   bool fetch(task*& t, pool*& p);
   std::size_t drain_inboxes(std::size_t limit);
@@ -176,8 +193,8 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
-  task* m_bypass = nullptr;  // a follow-up without data that runs next (see finish)
-  unsigned m_bypass_run = 0;  // follow-ups run back to back so far
+  task* m_bypass = nullptr;   // next-task slot: a follow-up or fresh spawn without data
+  unsigned m_bypass_run = 0;  // tasks run back to back from the slot so far
   context m_ctx;
   std::uint8_t m_current_slot = 0;
   unsigned m_since_publish = 0;
