@@ -115,7 +115,7 @@ void worker::run() {
   for (;;) {
     const std::uint32_t bits = m_attention.load(std::memory_order_relaxed);
     if (bits != 0) {
-      requeue_bypass();  // pools may change hands below: the follow-up goes back into one
+      requeue_next();  // pools may change hands below: the follow-up goes back into one
       handle_attention(m_attention.exchange(0, std::memory_order_acquire));
     }
     if (m_exit) break;
@@ -364,14 +364,14 @@ bool worker::fetch(task*& t, pool*& p) {
   return false;
 }
 
-void worker::requeue_bypass() noexcept {
-  if (m_bypass == nullptr) return;
-  push_local(*m_home, m_bypass, true);  // the front: it was to run next
-  m_bypass = nullptr;
+void worker::requeue_next() noexcept {
+  if (m_next_task == nullptr) return;
+  push_local(*m_home, m_next_task, true);  // the front: it was to run next
+  m_next_task = nullptr;
 }
 
-bool worker::can_bypass(const task* f) const noexcept {
-  if (f->m_data != nullptr || m_bypass_run >= bypass_limit) return false;
+bool worker::can_hold_follow_up(const task* f) const noexcept {
+  if (f->m_data != nullptr || m_slot_run >= slot_run_limit) return false;
   if (f->m_target_kind != task::target_none &&
       !(f->m_target_kind == task::target_worker && f->m_target == m_index)) {
     return false;
@@ -387,13 +387,13 @@ bool worker::more_urgent_queued(unsigned priority) const noexcept {
 }
 
 bool worker::next(task*& t, pool*& p) {
-  if (m_bypass != nullptr) {
+  if (m_next_task != nullptr) {
     // The next-task slot (see push_next and finish): no queue round-trip, nothing to prefetch.
     // Checked again here: the running task may have queued a more urgent task after filling it.
-    task* b = m_bypass;
-    m_bypass = nullptr;
-    if (m_bypass_run < bypass_limit && !more_urgent_queued(b->m_priority)) {
-      ++m_bypass_run;
+    task* b = m_next_task;
+    m_next_task = nullptr;
+    if (m_slot_run < slot_run_limit && !more_urgent_queued(b->m_priority)) {
+      ++m_slot_run;
       t = b;
       p = m_home;
       return true;
@@ -401,9 +401,9 @@ bool worker::next(task*& t, pool*& p) {
     push_local(*m_home, b, true);  // where a fresh spawn goes without the slot
     // Tasks from other threads wait in inboxes while the slot runs (fetch drains them); a
     // fetch may not come for a while if a chain keeps refilling the slot.
-    if (m_bypass_run >= bypass_limit) drain_inboxes(256);
+    if (m_slot_run >= slot_run_limit) drain_inboxes(256);
   }
-  m_bypass_run = 0;
+  m_slot_run = 0;
   if (m_wsize == 0) {
     // The window ran dry (start, after idling, distance 0, tasks without data). Re-read the
     // distance after the fetch that acquired the task, so a set_prefetch_distance() that
@@ -568,7 +568,7 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
                           follow->m_is_resource != 0;
   if (follow == t) {
     m_epoch.count_spawn(slot);
-    if (can_bypass(t)) {
+    if (can_hold_follow_up(t)) {
       hold_next(t);
     } else {
       m_sched.route(t, this, false, header_hot);
@@ -584,7 +584,7 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
         m_sched.m_groups.join(follow->m_group);
       }
       m_epoch.count_spawn(slot);
-      if (can_bypass(follow)) {
+      if (can_hold_follow_up(follow)) {
         hold_next(follow);
       } else {
         m_sched.route(follow, this, false, header_hot);
@@ -627,7 +627,7 @@ void worker::flush_group() noexcept {
 // ---- idling ------------------------------------------------------------------------------------
 
 bool worker::has_work_for_park() const noexcept {
-  if (local_total() != 0 || m_wsize != 0 || m_bypass != nullptr) return true;
+  if (local_total() != 0 || m_wsize != 0 || m_next_task != nullptr) return true;
   if (m_attention.load(std::memory_order_seq_cst) != 0) return true;
   for (const pool* p : m_pools) {
     if (p->inbox_maybe_nonempty()) return true;

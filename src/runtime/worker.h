@@ -63,7 +63,7 @@ class worker {
   static constexpr int no_thief = -1;
   /// Tasks run back to back from the next-task slot at most this many times in a row (a task
   /// that keeps returning itself cannot starve the queue).
-  static constexpr unsigned bypass_limit = 64;
+  static constexpr unsigned slot_run_limit = 64;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -149,14 +149,14 @@ class worker {
   void give_pool(pool* p, worker& to);
   void give_everything();
   bool next(task*& t, pool*& p);
-  bool can_bypass(const task* f) const noexcept;
+  bool can_hold_follow_up(const task* f) const noexcept;
   /// Puts `t` into the next-task slot; a task already there moves to the front of the home pool.
   void hold_next(task* t) noexcept {
-    if (m_bypass != nullptr) push_local(*m_home, m_bypass, true);
-    m_bypass = t;
+    if (m_next_task != nullptr) push_local(*m_home, m_next_task, true);
+    m_next_task = t;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
-  void requeue_bypass() noexcept;
+  void requeue_next() noexcept;
   bool fetch(task*& t, pool*& p);
   std::size_t drain_inboxes(std::size_t limit);
   void prefetch(const task* t) noexcept;
@@ -193,8 +193,8 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
-  task* m_bypass = nullptr;   // next-task slot: a follow-up or fresh spawn without data
-  unsigned m_bypass_run = 0;  // tasks run back to back from the slot so far
+  task* m_next_task = nullptr;   // next-task slot: a follow-up or fresh spawn without data
+  unsigned m_slot_run = 0;  // tasks run back to back from the slot so far
   context m_ctx;
   std::uint8_t m_current_slot = 0;
   unsigned m_since_publish = 0;
