@@ -53,20 +53,34 @@ TEST_P(followup_test, returning_this_runs_the_task_again) {
   EXPECT_EQ(destroyed.load(), 1u) << "destroyed once, after the last run";
 }
 
+struct rerun_counts {
+  unsigned executions;
+  unsigned destroyed;
+  unsigned misplaced;
+};
+
+/// Spawns `tasks` rerun_tasks of `runs` runs each into one group, calls `meanwhile`, waits.
+template <class F>
+rerun_counts run_reruns(runtime& r, unsigned runs, unsigned tasks, bool hop, F meanwhile) {
+  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
+  const group g = r.make_group();
+  for (unsigned i = 0; i < tasks; ++i) {
+    r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, hop), g);
+  }
+  meanwhile();
+  r.wait(g);
+  r.wait_idle();
+  return {executions.load(), destroyed.load(), misplaced.load()};
+}
+
 TEST_P(followup_test, returning_this_after_reannotation_moves_the_task) {
   auto& r = start();
   const unsigned runs = static_cast<unsigned>(scaled(3000, 300));
   const unsigned tasks = 2 * r.workers();
-  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
-  const group g = r.make_group();
-  for (unsigned i = 0; i < tasks; ++i) {
-    r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, true), g);
-  }
-  r.wait(g);
-  r.wait_idle();
-  EXPECT_EQ(executions.load(), runs * tasks);
-  EXPECT_EQ(destroyed.load(), tasks);
-  EXPECT_EQ(misplaced.load(), 0u) << "a re-run ignored its new worker annotation";
+  const rerun_counts c = run_reruns(r, runs, tasks, true, [] {});
+  EXPECT_EQ(c.executions, runs * tasks);
+  EXPECT_EQ(c.destroyed, tasks);
+  EXPECT_EQ(c.misplaced, 0u) << "a re-run ignored its new worker annotation";
 }
 
 /// Returns a fresh link of the chain until `left` reaches 0.
@@ -230,17 +244,12 @@ TEST_P(followup_test, unannotated_re_runs_survive_resizing_and_stealing) {
   // follow-up held for the next run goes back into a pool when pools change hands.
   const unsigned runs = static_cast<unsigned>(scaled(2000, 200));
   const unsigned tasks = 8 * r.workers();
-  std::atomic<unsigned> executions{0}, destroyed{0}, misplaced{0};
-  const group g = r.make_group();
-  for (unsigned i = 0; i < tasks; ++i) {
-    r.spawn(r.make_task<rerun_task>(runs, executions, destroyed, misplaced, false), g);
-  }
-  for (unsigned k = 0; k < 50; ++k) r.set_active_workers(1 + k % r.workers());
-  r.set_active_workers(r.workers());
-  r.wait(g);
-  r.wait_idle();
-  EXPECT_EQ(executions.load(), runs * tasks);
-  EXPECT_EQ(destroyed.load(), tasks);
+  const rerun_counts c = run_reruns(r, runs, tasks, false, [&r] {
+    for (unsigned k = 0; k < 50; ++k) r.set_active_workers(1 + k % r.workers());
+    r.set_active_workers(r.workers());
+  });
+  EXPECT_EQ(c.executions, runs * tasks);
+  EXPECT_EQ(c.destroyed, tasks);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(followup_test);
