@@ -115,7 +115,7 @@ void worker::run() {
   for (;;) {
     const std::uint32_t bits = m_attention.load(std::memory_order_relaxed);
     if (bits != 0) {
-      requeue_next();  // pools may change hands below: the follow-up goes back into one
+      requeue_next();  // pools may change hands below: the slot's task goes back into one
       handle_attention(m_attention.exchange(0, std::memory_order_acquire));
     }
     if (m_exit) break;

@@ -3,7 +3,8 @@
 // The loop (docs/architecture.md has the picture):
 //   1. attention word set by others? handle it: adopt handed-over pools, answer a steal request,
 //      deactivate, shut down;
-//   2. refill the prefetch window from the owned pools (highest priority first, round-robin
+//   2. a task in the next-task slot (a fresh spawn or follow-up without data) runs first; else
+//      refill the prefetch window from the owned pools (highest priority first, round-robin
 //      over pools, at most `pool_batch` tasks from one pool in a row) — each task entering the
 //      window gets its data prefetched, and the descriptor after it too;
 //   3. run the window's oldest task under its resource's primitive; route its follow-up;
