@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 #include "tessera/detail/task_cache.h"
 
@@ -48,6 +49,14 @@ class task_allocator {
       if (p != nullptr && bytes <= max_block && task_cache_push(p, size_class(bytes))) return;
     }
     deallocate(p, bytes);
+  }
+  /// Frees a task's block from either allocator (`system`: it came from operator new).
+  static void release(void* p, std::size_t bytes, bool system) noexcept {
+    if (system) {
+      ::operator delete(p);
+    } else {
+      deallocate_fast(p, bytes);
+    }
   }
 
   /// The NUMA node this thread's refills come from (workers call it once at start).

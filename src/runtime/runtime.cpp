@@ -17,11 +17,7 @@ void* allocate_task_memory(std::size_t bytes, bool system) {
   return system ? ::operator new(bytes) : task_allocator::allocate_fast(bytes);
 }
 void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
-  if (system) {
-    ::operator delete(p);
-  } else {
-    task_allocator::deallocate_fast(p, bytes);
-  }
+  task_allocator::release(p, bytes, system);
 }
 
 }  // namespace detail

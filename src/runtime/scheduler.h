@@ -53,7 +53,8 @@ class scheduler {
 
   /// Routes a task. `from` is the calling worker (nullptr from outside).
   /// `newest_first`: a fresh spawn without a data annotation, queued at the front of the
-  /// spawner's own pool (depth-first, cache-warm: fork-join recursions stay small). Follow-ups
+  /// spawner's own pool (depth-first, cache-warm: fork-join recursions stay small) or, when it
+  /// would be the next task fetched anyway, held in the worker's next-task slot. Follow-ups
   /// and annotated tasks queue at the back, so the prefetch window sees many different tasks
   /// and a task that returns itself cannot starve the others.
   /// `header_hot`: the caller just ran a task on t's resource (a follow-up on the same object),
@@ -66,11 +67,7 @@ class scheduler {
     const std::size_t bytes = t->m_bytes;
     const bool system = t->m_allocator != 0;
     t->~task();
-    if (system) {
-      ::operator delete(t);
-    } else {
-      task_allocator::deallocate_fast(t, bytes);
-    }
+    task_allocator::release(t, bytes, system);
   }
 
   // groups
