@@ -14,15 +14,17 @@ namespace {
 /// chain (step 0) and roundrobin (step 1): spawns its successor on worker (self + step) % W.
 class link final : public task {
  public:
-  link(std::uint64_t remaining, worker_counters* counts, unsigned step) noexcept
-      : m_remaining(remaining), m_counts(counts), m_step(step) {}
+  link(std::uint64_t remaining, worker_counters* counts, unsigned step, unsigned workers) noexcept
+      : m_remaining(remaining), m_counts(counts), m_step(step), m_workers(workers) {}
 
   task* execute(context& ctx) override {
     const unsigned self = ctx.worker().value;
     m_counts->add(self);
     if (m_remaining > 1) {
-      auto* next = ctx.make_task<link>(m_remaining - 1, m_counts, m_step);
-      next->annotate(worker_id{static_cast<std::uint16_t>((self + m_step) % m_counts->size())});
+      auto* next = ctx.make_task<link>(m_remaining - 1, m_counts, m_step, m_workers);
+      unsigned to = self + m_step;  // (self + step) % workers, step <= 1: no division
+      if (to >= m_workers) to -= m_workers;
+      next->annotate(worker_id{static_cast<std::uint16_t>(to)});
       ctx.spawn(next);
     }
     return nullptr;
@@ -32,6 +34,7 @@ class link final : public task {
   std::uint64_t m_remaining;
   worker_counters* m_counts;
   unsigned m_step;
+  unsigned m_workers;
 };
 
 /// tree: node i spawns nodes 2i+1 and 2i+2 while they are < tasks (unannotated).
@@ -71,7 +74,7 @@ measurement run_tessera(const config& cfg) {
       for (unsigned c = 0; c < cfg.workers; ++c) {
         const std::uint64_t length = chain_length(cfg.tasks, cfg.workers, c);
         if (length == 0) continue;
-        auto* first = rt.make_task<link>(length, &counts, step);
+        auto* first = rt.make_task<link>(length, &counts, step, cfg.workers);
         first->annotate(worker_id{static_cast<std::uint16_t>(c)});
         rt.spawn(first, g);
       }

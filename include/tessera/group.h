@@ -15,6 +15,7 @@
 // before the continuation given to when_done() starts.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace tessera {
@@ -23,7 +24,9 @@ struct group {
   std::uint32_t index = 0;       ///< slot + 1; 0 means "no group"
   std::uint32_t generation = 0;  ///< must match the slot's generation
   constexpr bool valid() const noexcept { return index != 0; }
-  friend constexpr bool operator==(group, group) = default;
+  friend constexpr bool operator==(group a, group b) noexcept {
+    return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);  // one compare
+  }
 };
 
 }  // namespace tessera

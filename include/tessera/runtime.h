@@ -209,7 +209,7 @@ class runtime {
  private:
   static void set_task_size(task* t, std::size_t bytes, bool system) noexcept {
     t->m_bytes = static_cast<std::uint16_t>(bytes);
-    t->m_allocator = system ? 1 : 0;
+    t->m_block = detail::task_cache::block_of(bytes, system);
   }
   detail::resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
   void free_resource(detail::resource_header* h) noexcept;

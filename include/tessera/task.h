@@ -139,7 +139,7 @@ class task {
   std::uint8_t m_access = 0;
   std::uint8_t m_is_resource = 0;
   std::uint8_t m_target_kind = target_none;
-  std::uint8_t m_allocator = 0;    // 0: tessera pool allocator, 1: system allocator
+  std::uint8_t m_block = 0;        // the allocator's size class of the block, or new_block
   std::uint8_t m_epoch_slot = 0;   // internal: reclamation epoch the task's operation started in
   std::uint16_t m_reserved = 0;
 };

@@ -159,6 +159,14 @@ void* task_allocator::allocate(std::size_t bytes) {
   return blk;
 }
 
+void task_allocator::release_slow(void* p, std::uint8_t block) noexcept {
+  if (block == task_cache::new_block) {
+    ::operator delete(p);
+  } else {
+    deallocate(p, class_bytes(block));
+  }
+}
+
 void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (bytes > max_block) {

@@ -31,33 +31,20 @@ class task_allocator {
   static constexpr std::size_t batch_blocks = task_cache::batch_blocks;
   static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
 
-  /// The out-of-line paths: they refill and drain the thread cache and arm its exit flush.
+  /// The out-of-line paths: they refill and drain the thread cache and arm its exit flush
+  /// (make_task pops from the cache inline first, see task_cache.h).
   static void* allocate(std::size_t bytes);
   static void deallocate(void* p, std::size_t bytes) noexcept;
 
-  /// The paths to call: a pop or push on the thread cache inline, the above when that fails.
-  static void* allocate_fast(std::size_t bytes) {
+  /// Frees a task's block, `block` being what task_cache::block_of said when it was allocated:
+  /// a push on the thread cache inline, anything else out of line.
+  static void release(void* p, std::uint8_t block) noexcept {
     if constexpr (task_cache_inline) {
-      if (bytes <= max_block) {
-        if (void* p = task_cache_pop(size_class(bytes))) return p;
-      }
+      if (block < class_count && task_cache_push(p, block)) return;
     }
-    return allocate(bytes);
+    release_slow(p, block);
   }
-  static void deallocate_fast(void* p, std::size_t bytes) noexcept {
-    if constexpr (task_cache_inline) {
-      if (p != nullptr && bytes <= max_block && task_cache_push(p, size_class(bytes))) return;
-    }
-    deallocate(p, bytes);
-  }
-  /// Frees a task's block from either allocator (`system`: it came from operator new).
-  static void release(void* p, std::size_t bytes, bool system) noexcept {
-    if (system) {
-      ::operator delete(p);
-    } else {
-      deallocate_fast(p, bytes);
-    }
-  }
+  static void release_slow(void* p, std::uint8_t block) noexcept;
 
   /// The NUMA node this thread's refills come from (workers call it once at start).
   static void set_thread_node(unsigned node) noexcept;

@@ -14,10 +14,10 @@ namespace tessera {
 namespace detail {
 
 void* allocate_task_memory(std::size_t bytes, bool system) {
-  return system ? ::operator new(bytes) : task_allocator::allocate_fast(bytes);
+  return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
 }
 void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
-  task_allocator::release(p, bytes, system);
+  task_allocator::release(p, task_cache::block_of(bytes, system));
 }
 
 }  // namespace detail

@@ -103,51 +103,34 @@ void scheduler::report_pin_failure(const std::string& why) {
 
 // ---- spawning ----------------------------------------------------------------------------------
 
-void scheduler::spawn(task* t, worker* from) {
-  if (from == nullptr) {
-    // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
-    // counted, or this spawn sees `stopping` and is refused (the task is destroyed: ownership
-    // passed to the runtime with the call).
-    m_external_in_flight.fetch_add(1, std::memory_order_seq_cst);
-    if (m_stopping.load(std::memory_order_seq_cst)) {
+void scheduler::spawn_external(task* t) {
+  // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
+  // counted, or this spawn sees `stopping` and is refused (the task is destroyed: ownership
+  // passed to the runtime with the call).
+  m_external_in_flight.fetch_add(1, std::memory_order_seq_cst);
+  if (m_stopping.load(std::memory_order_seq_cst)) {
+    m_external_in_flight.fetch_sub(1, std::memory_order_release);
+    destroy(t);
+    throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
+  }
+  const unsigned slot = static_cast<unsigned>(global_epoch() % epoch_slots);
+  t->m_epoch_slot = static_cast<std::uint8_t>(slot);
+  if (t->m_group.valid()) {
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (!m_groups.current(t->m_group)) {
       m_external_in_flight.fetch_sub(1, std::memory_order_release);
       destroy(t);
-      throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
+      throw std::logic_error("tessera: spawn into a stale or completed group");
     }
-    const unsigned slot = static_cast<unsigned>(global_epoch() % epoch_slots);
-    t->m_epoch_slot = static_cast<std::uint8_t>(slot);
-    if (t->m_group.valid()) {
-#if defined(TESSERA_DEBUG_CHECKS)
-      if (!m_groups.current(t->m_group)) {
-        m_external_in_flight.fetch_sub(1, std::memory_order_release);
-        destroy(t);
-        throw std::logic_error("tessera: spawn into a stale or completed group");
-      }
 #endif
-      m_groups.join(t->m_group);
-    }
-    // relaxed is enough: the inbox push below releases the task after this increment, and
-    // quiescence readers acquire the completion before they read spawn counts.
-    m_external_spawned[slot].fetch_add(1, std::memory_order_relaxed);
-    route(t, nullptr);
-    // release: stop() acquires this before it checks quiescence, so it sees the count above.
-    m_external_in_flight.fetch_sub(1, std::memory_order_release);
-    return;
-  }
-  // From a task: inherit the operation's epoch slot and, without a group of its own, the group.
-  // A spawn into the running task's own group is counted in the worker's batch (no atomic RMW);
-  // a spawn into another group joins it at once (the batch's soundness needs a running task of
-  // the group on this worker, see docs/architecture.md "Group counts").
-  t->m_epoch_slot = from->current_slot();
-  task* parent = from->current_task();
-  if (parent != nullptr && (!t->m_group.valid() || t->m_group == parent->m_group)) {
-    t->m_group = parent->m_group;
-    if (t->m_group.valid()) from->group_add(t->m_group, +1);
-  } else if (t->m_group.valid()) {
     m_groups.join(t->m_group);
   }
-  from->counters().count_spawn(t->m_epoch_slot);
-  route(t, from, t->m_data == nullptr);
+  // relaxed is enough: the inbox push below releases the task after this increment, and
+  // quiescence readers acquire the completion before they read spawn counts.
+  m_external_spawned[slot].fetch_add(1, std::memory_order_relaxed);
+  route(t, nullptr);
+  // release: stop() acquires this before it checks quiescence, so it sees the count above.
+  m_external_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
@@ -184,21 +167,7 @@ pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
   return m_pools[(rr++ % active) * ppw].get();
 }
 
-void scheduler::route(task* t, worker* from, bool newest_first, bool header_hot) {
-  // Fast path of rule 4 and push: spawned by the worker holding its home pool (rule 1 is applied
-  // lazily for those, see choose_pool), no target or this worker (the common case of fork-join
-  // and of every step of a traversal).
-  if (from != nullptr && !header_hot &&
-      (t->m_target_kind == task::target_none ||
-       (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
-      from->owns(from->home())) {
-    if (newest_first) {
-      from->push_next(t);
-    } else {
-      from->push_local(*from->home(), t, false);
-    }
-    return;
-  }
+void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header_hot) {
   pool* p = choose_pool(t, from, header_hot);
   push(*p, t, from, newest_first);
 }

@@ -26,6 +26,7 @@
 #include "runtime/group_table.h"
 #include "runtime/pool.h"
 #include "runtime/worker.h"
+#include "util/compiler.h"
 #include "tessera/runtime.h"
 
 namespace tessera::detail {
@@ -59,15 +60,50 @@ class scheduler {
   /// and a task that returns itself cannot starve the others.
   /// `header_hot`: the caller just ran a task on t's resource (a follow-up on the same object),
   /// so its header is in cache and rule 1 is applied now instead of when t is about to run.
-  void route(task* t, worker* from, bool newest_first = false, bool header_hot = false);
-  /// Public spawn entry: checks, counts, groups.
-  void spawn(task* t, worker* from);
+  TESSERA_ALWAYS_INLINE void route(task* t, worker* from, bool newest_first = false,
+                                   bool header_hot = false) {
+    // Fast path of rule 4 and push, inline: spawned by the worker holding its home pool (rule 1
+    // is applied lazily for those, see choose_pool), no target or this worker (the common case
+    // of fork-join and of every step of a traversal).
+    if (from != nullptr && !header_hot &&
+        (t->m_target_kind == task::target_none ||
+         (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
+        from->owns(from->home())) [[likely]] {
+      if (newest_first) {
+        from->push_next(t);
+      } else {
+        from->push_local(*from->home(), t, false);
+      }
+      return;
+    }
+    route_slow(t, from, newest_first, header_hot);
+  }
+  /// Public spawn entry: checks, counts, groups. Inline: a task spawning a task is the hot path.
+  void spawn(task* t, worker* from) {
+    if (from == nullptr) {
+      spawn_external(t);
+      return;
+    }
+    // From a task: inherit the operation's epoch slot and, without a group of its own, the
+    // group. A spawn into the running task's own group is counted in the worker's batch (no
+    // atomic RMW); a spawn into another group joins it at once (the batch's soundness needs a
+    // running task of the group on this worker, see docs/architecture.md "Group counts").
+    t->m_epoch_slot = from->current_slot();
+    const task* parent = from->current_task();
+    if (parent != nullptr && (!t->m_group.valid() || t->m_group == parent->m_group)) {
+      t->m_group = parent->m_group;
+      if (t->m_group.valid()) from->group_add(t->m_group, +1);
+    } else if (t->m_group.valid()) {
+      m_groups.join(t->m_group);
+    }
+    from->counters().count_spawn(t->m_epoch_slot);
+    route(t, from, t->m_data == nullptr);
+  }
   /// Runs the task's destructor and frees its block (inline: once per task).
-  static void destroy(task* t) noexcept {
-    const std::size_t bytes = t->m_bytes;
-    const bool system = t->m_allocator != 0;
+  TESSERA_ALWAYS_INLINE static void destroy(task* t) noexcept {
+    const std::uint8_t block = t->m_block;
     t->~task();
-    task_allocator::release(t, bytes, system);
+    task_allocator::release(t, block);
   }
 
   // groups
@@ -117,6 +153,8 @@ class scheduler {
   int choose_victim(unsigned thief) const noexcept;
 
  private:
+  void spawn_external(task* t);
+  void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
   void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;
   void complete_group(group g, worker* from) noexcept;

@@ -112,22 +112,16 @@ void worker::run() {
     m_sched.m_pinned.store(false, std::memory_order_relaxed);
   }
   m_distance = m_sched.prefetch_distance();
+  const unsigned publish_interval = m_sched.options().epoch_interval_tasks;
   for (;;) {
-    const std::uint32_t bits = m_attention.load(std::memory_order_relaxed);
-    if (bits != 0) {
-      requeue_next();  // pools may change hands below: the slot's task goes back into one
-      handle_attention(m_attention.exchange(0, std::memory_order_acquire));
-    }
-    if (m_exit) break;
-    if (!m_active_local) {
-      park();
-      continue;
+    if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+      if (!attend()) break;
     }
     task* t;
     pool* p;
     if (next(t, p)) {
       execute(t, p);
-      if (++m_since_publish >= m_sched.options().epoch_interval_tasks) periodic();
+      if (++m_since_publish >= publish_interval) periodic();
       continue;
     }
     idle();
@@ -146,6 +140,19 @@ void worker::periodic() {
   m_distance = m_sched.prefetch_distance();
   m_sched.try_advance_epoch();
   maybe_reclaim();
+}
+
+bool worker::attend() {
+  requeue_next();  // pools may change hands below: the slot's task goes back into one
+  handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+  // m_exit and m_active_local change only here: an inactive worker stays in this loop.
+  while (!m_exit && !m_active_local) {
+    park();
+    if (m_attention.load(std::memory_order_relaxed) != 0) {
+      handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+    }
+  }
+  return !m_exit;
 }
 
 void worker::handle_attention(std::uint32_t bits) {
@@ -479,7 +486,32 @@ task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_pt
 }
 
 void worker::execute(task* t, pool* p) {
-  if (t->m_is_resource != 0 && serialized_by_pool(t)) {
+  if (t->m_is_resource != 0) [[unlikely]] {
+    execute_on_resource(t, p);
+    return;
+  }
+  // A task without a resource: no primitive, nothing to restore. Its follow-up cannot exist
+  // when it threw.
+  m_ctx.m_current = t;
+  m_current_slot = t->m_epoch_slot;
+  task* follow;
+  try {
+    follow = t->execute(m_ctx);
+  } catch (...) {
+    fail(t, std::current_exception());
+    m_ctx.m_current = nullptr;
+    return;
+  }
+  if (follow == nullptr) {
+    complete(t);
+  } else {
+    finish(t, follow, nullptr);
+  }
+  m_ctx.m_current = nullptr;
+}
+
+void worker::execute_on_resource(task* t, pool* p) {
+  if (serialized_by_pool(t)) {
     // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
     // resource's pool. Forward it there; it stays counted as one task in flight.
     pool& home = m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
@@ -490,82 +522,93 @@ void worker::execute(task* t, pool* p) {
   }
   m_ctx.m_current = t;
   m_current_slot = t->m_epoch_slot;
-  const void* ran_on = t->m_is_resource != 0 ? t->m_data : nullptr;  // for finish()
+  const void* ran_on = t->m_data;  // for finish()
   std::exception_ptr error;
   task* follow;
-  if (t->m_is_resource == 0) {
-    follow = invoke(t, error);
-  } else {
-    resource_header& h = *resource_header::of(t->m_data);
-    const bool write = t->m_access == static_cast<std::uint8_t>(access::write);
-    switch (h.prim) {
-      case primitive::spinlock:
-        spin_lock(h);
+  resource_header& h = *resource_header::of(t->m_data);
+  const bool write = t->m_access == static_cast<std::uint8_t>(access::write);
+  switch (h.prim) {
+    case primitive::spinlock:
+      spin_lock(h);
+      follow = invoke(t, error);
+      spin_unlock(h);
+      break;
+    case primitive::rwlatch:
+      if (write) {
+        write_lock(h);
         follow = invoke(t, error);
-        spin_unlock(h);
-        break;
-      case primitive::rwlatch:
-        if (write) {
-          write_lock(h);
-          follow = invoke(t, error);
-          write_unlock(h);
-        } else {
-          read_lock(h);
-          follow = invoke(t, error);
-          read_unlock(h);
-        }
-        break;
-      case primitive::optimistic_latch:
-        if (write) {
-          write_lock(h);
-          const std::uint64_t v = begin_write(h);
-          follow = invoke(t, error);
-          end_write(h, v);
-          write_unlock(h);
-        } else {
-          follow = run_optimistic_read(t, h, error);
-        }
-        break;
-      case primitive::optimistic_scheduled:
-        if (write) {
-          // Serialized by the pool: no latch, only the version for concurrent readers.
-          const std::uint64_t v = begin_write(h);
-          follow = invoke(t, error);
-          end_write(h, v);
-        } else if (m_sched.pool_at(h.pool.load(std::memory_order_relaxed))
-                       .owner.load(std::memory_order_acquire) == m_index) {
-          // Writers of this resource only run on us, and we are here: nothing can overlap.
-          // acquire: the pool may have just been handed to us (not adopted yet); the giver's
-          // owner store follows its last writer, whose writes we must see.
-          follow = invoke(t, error);
-        } else {
-          follow = run_optimistic_read(t, h, error);
-        }
-        break;
-      case primitive::scheduling:
-      case primitive::none:
-      case primitive::automatic:
-      default:
+        write_unlock(h);
+      } else {
+        read_lock(h);
         follow = invoke(t, error);
-        break;
-    }
+        read_unlock(h);
+      }
+      break;
+    case primitive::optimistic_latch:
+      if (write) {
+        write_lock(h);
+        const std::uint64_t v = begin_write(h);
+        follow = invoke(t, error);
+        end_write(h, v);
+        write_unlock(h);
+      } else {
+        follow = run_optimistic_read(t, h, error);
+      }
+      break;
+    case primitive::optimistic_scheduled:
+      if (write) {
+        // Serialized by the pool: no latch, only the version for concurrent readers.
+        const std::uint64_t v = begin_write(h);
+        follow = invoke(t, error);
+        end_write(h, v);
+      } else if (m_sched.pool_at(h.pool.load(std::memory_order_relaxed))
+                     .owner.load(std::memory_order_acquire) == m_index) {
+        // Writers of this resource only run on us, and we are here: nothing can overlap.
+        // acquire: the pool may have just been handed to us (not adopted yet); the giver's
+        // owner store follows its last writer, whose writes we must see.
+        follow = invoke(t, error);
+      } else {
+        follow = run_optimistic_read(t, h, error);
+      }
+      break;
+    case primitive::scheduling:
+    case primitive::none:
+    case primitive::automatic:
+    default:
+      follow = invoke(t, error);
+      break;
   }
-  finish(t, follow, error, ran_on);
+  // invoke returns nullptr when the task threw: there is no follow-up then.
+  if (error) {
+    fail(t, std::move(error));
+  } else if (follow == nullptr) {
+    complete(t);
+  } else {
+    finish(t, follow, ran_on);
+  }
   m_ctx.m_current = nullptr;
 }
 
-void worker::finish(task* t, task* follow, std::exception_ptr& error, const void* ran_on) {
+void worker::fail(task* t, std::exception_ptr error) {
+  bump(m_stats.exceptions);
+  m_sched.record_exception(t->m_group, std::move(error));
+  complete(t);
+}
+
+TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
-  if (error) {
-    bump(m_stats.exceptions);
-    m_sched.record_exception(g, std::move(error));
-    if (follow != nullptr && follow != t) m_sched.destroy(follow);
-    follow = nullptr;
-  }
+  m_sched.destroy(t);
+  if (g.valid()) group_add(g, -1);
+  m_epoch.count_completion(slot);
+}
+
+void worker::finish(task* t, task* follow, const void* ran_on) {
+  const group g = t->m_group;
+  const unsigned slot = t->m_epoch_slot;
   // A follow-up on the object its task just ran on is routed with the header in cache.
-  const bool header_hot = follow != nullptr && ran_on != nullptr && follow->m_data == ran_on &&
-                          follow->m_is_resource != 0;
+  const bool header_hot =
+      ran_on != nullptr && follow->m_data == ran_on && follow->m_is_resource != 0;
   if (follow == t) {
     m_epoch.count_spawn(slot);
     if (can_hold_follow_up(t)) {
@@ -574,21 +617,15 @@ void worker::finish(task* t, task* follow, std::exception_ptr& error, const void
       m_sched.route(t, this, false, header_hot);
     }
   } else {
-    bool transferred = false;
-    if (follow != nullptr) {
-      follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
-      if (!follow->m_group.valid()) follow->m_group = g;
-      if (follow->m_group == g) {
-        transferred = g.valid();
-      } else {
-        m_sched.m_groups.join(follow->m_group);
-      }
-      m_epoch.count_spawn(slot);
-      if (can_hold_follow_up(follow)) {
-        hold_next(follow);
-      } else {
-        m_sched.route(follow, this, false, header_hot);
-      }
+    follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
+    if (!follow->m_group.valid()) follow->m_group = g;
+    const bool transferred = follow->m_group == g && g.valid();
+    if (follow->m_group != g) m_sched.m_groups.join(follow->m_group);
+    m_epoch.count_spawn(slot);
+    if (can_hold_follow_up(follow)) {
+      hold_next(follow);
+    } else {
+      m_sched.route(follow, this, false, header_hot);
     }
     m_sched.destroy(t);
     if (g.valid() && !transferred) group_add(g, -1);

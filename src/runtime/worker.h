@@ -28,6 +28,7 @@
 #include "tessera/detail/resource_header.h"
 #include "tessera/statistics.h"
 #include "tessera/task.h"
+#include "util/compiler.h"
 
 namespace tessera::detail {
 
@@ -144,6 +145,8 @@ class worker {
   };
 
   void run();
+  /// Handles raised attention bits (parking while deactivated); false when the worker exits.
+  bool attend();
   void handle_attention(std::uint32_t bits);
   void adopt_incoming();
   void answer_steal_request();
@@ -162,9 +165,15 @@ class worker {
   std::size_t drain_inboxes(std::size_t limit);
   void prefetch(const task* t) noexcept;
   void execute(task* t, pool* p);
+  /// execute() for a task annotated with a resource: under the resource's primitive.
+  void execute_on_resource(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
-  void finish(task* t, task* follow, std::exception_ptr& error, const void* ran_on);
+  /// After execute: `t` threw (the exception goes to its group), or it is done (no follow-up),
+  /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
+  void fail(task* t, std::exception_ptr error);
+  TESSERA_ALWAYS_INLINE void complete(task* t) noexcept;
+  void finish(task* t, task* follow, const void* ran_on);
   void idle();
   void park();
   bool has_work_for_park() const noexcept;

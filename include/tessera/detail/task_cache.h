@@ -31,6 +31,13 @@ struct task_cache {
     return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
   }
   static constexpr std::size_t class_bytes(unsigned c) noexcept { return std::size_t{64} << c; }
+  /// What a task records of its block (task::m_block): the size class, or `new_block` for a
+  /// block from operator new (the system allocator, or larger than `max_block`). The free path
+  /// reads the class from the task instead of deriving it from the size.
+  static constexpr std::uint8_t new_block = 0xFF;
+  static constexpr std::uint8_t block_of(std::size_t bytes, bool system) noexcept {
+    return system || bytes > max_block ? new_block : static_cast<std::uint8_t>(size_class(bytes));
+  }
 };
 
 // Constant-initialized, trivially destructible: an access is a plain TLS offset, no guard and no
