@@ -209,8 +209,10 @@ TEST_P(reclamation_test, concurrent_deletes_with_optimistic_readers) {
   EXPECT_EQ(node::updates_at_destruction.load(), static_cast<std::int64_t>(a.updates.load()));
 }
 
-TEST_P(reclamation_test, a_resource_outlives_every_task_that_could_have_seen_it) {
-  if (GetParam() < 2) GTEST_SKIP() << "the holder occupies one worker; the retirer needs another";
+/// The holder occupies one worker; the retirer needs another.
+class reclamation_test_two_workers : public reclamation_test {};
+
+TEST_P(reclamation_test_two_workers, a_resource_outlives_every_task_that_could_have_seen_it) {
   auto& r = start_fast_epochs();
   shared_array a(1);
   node* victim = r.make_resource<node>(hints_for(0));
@@ -294,6 +296,7 @@ TEST_P(reclamation_test, stop_releases_everything_still_retired) {
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);
+TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(reclamation_test_two_workers);
 
 }  // namespace
 }  // namespace tessera::test

@@ -254,13 +254,14 @@ void readers_meet(runtime& r, primitive p) {
   r.retire_resource(obj);
 }
 
-TEST_P(sync_test, rwlatch_readers_run_together) {
-  if (worker_count() < 2) GTEST_SKIP() << "needs two workers";
+/// Two readers have to be inside at the same time: two workers or more.
+class sync_test_two_workers : public sync_test {};
+
+TEST_P(sync_test_two_workers, rwlatch_readers_run_together) {
   readers_meet(start(), primitive::rwlatch);
 }
 
-TEST_P(sync_test, optimistic_readers_run_together) {
-  if (worker_count() < 2) GTEST_SKIP() << "needs two workers";
+TEST_P(sync_test_two_workers, optimistic_readers_run_together) {
   auto& r = start();
   readers_meet(r, primitive::optimistic_latch);
   readers_meet(r, primitive::optimistic_scheduled);
@@ -522,6 +523,7 @@ TEST_P(sync_test, move_resource_places_it_in_a_resource_pool_of_the_worker) {
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(sync_test);
+TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(sync_test_two_workers);
 
 }  // namespace
 }  // namespace tessera::test

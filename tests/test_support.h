@@ -61,6 +61,13 @@ inline std::vector<unsigned> worker_counts() {
   return v;
 }
 
+/// The counts of worker_counts() from 2 up: for tests that need two workers running at once.
+inline std::vector<unsigned> multi_worker_counts() {
+  std::vector<unsigned> v = worker_counts();
+  std::erase_if(v, [](unsigned n) { return n < 2; });
+  return v;
+}
+
 inline std::string worker_count_name(const testing::TestParamInfo<unsigned>& info) {
   return "workers_" + std::to_string(info.param) +
          (info.param > cpu_count() ? "_oversubscribed" : "");
@@ -211,4 +218,7 @@ inline void pause_a_little(unsigned n) noexcept {
 
 #define TESSERA_INSTANTIATE_WORKER_COUNTS(suite)                                        \
   INSTANTIATE_TEST_SUITE_P(, suite, testing::ValuesIn(tessera::test::worker_counts()), \
+                           tessera::test::worker_count_name)
+#define TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(suite)                                        \
+  INSTANTIATE_TEST_SUITE_P(, suite, testing::ValuesIn(tessera::test::multi_worker_counts()), \
                            tessera::test::worker_count_name)

@@ -416,12 +416,14 @@ bool worker::next(task*& t, pool*& p) {
     // distance after the fetch that acquired the task, so a set_prefetch_distance() that
     // happened before the task was spawned is seen; a busy worker re-reads it in periodic().
     if (!fetch(t, p)) return false;
+    // No data to wait for: run it now, without the window (the window fills again behind the
+    // next task that has data; the distance is read then).
+    if (t->m_data == nullptr) return true;
     m_distance = m_sched.prefetch_distance();
     if (m_distance == 0) return true;
     prefetch(t);
-    // Nothing queued behind it (a chain, a lone request), or no data to wait for: run it now,
-    // without the window (the window fills again behind the next task that has data).
-    if (t->m_data == nullptr || local_total() == 0) return true;
+    // Nothing queued behind it (a chain, a lone request): run it now as well.
+    if (local_total() == 0) return true;
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }

@@ -85,7 +85,7 @@ class worker {
   context& ctx() noexcept { return m_ctx; }
 
   /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
-  void push_local(pool& p, task* t, bool newest_first = false) noexcept {
+  TESSERA_ALWAYS_INLINE void push_local(pool& p, task* t, bool newest_first = false) noexcept {
     if (newest_first) {
       p.local[t->m_priority].push_front(t);
     } else {
