@@ -26,8 +26,8 @@
 #include "runtime/group_table.h"
 #include "runtime/pool.h"
 #include "runtime/worker.h"
-#include "util/compiler.h"
 #include "tessera/runtime.h"
+#include "util/compiler.h"
 
 namespace tessera::detail {
 
