@@ -1,4 +1,5 @@
 // Spawning from outside and inside the runtime, and placement by worker and NUMA-node targets.
+#include <array>
 #include <atomic>
 #include <optional>
 #include <set>
@@ -257,6 +258,65 @@ TEST_P(spawn_test, discard_frees_a_task_that_was_never_spawned) {
     r.discard(t);
   }
   EXPECT_EQ(live_objects.load(), 0);
+}
+
+/// A task of (about) `Bytes` bytes that spawns `children` tasks of its own size, then returns a
+/// follow-up of its own size once (it knows its block's size class only from the runtime).
+template <std::size_t Bytes>
+class sized_task final : public counted_task {
+ public:
+  sized_task(std::atomic<int>& ran, int children, bool follow) noexcept
+      : m_ran(&ran), m_children(children), m_follow(follow) {
+    if constexpr (payload > 0) {
+      m_payload.front() = std::byte{1};
+      m_payload.back() = std::byte{2};
+    }
+  }
+  task* execute(context& ctx) override {
+    if constexpr (payload > 0) {
+      EXPECT_EQ(m_payload.front(), std::byte{1});
+      EXPECT_EQ(m_payload.back(), std::byte{2});
+    }
+    m_ran->fetch_add(1);
+    for (int i = 0; i < m_children; ++i) ctx.spawn(ctx.make_task<sized_task>(*m_ran, 0, false));
+    return m_follow ? ctx.make_task<sized_task>(*m_ran, 0, false) : nullptr;
+  }
+
+ private:
+  static constexpr std::size_t payload = Bytes - sizeof(counted_task) - 16;
+  std::atomic<int>* m_ran;
+  int m_children;
+  bool m_follow;
+  std::array<std::byte, payload> m_payload{};
+};
+static_assert(sizeof(sized_task<64>) == 64 && sizeof(sized_task<128>) == 128 &&
+              sizeof(sized_task<1024>) == 1024 && sizeof(sized_task<4096>) == 4096);
+
+template <std::size_t Bytes>
+void run_sized_tasks(runtime& r, std::atomic<int>& ran) {
+  const group g = r.make_group();
+  for (int i = 0; i < 50; ++i) r.spawn(r.make_task<sized_task<Bytes>>(ran, 3, true), g);
+  r.discard(r.make_task<sized_task<Bytes>>(ran, 0, false));
+  r.wait(g);
+}
+
+// Every kind of block a task can live in (each size class of the task allocator, a task over
+// the largest class, and the system allocator) is freed the way it was allocated, from outside,
+// from a task and as a follow-up; ASan checks the frees.
+TEST_P(spawn_test, tasks_of_every_block_kind_are_freed_where_they_came_from) {
+  for (task_allocator kind : {task_allocator::pool, task_allocator::system}) {
+    auto& r = start({.allocator = kind});
+    std::atomic<int> ran{0};
+    run_sized_tasks<64>(r, ran);
+    run_sized_tasks<128>(r, ran);
+    run_sized_tasks<256>(r, ran);
+    run_sized_tasks<512>(r, ran);
+    run_sized_tasks<1024>(r, ran);
+    run_sized_tasks<4096>(r, ran);
+    EXPECT_EQ(ran.load(), 6 * 50 * (1 + 3 + 1));
+    r.stop();
+    EXPECT_EQ(live_objects.load(), 0);
+  }
 }
 
 TEST_P(spawn_test, prefetch_distance_changes_at_run_time) {
