@@ -134,6 +134,13 @@ bool parse_value(const flag_definition& def, std::string_view text, flag_values:
       out = std::move(values);
       return true;
     }
+    case flag_kind::boolean:
+      if (text != "yes" && text != "no") {
+        problem = "expected yes or no, got " + quoted(text);
+        return false;
+      }
+      out.emplace<bool>(text == "yes");
+      return true;
   }
   problem = "unknown flag kind";
   return false;
@@ -146,6 +153,7 @@ std::string default_value_name(flag_kind kind) {
     case flag_kind::string: return "TEXT";
     case flag_kind::choice: return "CHOICE";
     case flag_kind::choice_list: return "LIST";
+    case flag_kind::boolean: return "";
   }
   return "VALUE";
 }
@@ -213,6 +221,15 @@ flag_definition choice_list_flag(std::string name, std::string default_value,
   return def;
 }
 
+flag_definition bool_flag(std::string name, bool default_value, std::string help) {
+  flag_definition def;
+  def.name = std::move(name);
+  def.kind = flag_kind::boolean;
+  def.default_value = default_value ? "yes" : "no";
+  def.help = std::move(help);
+  return def;
+}
+
 // ---- flag_values ---------------------------------------------------------------------------
 
 const flag_values::value& flag_values::get(std::string_view name) const {
@@ -241,6 +258,7 @@ const std::string& flag_values::text(std::string_view name) const {
 const std::vector<std::string>& flag_values::list(std::string_view name) const {
   return expect<std::vector<std::string>>(get(name), name);
 }
+bool flag_values::boolean(std::string_view name) const { return expect<bool>(get(name), name); }
 bool flag_values::given(std::string_view name) const {
   get(name);  // throws for an undefined flag
   const auto it = m_given.find(name);
@@ -291,9 +309,26 @@ parse_result parse_flags(std::span<const flag_definition> defs,
       has_value = true;
     }
     const std::string flag = "--" + std::string(name);
-    const auto def = std::find_if(defs.begin(), defs.end(),
-                                  [&](const flag_definition& d) { return d.name == name; });
+    auto def = std::find_if(defs.begin(), defs.end(),
+                            [&](const flag_definition& d) { return d.name == name; });
+    if (def == defs.end() && name.starts_with("no-")) {
+      // `--no-name`: a boolean flag set to no.
+      def = std::find_if(defs.begin(), defs.end(), [&](const flag_definition& d) {
+        return d.kind == flag_kind::boolean && d.name == name.substr(3);
+      });
+      if (def != defs.end()) {
+        if (has_value) return fail(flag, "takes no value (it means --" + def->name + "=no)");
+        result.values.set(def->name, flag_values::value(std::in_place_type<bool>, false), true);
+        continue;
+      }
+    }
     if (def == defs.end()) return fail(flag, "unknown flag (see --help)");
+    if (!has_value && def->kind == flag_kind::boolean) {
+      // `--name` alone is yes; a following yes/no is its value (positional words are errors).
+      text = "yes";
+      if (i + 1 < args.size() && (args[i + 1] == "yes" || args[i + 1] == "no")) text = args[++i];
+      has_value = true;
+    }
     if (!has_value) {
       if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail(flag, "missing value");
       text = args[++i];
@@ -310,8 +345,12 @@ std::string flags_help(std::span<const flag_definition> defs) {
   std::vector<std::string> heads;
   std::size_t width = 0;
   for (const auto& def : defs) {
-    heads.push_back("--" + def.name + " " +
-                    (def.value_name.empty() ? default_value_name(def.kind) : def.value_name));
+    if (def.kind == flag_kind::boolean) {
+      heads.push_back("--[no-]" + def.name);
+    } else {
+      heads.push_back("--" + def.name + " " +
+                      (def.value_name.empty() ? default_value_name(def.kind) : def.value_name));
+    }
     width = std::max(width, heads.back().size());
   }
   std::string out;

@@ -12,7 +12,9 @@
 //   std::int64_t n = r.values.integer("n");   // 25
 //
 // Syntax: `--name value` or `--name=value`; lists are comma-separated without spaces. A value
-// that starts with "--" counts as missing. A flag given twice keeps the last value.
+// that starts with "--" counts as missing. A flag given twice keeps the last value. A boolean
+// flag is also given alone: `--name` (yes) or `--no-name` (no); a word after it is its value
+// only if it is yes or no.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ enum class flag_kind : std::uint8_t {
   string,       ///< any non-empty text
   choice,       ///< one of `choices`
   choice_list,  ///< comma-separated subset of `choices` ("all" selects every choice)
+  boolean,      ///< yes or no: `--name`, `--no-name`, `--name=no`, `--name no`
 };
 
 struct flag_definition {
@@ -57,13 +60,14 @@ flag_definition choice_flag(std::string name, std::string default_value,
                             std::vector<std::string> choices, std::string help);
 flag_definition choice_list_flag(std::string name, std::string default_value,
                                  std::vector<std::string> choices, std::string help);
+flag_definition bool_flag(std::string name, bool default_value, std::string help);
 
 /// The parsed values of one command line, looked up by flag name. Asking for a flag that was not
 /// defined, or with the accessor of another kind, is a programmer error (std::logic_error).
 class flag_values {
  public:
   using value = std::variant<std::int64_t, std::vector<std::uint64_t>, std::string,
-                             std::vector<std::string>>;
+                             std::vector<std::string>, bool>;
 
   std::int64_t integer(std::string_view name) const;
   const std::vector<std::uint64_t>& uint_list(std::string_view name) const;
@@ -71,6 +75,7 @@ class flag_values {
   const std::string& text(std::string_view name) const;
   /// choice_list flags, in the order of the definition's choices, without duplicates.
   const std::vector<std::string>& list(std::string_view name) const;
+  bool boolean(std::string_view name) const;
   /// True if the flag appeared on the command line.
   bool given(std::string_view name) const;
 

@@ -8,15 +8,15 @@ namespace tessera::bench {
 
 tessera_settings tessera_settings::from(const flag_values& flags) {
   tessera_settings s;
-  s.pin = flags.text("pin") == "yes";
-  s.statistics = flags.text("runtime-stats") == "yes";
+  s.pin = flags.boolean("pin");
+  s.statistics = flags.boolean("runtime-stats");
   return s;
 }
 
 std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_definition> own) {
-  own.push_back(choice_flag("pin", "yes", {"yes", "no"}, "pin tessera's workers to CPUs"));
-  own.push_back(choice_flag("runtime-stats", "no", {"no", "yes"},
-                            "print tessera's per-worker statistics (stderr) per configuration"));
+  own.push_back(bool_flag("pin", true, "pin tessera's workers to CPUs"));
+  own.push_back(bool_flag("runtime-stats", false,
+                          "print tessera's per-worker statistics (stderr) per configuration"));
   return own;
 }
 

@@ -10,7 +10,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <stdexcept>
@@ -78,7 +77,7 @@ settings read_settings(const run_context& ctx) {
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
   s.tessera.runtime = tessera_settings::from(f);
-  s.check = f.text("check") == "yes";
+  s.check = f.boolean("check");
   const std::string& p = f.text("progress");
   s.show_progress = p == "yes" || (p == "auto" && isatty(STDERR_FILENO) == 1);
   return s;
@@ -230,16 +229,6 @@ void run(const run_context& ctx) {
   }
 }
 
-/// `--no-check` is the boolean spelling of `--check no`. The flag parser only knows flags with a
-/// value, so the word is rewritten in place to the equally long `--check=no` before parsing (main
-/// parses views of argv).
-void prepare_process(int argc, char** argv) {
-  static_assert(sizeof("--no-check") == sizeof("--check=no"));
-  for (int i = 2; i < argc; ++i)
-    if (std::strcmp(argv[i], "--no-check") == 0)
-      std::memcpy(argv[i], "--check=no", sizeof("--check=no"));
-}
-
 const registration ycsb_benchmark({
     .name = "ycsb",
     .help = "YCSB load + run phases on the B-link tree: tessera tasks vs OLC threads / oneTBB",
@@ -265,12 +254,10 @@ const registration ycsb_benchmark({
                      "replay this trace as the run phase (without --load-file: after loading "
                      "--records generated records)",
                      "FILE"),
-         choice_flag("check", "yes", {"yes", "no"},
-                     "run kv::check_tree after each phase (--no-check: same as --check no)"),
+         bool_flag("check", true, "run kv::check_tree after each phase"),
          choice_flag("progress", "auto", {"auto", "yes", "no"},
                      "progress line on stderr (auto: if stderr is a terminal)")}),
     .run = run,
-    .prepare_process = prepare_process,
     .default_repeat = default_repeat,
 });
 
