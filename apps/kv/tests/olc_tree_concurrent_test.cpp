@@ -14,12 +14,15 @@
 
 #include "kv/checker.h"
 #include "kv/olc_tree.h"
+#include "model_ops.h"
 #include "test_support.h"
 
 namespace kv {
 namespace {
 
+using test::apply_point_op;
 using test::key_of_value;
+using test::point_op;
 using test::value_for;
 
 template <class F>
@@ -54,25 +57,13 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
     for (std::size_t i = 0; i < ops_per_thread; ++i) {
       const key_t k = own_key();
       const value_t v = value_for(k, static_cast<std::uint32_t>(i));
-      switch (rng() % 10) {
-        case 0:
-        case 1:
-          ASSERT_EQ(tree.insert(k, v), model.emplace(k, v).second);
-          break;
-        case 2: {
-          const auto it = model.find(k);
-          ASSERT_EQ(tree.update(k, v), it != model.end());
-          if (it != model.end()) it->second = v;
-          break;
-        }
-        case 3:
-          tree.upsert(k, v);
-          model[k] = v;
-          break;
-        case 4:
-        case 5:
-          ASSERT_EQ(tree.remove(k), model.erase(k) == 1);
-          break;
+      // 20% insert, 10% update, 10% upsert, 20% remove, 10% scan (draw 6), 30% lookup.
+      static constexpr point_op mix[10] = {point_op::insert, point_op::insert, point_op::update,
+                                           point_op::upsert, point_op::remove, point_op::remove,
+                                           point_op::lookup, point_op::lookup, point_op::lookup,
+                                           point_op::lookup};
+      const unsigned draw = rng() % 10;
+      switch (draw) {
         case 6: {
           // The scan sees everyone's keys: ascending, legal values, and exactly our own keys
           // in the range it covers.
@@ -99,14 +90,9 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
           }
           break;
         }
-        default: {
-          const auto it = model.find(k);
-          const std::optional<value_t> found = tree.lookup(k);
-          ASSERT_EQ(found.has_value(), it != model.end());
-          if (found) {
-            ASSERT_EQ(*found, it->second);
-          }
-        }
+        default:
+          apply_point_op(tree, model, mix[draw], k, v);
+          if (::testing::Test::HasFatalFailure()) return;
       }
     }
   });

@@ -12,10 +12,14 @@
 #include <vector>
 
 #include "kv/checker.h"
+#include "model_ops.h"
 #include "test_support.h"
 
 namespace kv {
 namespace {
+
+using test::apply_point_op;
+using test::point_op;
 
 void expect_consistent(const olc_tree& tree) {
   const check_result r = check_tree(tree.root());
@@ -145,24 +149,12 @@ TEST(OlcTree, SequentialDifferentialAgainstStdMap) {
   for (std::size_t i = 0; i < ops; ++i) {
     const key_t k = rng() % key_space;
     const value_t v = rng();
-    switch (rng() % 8) {
-      case 0:
-      case 1:
-        ASSERT_EQ(tree.insert(k, v), model.emplace(k, v).second);
-        break;
-      case 2: {
-        const auto it = model.find(k);
-        ASSERT_EQ(tree.update(k, v), it != model.end());
-        if (it != model.end()) it->second = v;
-        break;
-      }
-      case 3:
-        tree.upsert(k, v);
-        model[k] = v;
-        break;
-      case 4:
-        ASSERT_EQ(tree.remove(k), model.erase(k) == 1);
-        break;
+    // 25% insert, 12.5% update, upsert, remove, scan (draw 5), 25% lookup.
+    static constexpr point_op mix[8] = {point_op::insert, point_op::insert, point_op::update,
+                                        point_op::upsert, point_op::remove, point_op::lookup,
+                                        point_op::lookup, point_op::lookup};
+    const unsigned draw = rng() % 8;
+    switch (draw) {
       case 5: {
         const std::size_t want = rng() % got.size();
         const std::size_t n = tree.scan(k, want, got.data());
@@ -175,14 +167,9 @@ TEST(OlcTree, SequentialDifferentialAgainstStdMap) {
         ASSERT_EQ(n, expected);
         break;
       }
-      default: {
-        const auto it = model.find(k);
-        const std::optional<value_t> found = tree.lookup(k);
-        ASSERT_EQ(found.has_value(), it != model.end());
-        if (found) {
-          ASSERT_EQ(*found, it->second);
-        }
-      }
+      default:
+        apply_point_op(tree, model, mix[draw], k, v);
+        if (HasFatalFailure()) return;
     }
   }
   expect_consistent(tree);
