@@ -12,17 +12,9 @@ if(TESSERA_BUILD_TESTS)
            COMMAND tessera-bench prefetch --memory-mb 8 --visits 20000 --workers 1,2 --repeat 1
                    --prefetch-distance 0,2 --write-ratio 0,0.5)
   set_tests_properties(bench.smoke.prefetch PROPERTIES LABELS "bench" TIMEOUT 300)
-  foreach(entry IN ITEMS "write_ratio_above_one:prefetch|--write-ratio|0,1.5"
-                         "write_ratio_text:prefetch|--write-ratio|x"
-                         "object_bytes_odd:prefetch|--object-bytes|1000"
-                         "distance_above_max:prefetch|--prefetch-distance|17")
-    string(REPLACE ":" ";" parts "${entry}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    add_test(NAME bench.usage.prefetch_${name}
-             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench> "-DARGS=${args}"
-                     -DEXPECTED_STATUS=2
-                     -P ${CMAKE_CURRENT_LIST_DIR}/../tests/expect_status.cmake)
-    set_tests_properties(bench.usage.prefetch_${name} PROPERTIES LABELS "bench")
-  endforeach()
+  tessera_bench_usage_tests(prefetch_
+    "write_ratio_above_one:prefetch|--write-ratio|0,1.5"
+    "write_ratio_text:prefetch|--write-ratio|x"
+    "object_bytes_odd:prefetch|--object-bytes|1000"
+    "distance_above_max:prefetch|--prefetch-distance|17")
 endif()

@@ -13,17 +13,9 @@ if(TESSERA_BUILD_TESTS)
   add_test(NAME bench.smoke.sync
            COMMAND tessera-bench sync --objects 16 --ops 20000 --workers 1,2 --repeat 1)
   set_tests_properties(bench.smoke.sync PROPERTIES LABELS "bench" TIMEOUT 300)
-  foreach(entry IN ITEMS "mix_unknown:sync|--mix|90/10"
-                         "access_unknown:sync|--access|zipf"
-                         "objects_zero:sync|--objects|0"
-                         "hot_percent_above_100:sync|--hot-percent|101")
-    string(REPLACE ":" ";" parts "${entry}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    add_test(NAME bench.usage.sync_${name}
-             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench> "-DARGS=${args}"
-                     -DEXPECTED_STATUS=2
-                     -P ${CMAKE_CURRENT_LIST_DIR}/../tests/expect_status.cmake)
-    set_tests_properties(bench.usage.sync_${name} PROPERTIES LABELS "bench")
-  endforeach()
+  tessera_bench_usage_tests(sync_
+    "mix_unknown:sync|--mix|90/10"
+    "access_unknown:sync|--access|zipf"
+    "objects_zero:sync|--objects|0"
+    "hot_percent_above_100:sync|--hot-percent|101")
 endif()
