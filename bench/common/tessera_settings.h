@@ -5,7 +5,7 @@
 //   tessera_settings s = tessera_settings::from(ctx.flags);
 //   tessera::runtime rt(s.options(workers));
 //   ... runs ...
-//   s.print_statistics(label, rt);   // per-worker counters on stderr if --runtime-stats yes
+//   s.print_statistics(label, rt);   // per-worker counters on stderr with --runtime-stats
 #pragma once
 
 #include <string>
@@ -21,15 +21,15 @@ struct runtime_options;
 namespace tessera::bench {
 
 struct tessera_settings {
-  bool pin = true;          ///< --pin yes|no: pin workers to CPUs (the runtime's default: yes)
-  bool statistics = false;  ///< --runtime-stats yes|no: print runtime statistics after a config
+  bool pin = true;          ///< --[no-]pin: pin workers to CPUs (the runtime's default: yes)
+  bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
 
   static tessera_settings from(const flag_values& flags);
   /// `own` followed by the flags above.
   static std::vector<flag_definition> add_flags(std::vector<flag_definition> own);
 
   runtime_options options(unsigned workers) const;
-  /// With --runtime-stats yes: "<label>: runtime statistics" and rt.statistics() on stderr.
+  /// With --runtime-stats: "<label>: runtime statistics" and rt.statistics() on stderr.
   void print_statistics(const std::string& label, const runtime& rt) const;
 };
 
