@@ -285,5 +285,39 @@ TEST_P(stealing_test, idle_workers_take_half_of_a_busy_home_pool) {
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(stealing_test);
 
+// A worker that parked before work appeared on another worker is woken by that worker: spawns
+// into its own pools would wake it, but a recursion running on worker 0 spawns only into worker
+// 0's pool. Without the wake-up it slept until the park timeout (50 ms), which made fib at
+// 2 workers bimodal. The busy worker counts the wake-up in peers_woken; the parked one then
+// takes a share of the queued work.
+TEST(parking, a_busy_worker_wakes_a_parked_one_to_take_queued_work) {
+  runtime_options options;
+  options.workers = 2;
+  options.spin_before_park = std::chrono::microseconds{0};  // idle means parked at once
+  runtime r(options);
+  std::array<std::atomic<unsigned>, 2> ran{};
+  std::uint64_t woken = 0;
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  while ((woken == 0 || ran[1].load() == 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // worker 1 goes to sleep
+    const group g = r.make_group();
+    auto* gen = make_fn(r, [&ran](context& ctx) {
+      for (int i = 0; i < 400; ++i) {
+        ctx.spawn([&ran](context& c) {
+          pause_a_little(200);
+          ran[c.worker().value].fetch_add(1, std::memory_order_relaxed);
+        });
+      }
+    });
+    gen->annotate(wid(0));
+    r.spawn(gen, g);
+    r.wait(g);
+    r.wait_idle();  // the statistics are exact once the runtime is idle
+    woken = r.statistics().workers[0].peers_woken;
+  }
+  EXPECT_GT(woken, 0u) << "worker 0 never woke the parked worker 1";
+  EXPECT_GT(ran[1].load(), 0u) << "worker 1 took no share of worker 0's queued tasks";
+}
+
 }  // namespace
 }  // namespace tessera::test

@@ -26,6 +26,7 @@ struct worker_statistics {
   std::uint64_t pools_stolen = 0;    ///< whole pools this worker took from others
   std::uint64_t tasks_stolen = 0;    ///< single unannotated tasks this worker received by stealing
   std::uint64_t exceptions = 0;      ///< tasks whose execute threw
+  std::uint64_t peers_woken = 0;     ///< parked workers this one woke to take its queued work
   std::uint64_t idle_ns = 0;         ///< time spent looking for work (spinning)
   std::uint64_t parked_ns = 0;       ///< time spent asleep
 

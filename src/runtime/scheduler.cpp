@@ -190,6 +190,15 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
   m_workers[owner]->wake_if_sleeping();
 }
 
+bool scheduler::wake_a_parked_worker(unsigned except) noexcept {
+  for (unsigned i = 0; i < m_workers.size(); ++i) {
+    worker& w = *m_workers[i];
+    if (i == except || !w.m_active.load(std::memory_order_relaxed)) continue;
+    if (w.wake_if_sleeping()) return true;
+  }
+  return false;
+}
+
 // ---- groups ------------------------------------------------------------------------------------
 
 void scheduler::wait(group g) {

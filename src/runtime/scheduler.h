@@ -151,6 +151,11 @@ class scheduler {
 
   /// Picks the worker an idle thief should ask (the one with most queued tasks), or -1.
   int choose_victim(unsigned thief) const noexcept;
+  /// Active workers asleep in park() right now. Relaxed: a hint for periodic(); a worker that
+  /// parks just after it was read is found at the next check (or wakes at the park timeout).
+  unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_relaxed); }
+  /// Wakes one active parked worker other than `except`; false if none was asleep.
+  bool wake_a_parked_worker(unsigned except) noexcept;
 
  private:
   void spawn_external(task* t);
@@ -174,6 +179,7 @@ class scheduler {
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};
   std::atomic<bool> m_pinned{true};
+  std::atomic<unsigned> m_parked{0};  ///< see parked_workers()
   std::atomic<bool> m_pin_reported{false};
 
   alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};

@@ -77,12 +77,15 @@ void worker::notify(std::uint32_t bits) noexcept {
   wake_if_sleeping();
 }
 
-void worker::wake_if_sleeping() noexcept {
-  // seq_cst: ordered after the caller's push/notify; see mpsc_queue::maybe_nonempty.
+bool worker::wake_if_sleeping() noexcept {
+  // seq_cst: ordered after the caller's push/notify; see mpsc_queue::maybe_nonempty. The
+  // exchange decides which of several wakers issues the futex wake.
   if (m_sleeping.load(std::memory_order_seq_cst) != 0 &&
       m_sleeping.exchange(0, std::memory_order_seq_cst) != 0) {
     futex_wake(m_sleeping);
+    return true;
   }
+  return false;
 }
 
 bool worker::request_steal(int thief) noexcept {
@@ -136,7 +139,14 @@ void worker::periodic() {
   m_since_publish = 0;
   flush_group();
   m_epoch.publish();
-  m_queued.store(static_cast<std::uint32_t>(local_total()), std::memory_order_relaxed);
+  const std::size_t queued = local_total();
+  m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
+  // Work queued here that a parked worker could take: wake one. A parked worker is woken by
+  // spawns into its own pools only, so without this a worker that parked before a recursion
+  // started on another worker would sleep through it (until the park timeout).
+  if (queued > 1 && m_sched.parked_workers() != 0 && m_sched.wake_a_parked_worker(m_index)) {
+    bump(m_stats.peers_woken);
+  }
   m_distance = m_sched.prefetch_distance();
   m_sched.try_advance_epoch();
   maybe_reclaim();
@@ -723,8 +733,11 @@ void worker::park() {
 #if defined(TESSERA_STATISTICS)
   const std::uint64_t start = m_sched.now_ns();
 #endif
-  // The timeout is a safety net only; every wake-up path is explicit.
+  // The timeout is a safety net only; every wake-up path is explicit. An active worker is counted
+  // as parked, so that busy workers with queued work wake it (periodic()).
+  if (m_active_local) m_sched.m_parked.fetch_add(1, std::memory_order_relaxed);
   futex_wait(m_sleeping, 1, 50'000'000);
+  if (m_active_local) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.parked_ns, m_sched.now_ns() - start);
@@ -792,6 +805,7 @@ worker_statistics worker::statistics() const noexcept {
   s.pools_stolen = m_stats.pools_stolen.load(std::memory_order_relaxed);
   s.tasks_stolen = m_stats.tasks_stolen.load(std::memory_order_relaxed);
   s.exceptions = m_stats.exceptions.load(std::memory_order_relaxed);
+  s.peers_woken = m_stats.peers_woken.load(std::memory_order_relaxed);
   s.idle_ns = m_stats.idle_ns.load(std::memory_order_relaxed);
   s.parked_ns = m_stats.parked_ns.load(std::memory_order_relaxed);
   return s;

@@ -42,6 +42,7 @@ struct worker_counters {
   std::atomic<std::uint64_t> pools_stolen{0};
   std::atomic<std::uint64_t> tasks_stolen{0};
   std::atomic<std::uint64_t> exceptions{0};
+  std::atomic<std::uint64_t> peers_woken{0};
   std::atomic<std::uint64_t> group_batches{0};  // flushed batches (pseudo-tasks in the epoch counts)
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
@@ -106,8 +107,9 @@ class worker {
   }
   /// Any thread: raise attention bits and wake the worker if it sleeps.
   void notify(std::uint32_t bits) noexcept;
-  /// Any thread: wake the worker if it parked (after a push into one of its pools).
-  void wake_if_sleeping() noexcept;
+  /// Any thread: wake the worker if it parked (after a push into one of its pools). True if it
+  /// was asleep and this call woke it.
+  bool wake_if_sleeping() noexcept;
   /// Any thread: ask this worker for work on behalf of `thief`. False if another request waits.
   bool request_steal(int thief) noexcept;
 
