@@ -143,9 +143,15 @@ void worker::periodic() {
   m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
-  // started on another worker would sleep through it (until the park timeout).
-  if (queued > 1 && m_sched.parked_workers() != 0 && m_sched.wake_a_parked_worker(m_index)) {
-    bump(m_stats.peers_woken);
+  // started on another worker would sleep through it (until the park timeout). At most one
+  // wake-up per peer_wake_interval_ns: queued tasks a thief may not take (worker targets,
+  // serialized pools) would otherwise wake a peer for nothing every 50 tasks.
+  if (queued > 1 && m_sched.parked_workers() != 0) {
+    const std::uint64_t now = m_sched.now_ns();
+    if (now >= m_next_peer_wake_ns && m_sched.wake_a_parked_worker(m_index)) {
+      m_next_peer_wake_ns = now + peer_wake_interval_ns;
+      bump(m_stats.peers_woken);
+    }
   }
   m_distance = m_sched.prefetch_distance();
   m_sched.try_advance_epoch();

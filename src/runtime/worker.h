@@ -67,6 +67,8 @@ class worker {
   /// Tasks run back to back from the next-task slot at most this many times in a row (a task
   /// that keeps returning itself cannot starve the queue).
   static constexpr unsigned slot_run_limit = 64;
+  /// A busy worker wakes a parked peer to take its queued work at most this often (periodic()).
+  static constexpr std::uint64_t peer_wake_interval_ns = 1'000'000;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -215,6 +217,7 @@ class worker {
   int m_pending_victim = -1;
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
+  std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
   resource_header* m_retired = nullptr;  // newest first
   std::uint64_t m_retired_count = 0;
   bool m_reclaim_pending = false;
