@@ -179,8 +179,10 @@ class scheduler {
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};
   std::atomic<bool> m_pinned{true};
-  std::atomic<unsigned> m_parked{0};  ///< see parked_workers()
   std::atomic<bool> m_pin_reported{false};
+  /// See parked_workers(). Its own line: it changes on every park, and the members above are
+  /// read by busy workers.
+  alignas(64) std::atomic<unsigned> m_parked{0};
 
   alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
   std::atomic<std::uint64_t> m_last_advance_ns{0};
