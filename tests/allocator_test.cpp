@@ -85,6 +85,30 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
   t.join();
 }
 
+/// task_allocator::release is what the runtime's free path calls: an inline push onto the thread
+/// cache that refuses (and goes out of line) until the thread's exit flush is armed, and always
+/// for blocks from operator new. A thread whose first call is a release must still end up with
+/// the block cached and flushed.
+TEST(task_allocator, release_on_a_thread_that_never_allocated) {
+  void* small = alloc::allocate(100);
+  void* big = ::operator new(4096);
+  std::thread t([&] {
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+    alloc::release(small, detail::task_cache::block_of(100, false));
+    EXPECT_EQ(alloc::thread_cached_blocks(), 1u) << "the first release did not cache the block";
+    alloc::release(big, detail::task_cache::new_block);  // operator delete, nothing cached
+    EXPECT_EQ(alloc::thread_cached_blocks(), 1u);
+    alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+    // After a flush the inline path accepts blocks again.
+    void* again = alloc::allocate(100);
+    const std::size_t cached = alloc::thread_cached_blocks();  // what the refill left
+    alloc::release(again, detail::task_cache::block_of(100, false));
+    EXPECT_EQ(alloc::thread_cached_blocks(), cached + 1);
+  });
+  t.join();
+}
+
 /// Two threads: `a` allocates rounds of blocks, `b` frees them. Without the batch give-back the
 /// blocks would pile up on `b` and `a` would map new chunks every round.
 TEST(task_allocator, one_way_cross_thread_frees_do_not_grow_os_memory) {

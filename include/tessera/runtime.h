@@ -41,18 +41,24 @@ namespace tessera {
 namespace detail {
 class scheduler;
 void* allocate_task_memory(std::size_t bytes, bool system);
-void free_task_memory(void* p, std::size_t bytes, bool system) noexcept;
+void free_task_block(void* p, std::uint8_t block) noexcept;
 
-/// make_task's allocation: a pop from the thread's cache inline; refills and the system
-/// allocator out of line.
+/// make_task's allocation: a block and what the task records of it (task::m_block). A pop from
+/// the thread's cache inline (the block is then a compile-time constant); refills and the
+/// system allocator out of line.
+struct task_block {
+  void* memory;
+  std::uint8_t block;
+};
 template <std::size_t Bytes>
-void* allocate_task_block(bool system) {
+task_block allocate_task_block(bool system) {
   if constexpr (task_cache_inline && Bytes <= task_cache::max_block) {
     if (!system) {
-      if (void* p = task_cache_pop(task_cache::size_class(Bytes))) return p;
+      constexpr unsigned c = task_cache::size_class(Bytes);
+      if (void* p = task_cache_pop(c)) return {p, static_cast<std::uint8_t>(c)};
     }
   }
-  return allocate_task_memory(Bytes, system);
+  return {allocate_task_memory(Bytes, system), task_cache::block_of(Bytes, system)};
 }
 }  // namespace detail
 
@@ -99,17 +105,16 @@ class runtime {
   /// Allocates a task with the configured allocator. Ownership passes to the runtime at spawn.
   template <task_type T, class... Args>
   T* make_task(Args&&... args) {
-    const bool sys = m_system_allocator;
-    void* mem = detail::allocate_task_block<sizeof(T)>(sys);
+    const detail::task_block mem = detail::allocate_task_block<sizeof(T)>(m_system_allocator);
     T* t;
     try {
-      t = ::new (mem) T(std::forward<Args>(args)...);
+      t = ::new (mem.memory) T(std::forward<Args>(args)...);
     } catch (...) {
-      detail::free_task_memory(mem, sizeof(T), sys);
+      detail::free_task_block(mem.memory, mem.block);
       throw;
     }
     static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
-    set_task_size(t, sizeof(T), sys);
+    set_task_block(t, sizeof(T), mem.block);
     return t;
   }
   /// Wraps a callable (`void(context&)` or `task*(context&)`) as a task to annotate and spawn.
@@ -207,9 +212,9 @@ class runtime {
   detail::scheduler& internals() noexcept { return *m_scheduler; }
 
  private:
-  static void set_task_size(task* t, std::size_t bytes, bool system) noexcept {
+  static void set_task_block(task* t, std::size_t bytes, std::uint8_t block) noexcept {
     t->m_bytes = static_cast<std::uint16_t>(bytes);
-    t->m_block = detail::task_cache::block_of(bytes, system);
+    t->m_block = block;
   }
   detail::resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
   void free_resource(detail::resource_header* h) noexcept;

@@ -117,7 +117,7 @@ void flush(task_cache& tc) noexcept {
         // Out of memory for the vector: drop the blocks (they stay mapped; no corruption).
       }
     }
-    tc.count[c] = 0;
+    tc.count[c] = tc.registered ? 0 : task_cache::refuse;
   }
 }
 
@@ -129,6 +129,8 @@ void arm_thread_exit_flush(task_cache& tc) {
   thread_local cache_owner owner;
   (void)owner;
   tc.registered = true;
+  // Nothing was cached before (the inline push refused, the pop found empty lists).
+  for (unsigned c = 0; c < task_allocator::class_count; ++c) tc.count[c] = 0;
 }
 
 }  // namespace
@@ -211,8 +213,11 @@ void task_allocator::set_thread_node(unsigned node) noexcept {
 }
 
 std::size_t task_allocator::thread_cached_blocks() noexcept {
+  const task_cache& tc = tl_task_cache;
   std::size_t n = 0;
-  for (auto c : tl_task_cache.count) n += c;
+  if (tc.registered) {
+    for (unsigned c = 0; c < class_count; ++c) n += tc.count[c];
+  }
   return n;
 }
 

@@ -40,7 +40,7 @@ class task_allocator {
   /// a push on the thread cache inline, anything else out of line.
   static void release(void* p, std::uint8_t block) noexcept {
     if constexpr (task_cache_inline) {
-      if (block < class_count && task_cache_push(p, block)) return;
+      if (task_cache_push(p, block)) return;
     }
     release_slow(p, block);
   }

@@ -9,6 +9,7 @@
 #include "memory/task_allocator.h"
 #include "runtime/scheduler.h"
 #include "sync/latch.h"
+#include "util/compiler.h"
 
 namespace tessera {
 namespace detail {
@@ -16,9 +17,7 @@ namespace detail {
 void* allocate_task_memory(std::size_t bytes, bool system) {
   return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
 }
-void free_task_memory(void* p, std::size_t bytes, bool system) noexcept {
-  task_allocator::release(p, task_cache::block_of(bytes, system));
-}
+void free_task_block(void* p, std::uint8_t block) noexcept { task_allocator::release(p, block); }
 
 }  // namespace detail
 
@@ -93,7 +92,10 @@ worker_id context::worker() const noexcept { return worker_id{m_worker->index()}
 numa_node_id context::node() const noexcept {
   return numa_node_id{static_cast<std::uint16_t>(m_worker->node())};
 }
-void context::spawn(task* t) { m_runtime->internals().spawn(t, m_worker); }
+// Inlined into the task under LTO: a task spawning a task is the hot path.
+TESSERA_LTO_INLINE_BEGIN
+TESSERA_LTO_INLINE void context::spawn(task* t) { m_runtime->internals().spawn(t, m_worker); }
+TESSERA_LTO_INLINE_END
 void context::when_done(group g, task* continuation) {
   m_runtime->internals().when_done(g, continuation, *m_worker);
 }

@@ -79,7 +79,7 @@ class scheduler {
     route_slow(t, from, newest_first, header_hot);
   }
   /// Public spawn entry: checks, counts, groups. Inline: a task spawning a task is the hot path.
-  void spawn(task* t, worker* from) {
+  TESSERA_ALWAYS_INLINE void spawn(task* t, worker* from) {
     if (from == nullptr) {
       spawn_external(t);
       return;
@@ -88,16 +88,22 @@ class scheduler {
     // group. A spawn into the running task's own group is counted in the worker's batch (no
     // atomic RMW); a spawn into another group joins it at once (the batch's soundness needs a
     // running task of the group on this worker, see docs/architecture.md "Group counts").
-    t->m_epoch_slot = from->current_slot();
+    // Locals: the one-byte stores below may alias anything, so fields read after them would be
+    // loaded again.
+    const bool no_data = t->m_data == nullptr;
+    const std::uint8_t slot = from->current_slot();
     const task* parent = from->current_task();
-    if (parent != nullptr && (!t->m_group.valid() || t->m_group == parent->m_group)) {
-      t->m_group = parent->m_group;
-      if (t->m_group.valid()) from->group_add(t->m_group, +1);
-    } else if (t->m_group.valid()) {
-      m_groups.join(t->m_group);
+    const group own = t->m_group;
+    t->m_epoch_slot = slot;
+    if (parent != nullptr && (!own.valid() || own == parent->m_group)) {
+      const group g = parent->m_group;
+      t->m_group = g;
+      if (g.valid()) from->group_add(g, +1);
+    } else if (own.valid()) {
+      m_groups.join(own);
     }
-    from->counters().count_spawn(t->m_epoch_slot);
-    route(t, from, t->m_data == nullptr);
+    from->counters().count_spawn(slot);
+    route(t, from, no_data);
   }
   /// Runs the task's destructor and frees its block (inline: once per task).
   TESSERA_ALWAYS_INLINE static void destroy(task* t) noexcept {

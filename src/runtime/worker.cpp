@@ -115,16 +115,14 @@ void worker::run() {
     m_sched.m_pinned.store(false, std::memory_order_relaxed);
   }
   m_distance = m_sched.prefetch_distance();
-  const unsigned publish_interval = m_sched.options().epoch_interval_tasks;
+  m_until_periodic = m_sched.options().epoch_interval_tasks;
   for (;;) {
     if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
       if (!attend()) break;
     }
-    task* t;
-    pool* p;
-    if (next(t, p)) {
-      execute(t, p);
-      if (++m_since_publish >= publish_interval) periodic();
+    if (const window_entry e = next(); e.t != nullptr) {
+      execute(e.t, e.p);
+      if (--m_until_periodic == 0) periodic();
       continue;
     }
     idle();
@@ -136,7 +134,7 @@ void worker::run() {
 }
 
 void worker::periodic() {
-  m_since_publish = 0;
+  m_until_periodic = m_sched.options().epoch_interval_tasks;
   flush_group();
   m_epoch.publish();
   const std::size_t queued = local_total();
@@ -409,7 +407,7 @@ bool worker::more_urgent_queued(unsigned priority) const noexcept {
   return false;
 }
 
-bool worker::next(task*& t, pool*& p) {
+worker::window_entry worker::next() {
   if (m_next_task != nullptr) {
     // The next-task slot (see push_next and finish): no queue round-trip, nothing to prefetch.
     // Checked again here: the running task may have queued a more urgent task after filling it.
@@ -417,9 +415,7 @@ bool worker::next(task*& t, pool*& p) {
     m_next_task = nullptr;
     if (m_slot_run < slot_run_limit && !more_urgent_queued(b->m_priority)) {
       ++m_slot_run;
-      t = b;
-      p = m_home;
-      return true;
+      return {b, m_home};
     }
     push_local(*m_home, b, true);  // where a fresh spawn goes without the slot
     // Tasks from other threads wait in inboxes while the slot runs (fetch drains them); a
@@ -431,15 +427,17 @@ bool worker::next(task*& t, pool*& p) {
     // The window ran dry (start, after idling, distance 0, tasks without data). Re-read the
     // distance after the fetch that acquired the task, so a set_prefetch_distance() that
     // happened before the task was spawned is seen; a busy worker re-reads it in periodic().
-    if (!fetch(t, p)) return false;
+    task* t;
+    pool* p;
+    if (!fetch(t, p)) return {nullptr, nullptr};
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
-    if (t->m_data == nullptr) return true;
+    if (t->m_data == nullptr) return {t, p};
     m_distance = m_sched.prefetch_distance();
-    if (m_distance == 0) return true;
+    if (m_distance == 0) return {t, p};
     prefetch(t);
     // Nothing queued behind it (a chain, a lone request): run it now as well.
-    if (local_total() == 0) return true;
+    if (local_total() == 0) return {t, p};
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }
@@ -452,13 +450,11 @@ bool worker::next(task*& t, pool*& p) {
     m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = {x, q};
     ++m_wsize;
   }
-  if (m_wsize == 0) return false;
-  window_entry e = m_window[m_wbegin];
+  if (m_wsize == 0) return {nullptr, nullptr};
+  const window_entry e = m_window[m_wbegin];
   m_wbegin = (m_wbegin + 1) & (window_slots - 1);
   --m_wsize;
-  t = e.t;
-  p = e.p;
-  return true;
+  return e;
 }
 
 void worker::prefetch(const task* t) noexcept {

@@ -156,7 +156,8 @@ class worker {
   void answer_steal_request();
   void give_pool(pool* p, worker& to);
   void give_everything();
-  bool next(task*& t, pool*& p);
+  /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
+  window_entry next();
   bool can_hold_follow_up(const task* f) const noexcept;
   /// Puts `t` into the next-task slot; a task already there moves to the front of the home pool.
   void hold_next(task* t) noexcept {
@@ -211,7 +212,7 @@ class worker {
   unsigned m_slot_run = 0;  // tasks run back to back from the slot so far
   context m_ctx;
   std::uint8_t m_current_slot = 0;
-  unsigned m_since_publish = 0;
+  unsigned m_until_periodic = 1;  // tasks until the next periodic() (epoch_interval_tasks)
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;

@@ -22,8 +22,15 @@ struct task_cache {
   static constexpr std::size_t max_block = 1024;
   static constexpr std::size_t batch_blocks = 64;
 
+  /// count[c] while the thread-exit flush is not armed, and always for new_block: at least the
+  /// push limit, so the inline push fails and takes the out-of-line path (one compare decides
+  /// "class cached here, list not full, flush armed").
+  static constexpr std::size_t refuse = std::size_t{1} << 62;
+
   free_block* head[class_count] = {};
-  std::size_t count[class_count] = {};
+  /// Blocks in head[c]; index class_count (new_block) stays `refuse`.
+  std::size_t count[class_count + 1] = {refuse, refuse, refuse, refuse, refuse, refuse};
+  static_assert(class_count + 1 == 6, "one `refuse` initializer per entry of count");
   unsigned node = 0;
   bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
 
@@ -34,7 +41,7 @@ struct task_cache {
   /// What a task records of its block (task::m_block): the size class, or `new_block` for a
   /// block from operator new (the system allocator, or larger than `max_block`). The free path
   /// reads the class from the task instead of deriving it from the size.
-  static constexpr std::uint8_t new_block = 0xFF;
+  static constexpr std::uint8_t new_block = class_count;
   static constexpr std::uint8_t block_of(std::size_t bytes, bool system) noexcept {
     return system || bytes > max_block ? new_block : static_cast<std::uint8_t>(size_class(bytes));
   }
@@ -61,11 +68,12 @@ inline void* task_cache_pop(unsigned c) noexcept {
   return blk;
 }
 
-/// Gives `p` (a block of class `c`) to the calling thread's list; false when the list is full or
-/// the thread-exit flush is not armed yet (the caller takes the out-of-line path).
+/// Gives `p` (a block of class `c`, or new_block) to the calling thread's list; false when the
+/// list is full, the thread-exit flush is not armed yet or `c` is new_block (all three read as a
+/// full list, see task_cache::refuse; the caller takes the out-of-line path).
 inline bool task_cache_push(void* p, unsigned c) noexcept {
   task_cache& tc = tl_task_cache;
-  if (!tc.registered || tc.count[c] >= 2 * task_cache::batch_blocks) return false;
+  if (tc.count[c] >= 2 * task_cache::batch_blocks) return false;
   auto* blk = static_cast<free_block*>(p);
   blk->next = tc.head[c];
   tc.head[c] = blk;
