@@ -339,10 +339,8 @@ void scheduler::wait_idle() {
   }
 }
 
-void scheduler::try_advance_epoch() noexcept {
-  const std::uint64_t now = now_ns();
-  const std::uint64_t period =
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(m_options.epoch_period).count());
+void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
+  const std::uint64_t period = epoch_period_ns();
   std::uint64_t last = m_last_advance_ns.load(std::memory_order_relaxed);
   if (now - last < period) return;
   if (!m_last_advance_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;

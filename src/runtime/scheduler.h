@@ -131,7 +131,11 @@ class scheduler {
     return m_global_epoch.load(std::memory_order_acquire);
   }
   /// Advances the global epoch if the slot it would reuse is drained. Any worker may call it.
-  void try_advance_epoch() noexcept;
+  void try_advance_epoch(std::uint64_t now /* now_ns() */) noexcept;
+  std::uint64_t epoch_period_ns() const noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(m_options.epoch_period).count());
+  }
   bool slot_balanced(unsigned slot) const noexcept;
 
   // workers

@@ -152,7 +152,22 @@ void worker::periodic() {
     }
   }
   m_distance = m_sched.prefetch_distance();
-  m_sched.try_advance_epoch();
+  // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
+  // as much as a task of the spawn benchmark) is read only about 16 times per period: every
+  // m_clock_every-th call, doubled while calls come faster than that, halved when slower.
+  if (--m_clock_countdown == 0) {
+    const std::uint64_t now = m_sched.now_ns();
+    const std::uint64_t target = m_sched.epoch_period_ns() / 16;
+    const std::uint64_t elapsed = now - m_last_clock_ns;
+    m_last_clock_ns = now;
+    if (elapsed < target && m_clock_every < max_clock_every) {
+      m_clock_every *= 2;
+    } else if (elapsed > 2 * target && m_clock_every > 1) {
+      m_clock_every /= 2;
+    }
+    m_clock_countdown = m_clock_every;
+    m_sched.try_advance_epoch(now);
+  }
   maybe_reclaim();
 }
 
@@ -354,13 +369,13 @@ std::size_t worker::drain_inboxes(std::size_t limit) {
   return n;
 }
 
-bool worker::fetch(task*& t, pool*& p) {
+TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
   // Inboxes are drained every 16 fetches, and when nothing else is at hand (an empty local
   // queue with a non-empty window can wait: the window still has work).
   if ((++m_fetches & 15) == 0) {
     drain_inboxes(256);
   } else if (local_total() == 0 && (m_wsize != 0 || drain_inboxes(256) == 0)) {
-    return false;
+    return {nullptr, nullptr};
   }
   const std::size_t n = m_pools.size();
   for (unsigned pr = 0; pr < priority_count; ++pr) {
@@ -369,21 +384,22 @@ bool worker::fetch(task*& t, pool*& p) {
       if (m_rr >= n) m_rr = 0;
       pool* q = m_pools[m_rr];
       if (!q->local[pr].empty()) {
-        t = q->local[pr].pop_front();
+        task* t = q->local[pr].pop_front();
         --m_local_count[pr];
-        p = q;
         if (++m_batch >= pool_batch) {
           m_batch = 0;
           ++m_rr;
         }
-        return true;
+        return {t, q};
       }
       ++m_rr;
       m_batch = 0;
     }
   }
-  return false;
+  return {nullptr, nullptr};
 }
+
+TESSERA_NOINLINE worker::window_entry worker::fetch() { return take(); }
 
 void worker::requeue_next() noexcept {
   if (m_next_task == nullptr) return;
@@ -427,9 +443,8 @@ worker::window_entry worker::next() {
     // The window ran dry (start, after idling, distance 0, tasks without data). Re-read the
     // distance after the fetch that acquired the task, so a set_prefetch_distance() that
     // happened before the task was spawned is seen; a busy worker re-reads it in periodic().
-    task* t;
-    pool* p;
-    if (!fetch(t, p)) return {nullptr, nullptr};
+    const auto [t, p] = take();  // inline: a fork-join recursion comes here for every other task
+    if (t == nullptr) return {nullptr, nullptr};
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
     if (t->m_data == nullptr) return {t, p};
@@ -443,11 +458,10 @@ worker::window_entry worker::next() {
   }
   // Refill the window: a task entering at position k is k tasks away from running.
   while (m_wsize <= m_distance) {
-    task* x;
-    pool* q;
-    if (!fetch(x, q)) break;
-    prefetch(x);
-    m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = {x, q};
+    const window_entry e = fetch();
+    if (e.t == nullptr) break;
+    prefetch(e.t);
+    m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = e;
     ++m_wsize;
   }
   if (m_wsize == 0) return {nullptr, nullptr};
@@ -691,28 +705,31 @@ void worker::idle() {
   m_epoch.publish();
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
-  m_sched.try_advance_epoch();
+  const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
+  m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  const std::uint64_t start = m_sched.now_ns();
   const std::uint64_t spin =
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      m_sched.options().spin_before_park)
                                      .count());
-  unsigned round = 0;
-  for (;;) {
+  // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
+  // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
+  // steal is asked for every 256th (~5 µs).
+  for (unsigned round = 1;; ++round) {
     if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) break;
-    if ((round++ & 63) == 0 && m_sched.worker_count() > 1) try_steal();  // every ~5 µs
-    const std::uint64_t now = m_sched.now_ns();
-    if (now - start >= spin) {
+    if ((round & 255) == 1 && m_sched.worker_count() > 1) try_steal();
+    if ((round & 7) == 0) {
+      const std::uint64_t now = m_sched.now_ns();
+      if (now - start >= spin) {
 #if defined(TESSERA_STATISTICS)
-      bump(m_stats.idle_ns, now - start);
+        bump(m_stats.idle_ns, now - start);
 #endif
-      park();
-      return;
+        park();
+        return;
+      }
     }
-    // A few pauses between polls (a pause is ~20 ns here; 32 made every hand-over ~0.4 µs late).
-    for (int i = 0; i < 4; ++i) cpu_relax();
+    cpu_relax();
   }
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.idle_ns, m_sched.now_ns() - start);

@@ -69,6 +69,8 @@ class worker {
   static constexpr unsigned slot_run_limit = 64;
   /// A busy worker wakes a parked peer to take its queued work at most this often (periodic()).
   static constexpr std::uint64_t peer_wake_interval_ns = 1'000'000;
+  /// periodic() reads the clock (to advance the epoch) at least every this many calls.
+  static constexpr unsigned max_clock_every = 64;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -166,7 +168,11 @@ class worker {
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
   void requeue_next() noexcept;
-  bool fetch(task*& t, pool*& p);
+  /// The next task from the owned pools (highest priority first, round-robin over pools, at
+  /// most pool_batch from one pool in a row; inboxes drained every 16 calls and when the
+  /// local queues are empty), or {nullptr, nullptr}. take() is the inline body, fetch() a call.
+  window_entry take();
+  window_entry fetch();
   std::size_t drain_inboxes(std::size_t limit);
   void prefetch(const task* t) noexcept;
   void execute(task* t, pool* p);
@@ -218,7 +224,10 @@ class worker {
   int m_pending_victim = -1;
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
-  std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
+  std::uint64_t m_next_peer_wake_ns = 0;
+  unsigned m_clock_every = 1;          // periodic() reads the clock every this many calls
+  unsigned m_clock_countdown = 1;      // calls until the next read
+  std::uint64_t m_last_clock_ns = 0;   // the last read  // periodic() may wake a parked peer from then on
   resource_header* m_retired = nullptr;  // newest first
   std::uint64_t m_retired_count = 0;
   bool m_reclaim_pending = false;
