@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/spawn_and_wait.h"
 #include "prefetch/prefetch.h"
 
 namespace tessera::bench::prefetch {
@@ -85,11 +86,7 @@ sample run_tessera(runtime& rt, const object_store& store, const config& cfg, un
       lanes.push_back(t);
     }
   }
-  const group g = rt.make_group();
-  stopwatch clock;
-  for (task* t : lanes) rt.spawn(t, g);
-  rt.wait(g);  // everything the lanes wrote, their slots included, is visible now
-  const double seconds = clock.seconds();
+  const double seconds = spawn_and_wait(rt, lanes);  // the lanes' slots are visible now
   answer got;
   for (const lane_slot& s : slots) {
     got.payload_sum += s.found.payload_sum;

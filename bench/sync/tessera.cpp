@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spawn_and_wait.h"
 #include "sync/sync.h"
 #include "tessera/tessera.h"
 
@@ -106,11 +107,7 @@ measurement run_tessera(const std::string& name, const workload& wl, const confi
       t->annotate(worker_id(static_cast<std::uint16_t>(i % cfg.workers)));
       tasks.push_back(t);
     }
-    const group g = rt.make_group();
-    stopwatch clock;
-    for (task* t : tasks) rt.spawn(t, g);
-    rt.wait(g);  // everything the lanes wrote, objects and slots, is visible now
-    const double seconds = clock.seconds();
+    const double seconds = spawn_and_wait(rt, tasks);  // objects and slots are visible now
     tally total;
     for (const lane_slot& s : slots) {
       total.reads += s.result.reads;
