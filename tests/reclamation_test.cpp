@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/test_hooks.h"
+#include "runtime/worker.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -294,6 +296,49 @@ TEST_P(reclamation_test, stop_releases_everything_still_retired) {
     ASSERT_EQ(live_objects.load(), 0) << "life " << life << ": a task object leaked";
   }
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// The interleaving the fences in worker::maybe_reclaim and scheduler::stop() exist for, forced
+/// with a test hook (src/runtime/test_hooks.h): an idle worker makes a reclamation task, and
+/// before it counts the task, stop() drains (it sees nothing in flight) and asks the workers to
+/// exit. A task routed now would never run and the resource would never be freed; the worker
+/// must see `stopping` and free it itself. The stress test above reaches this window by chance.
+TEST(reclamation_race, a_reclamation_task_made_while_stop_drains_still_frees) {
+  node::reset();
+  static std::atomic<bool> arrived{false};
+  arrived.store(false);
+  {
+    runtime r({.workers = 1, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+    node* n = r.make_resource<node>(hints_for(0));
+    const group g = r.make_group();
+    r.spawn(make_fn(r, [n](context& ctx) { ctx.runtime().retire_resource(n); }), g);
+    r.wait(g);  // n is in the worker's retired list now
+    // From here on the worker's idle rounds advance the epoch; a few epochs later its next idle
+    // round makes the reclamation task and stops in the hook until stop() asks it to exit.
+    detail::test_hooks::reclaim_task_made.store(
+        +[](detail::worker& w) {
+          arrived.store(true);
+          while (!w.exit_requested()) std::this_thread::yield();
+        },
+        std::memory_order_release);
+    const auto deadline = std::chrono::steady_clock::now() + eventually;
+    while (!arrived.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const bool reached = arrived.load();
+    if (reached) {
+      EXPECT_EQ(node::destroyed.load(), 0) << "freed before its reclamation task existed";
+      r.stop();  // the hook returns once stop() has drained and raised the exit bit
+      EXPECT_EQ(node::destroyed.load(), 1)
+          << "a reclamation task made while stop() let the workers exit never ran";
+    }
+    detail::test_hooks::reclaim_task_made.store(nullptr);
+    ASSERT_TRUE(reached) << "the worker never made a reclamation task (the epoch did not advance)";
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+  EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
+}
+#endif
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);
 TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(reclamation_test_two_workers);

@@ -11,6 +11,7 @@
 #include "memory/task_allocator.h"
 #include "runtime/prefetch.h"
 #include "runtime/scheduler.h"
+#include "runtime/test_hooks.h"
 #include "runtime/topology.h"
 #include "sync/latch.h"
 
@@ -784,6 +785,9 @@ void worker::maybe_reclaim() {
   auto* t = m_sched.rt().make_task<reclaim_task>(old);
   t->annotate(priority::low).annotate(worker_id{m_index});
   t->m_epoch_slot = static_cast<std::uint8_t>(e % epoch_slots);
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::reclaim_task_made.load(std::memory_order_acquire)) hook(*this);
+#endif
   m_epoch.count_spawn(t->m_epoch_slot);
   // seq_cst fence, paired with the one in scheduler::stop() after `stopping` is set: either stop()
   // sees this spawn (and waits for it before the workers exit), or we see `stopping` and reclaim

@@ -118,6 +118,11 @@ class worker {
   bool request_steal(int thief) noexcept;
 
   void set_active(bool a) noexcept;
+  /// Any thread: true once the runtime asked this worker to exit (stop(), after the drain) and
+  /// the worker has not handled it yet.
+  bool exit_requested() const noexcept {
+    return (m_attention.load(std::memory_order_acquire) & attention_exit) != 0;
+  }
   worker_statistics statistics() const noexcept;
   epoch_counters& counters() noexcept { return m_epoch; }
   /// Retire a resource from a task running on this worker.
