@@ -18,7 +18,7 @@ class rerun_task final : public counted_task {
              std::atomic<unsigned>& misplaced, bool hop) noexcept
       : m_left(runs), m_executions(&executions), m_destroyed(&destroyed),
         m_misplaced(&misplaced), m_hop(hop) {}
-  ~rerun_task() override { m_destroyed->fetch_add(1, std::memory_order_relaxed); }
+  ~rerun_task() { m_destroyed->fetch_add(1, std::memory_order_relaxed); }
 
   task* execute(context& ctx) override {
     m_executions->fetch_add(1, std::memory_order_relaxed);
@@ -93,7 +93,7 @@ class chain_link final : public counted_task {
   };
   chain_link(unsigned left, unsigned index, counters& c) noexcept
       : m_left(left), m_index(index), m_c(&c) {}
-  ~chain_link() override { m_c->destroyed.fetch_add(1, std::memory_order_relaxed); }
+  ~chain_link() { m_c->destroyed.fetch_add(1, std::memory_order_relaxed); }
 
   task* execute(context& ctx) override {
     // Links run in order: link i runs after link i-1 finished.

@@ -1,6 +1,7 @@
 // Spawning from outside and inside the runtime, and placement by worker and NUMA-node targets.
 #include <array>
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <set>
 #include <thread>
@@ -317,6 +318,36 @@ TEST_P(spawn_test, tasks_of_every_block_kind_are_freed_where_they_came_from) {
     r.stop();
     EXPECT_EQ(live_objects.load(), 0);
   }
+}
+
+// A task's destructor runs exactly when the task is done: through the destroyer registered for
+// its type when it has one (captures that own something), not at all when the type is trivially
+// destructible (task's own destructor is not virtual, see detail/task_destroyers.h).
+TEST_P(spawn_test, a_task_is_destroyed_once_and_only_types_with_a_destructor_run_one) {
+  auto trivial = [](context&) {};
+  auto owning = [p = std::make_shared<int>(7)](context&) { EXPECT_EQ(*p, 7); };
+  static_assert(std::is_trivially_destructible_v<function_task<decltype(trivial)>>);
+  EXPECT_EQ(detail::destroyer_of<function_task<decltype(trivial)>>(), 0);
+  static_assert(!std::is_trivially_destructible_v<function_task<decltype(owning)>>);
+  EXPECT_NE(detail::destroyer_of<function_task<decltype(owning)>>(), 0);
+  EXPECT_NE(detail::destroyer_of<gate_task>(), detail::destroyer_of<function_task<decltype(owning)>>())
+      << "two task types share a destroyer";
+
+  auto& r = start();
+  auto shared = std::make_shared<int>(7);
+  const group g = r.make_group();
+  for (int i = 0; i < 1000; ++i) {
+    // Each task owns a copy of the pointer: the use count drops back only if every task's
+    // destructor ran (a destructor run twice would make it drop too far and ASan would object).
+    r.spawn([p = shared](context& ctx) {
+      EXPECT_EQ(*p, 7);
+      ctx.spawn([q = p](context&) { EXPECT_EQ(*q, 7); });  // from a task, into the group
+    }, g);
+  }
+  r.discard(r.make_task_from([p = shared](context&) {}));
+  r.wait(g);
+  r.wait_idle();
+  EXPECT_EQ(shared.use_count(), 1) << "a finished task's destructor did not run";
 }
 
 TEST_P(spawn_test, prefetch_distance_changes_at_run_time) {

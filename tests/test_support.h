@@ -86,11 +86,14 @@ struct live_token {
   ~live_token() { live_objects.fetch_sub(1, std::memory_order_relaxed); }
 };
 
-/// Base for the tests' task types: counts constructions and destructions.
+/// Base for the tests' task types: counts constructions and destructions (a non-trivial
+/// destructor: the runtime runs it through the type's registered destroyer).
 class counted_task : public task {
  public:
   counted_task() noexcept { live_objects.fetch_add(1, std::memory_order_relaxed); }
-  ~counted_task() override { live_objects.fetch_sub(1, std::memory_order_relaxed); }
+
+ protected:
+  ~counted_task() { live_objects.fetch_sub(1, std::memory_order_relaxed); }
 };
 
 // ---- gate ---------------------------------------------------------------------------------------

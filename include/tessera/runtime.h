@@ -30,6 +30,7 @@
 
 #include "tessera/context.h"
 #include "tessera/detail/task_cache.h"
+#include "tessera/detail/task_destroyers.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
 #include "tessera/resource.h"
@@ -114,7 +115,7 @@ class runtime {
       throw;
     }
     static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
-    set_task_block(t, sizeof(T), mem.block);
+    set_task_block(t, sizeof(T), mem.block, detail::destroyer_of<T>());
     return t;
   }
   /// Wraps a callable (`void(context&)` or `task*(context&)`) as a task to annotate and spawn.
@@ -212,9 +213,11 @@ class runtime {
   detail::scheduler& internals() noexcept { return *m_scheduler; }
 
  private:
-  static void set_task_block(task* t, std::size_t bytes, std::uint8_t block) noexcept {
+  static void set_task_block(task* t, std::size_t bytes, std::uint8_t block,
+                             std::uint16_t destroyer) noexcept {
     t->m_bytes = static_cast<std::uint16_t>(bytes);
     t->m_block = block;
+    t->m_destroyer = destroyer;
   }
   detail::resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
   void free_resource(detail::resource_header* h) noexcept;

@@ -18,6 +18,12 @@
 // runtime restores its bytes to the state they had when it was dequeued before each retry, so
 // execute must not act outside the task (spawn, write shared memory, call back) before
 // context::validate() returned true, and must not keep owning pointers that execute changes.
+//
+// Destruction: task's destructor is protected and not virtual. The runtime runs the destructor
+// of the type make_task created (registered once per type), and for a trivially destructible
+// type (pointers and numbers only, the common case) runs nothing at all. Mark task types `final`
+// (a non-final one with a public destructor draws GCC's -Wnon-virtual-dtor, rightly: nobody may
+// delete a task through a base pointer).
 #pragma once
 
 #include <atomic>
@@ -35,6 +41,7 @@ namespace tessera {
 
 class context;
 class runtime;
+class task;
 namespace detail {
 class worker;
 class scheduler;
@@ -43,12 +50,52 @@ class local_queue;
 struct task_access;
 }  // namespace detail
 
-class task {
+namespace detail {
+/// The runtime's part of every task: queue link, annotations, allocator and epoch bookkeeping.
+/// A separate, non-polymorphic base so that `task` itself has no friends: its destructor is
+/// protected and not virtual, and a friend would make it "accessible" (GCC's -Wnon-virtual-dtor
+/// would then warn on every final task type a user writes). Its members are private to the
+/// runtime; `task` reads and writes the annotations.
+class task_state {
+ protected:
+  task_state() = default;
+  ~task_state() = default;
+
+ private:
+  friend class tessera::task;
+  friend class tessera::runtime;
+  friend class worker;
+  friend class scheduler;
+  friend class mpsc_queue;
+  friend class local_queue;
+  friend struct task_access;
+
+  enum : std::uint8_t { target_none = 0, target_worker = 1, target_node = 2 };
+
+  std::atomic<tessera::task*> m_next{nullptr};  // queue link, owned by the queue holding the task
+  const void* m_data = nullptr;
+  group m_group{};
+  static constexpr std::uint32_t saturate(std::size_t bytes) noexcept {
+    return bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes);
+  }
+  std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
+  std::uint16_t m_target = 0;
+  std::uint16_t m_bytes = 0;       // sizeof the most derived type (for optimistic restore)
+  std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
+  std::uint8_t m_access = 0;
+  std::uint8_t m_is_resource = 0;
+  std::uint8_t m_target_kind = target_none;
+  std::uint8_t m_block = 0;        // the allocator's size class of the block, or new_block
+  std::uint8_t m_epoch_slot = 0;   // internal: reclamation epoch the task's operation started in
+  std::uint16_t m_destroyer = 0;   // 0: trivially destructible, else see task_destroyers.h
+};
+}  // namespace detail
+
+class task : public detail::task_state {
  public:
   task() = default;
   task(const task&) = delete;
   task& operator=(const task&) = delete;
-  virtual ~task() = default;
 
   /// Runs the task. Returns nullptr when done, `this` to be scheduled again (after changing the
   /// annotations), or another task to be scheduled in its place (this one is then destroyed).
@@ -116,32 +163,12 @@ class task {
   bool has_resource() const noexcept { return m_is_resource != 0; }
   group task_group() const noexcept { return m_group; }
 
- private:
-  friend class runtime;
-  friend class detail::worker;
-  friend class detail::scheduler;
-  friend class detail::mpsc_queue;
-  friend class detail::local_queue;
-  friend struct detail::task_access;
-
-  enum : std::uint8_t { target_none = 0, target_worker = 1, target_node = 2 };
-
-  std::atomic<task*> m_next{nullptr};  // queue link, owned by whichever queue holds the task
-  const void* m_data = nullptr;
-  group m_group{};
-  static constexpr std::uint32_t saturate(std::size_t bytes) noexcept {
-    return bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes);
-  }
-  std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
-  std::uint16_t m_target = 0;
-  std::uint16_t m_bytes = 0;       // sizeof the most derived type (for optimistic restore)
-  std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
-  std::uint8_t m_access = 0;
-  std::uint8_t m_is_resource = 0;
-  std::uint8_t m_target_kind = target_none;
-  std::uint8_t m_block = 0;        // the allocator's size class of the block, or new_block
-  std::uint8_t m_epoch_slot = 0;   // internal: reclamation epoch the task's operation started in
-  std::uint16_t m_reserved = 0;
+ protected:
+  /// Not virtual, and not public: the runtime owns every task it made and destroys it through
+  /// what make_task recorded of its type (nothing to call for a trivially destructible type, see
+  /// detail/task_destroyers.h). A task that was made but never spawned goes back through
+  /// runtime::discard.
+  ~task() = default;
 };
 
 /// A type the runtime can allocate and run as a task.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,6 +20,23 @@ void* allocate_task_memory(std::size_t bytes, bool system) {
   return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
 }
 void free_task_block(void* p, std::uint8_t block) noexcept { task_allocator::release(p, block); }
+
+task_destroy_fn task_destroyers[max_task_destroyers] = {};
+
+std::uint16_t register_task_destroyer(task_destroy_fn fn) {
+  static std::mutex mutex;
+  static std::size_t used = 1;  // index 0 means "nothing to run"
+  std::lock_guard lock(mutex);
+  if (used == max_task_destroyers) {
+    std::fprintf(stderr,
+                 "tessera: more than %zu task types with a non-trivial destructor; make some "
+                 "trivially destructible (hold pointers instead of owning members)\n",
+                 max_task_destroyers - 1);
+    std::abort();
+  }
+  task_destroyers[used] = fn;
+  return static_cast<std::uint16_t>(used++);
+}
 
 }  // namespace detail
 

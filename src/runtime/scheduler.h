@@ -105,10 +105,11 @@ class scheduler {
     from->counters().count_spawn(slot);
     route(t, from, no_data);
   }
-  /// Runs the task's destructor and frees its block (inline: once per task).
+  /// Runs the task's destructor, if its type has one to run, and frees its block (inline: once
+  /// per task).
   TESSERA_ALWAYS_INLINE static void destroy(task* t) noexcept {
     const std::uint8_t block = t->m_block;
-    t->~task();
+    run_task_destructor(t, t->m_destroyer);
     task_allocator::release(t, block);
   }
 
