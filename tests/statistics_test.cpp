@@ -106,8 +106,8 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
   start();
   worker_statistics a{.executed = 1, .spawned_local = 2, .spawned_remote = 3,
                       .optimistic_retries = 4, .prefetches = 5, .pools_stolen = 6,
-                      .tasks_stolen = 7, .exceptions = 8, .peers_woken = 11, .idle_ns = 9,
-                      .parked_ns = 10};
+                      .tasks_stolen = 7, .exceptions = 8, .peers_woken = 11,
+                      .steal_walk_steps = 12, .idle_ns = 9, .parked_ns = 10};
   worker_statistics b = a;
   b += a;
   EXPECT_EQ(b.executed, 2u);
@@ -119,6 +119,7 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
   EXPECT_EQ(b.tasks_stolen, 14u);
   EXPECT_EQ(b.exceptions, 16u);
   EXPECT_EQ(b.peers_woken, 22u);
+  EXPECT_EQ(b.steal_walk_steps, 24u);
   EXPECT_EQ(b.idle_ns, 18u);
   EXPECT_EQ(b.parked_ns, 20u);
   runtime_statistics rs;

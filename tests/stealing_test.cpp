@@ -285,6 +285,42 @@ TEST_P(stealing_test, idle_workers_take_half_of_a_busy_home_pool) {
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(stealing_test);
 
+// A long queue of tasks that may not move (all targeted at worker 0) while worker 1 idles and
+// keeps asking worker 0 for work. Answering walks the queue; when every request walked all of
+// it, a test with 150,000 such tasks took 6-40 s on 2 cores (once over 300 s). The walks are
+// paid for by executed tasks now: worker 0 looks at about one queued task per task it runs.
+TEST(stealing, answering_thieves_walks_a_queue_of_unmovable_tasks_about_once) {
+  runtime_options options;
+  options.workers = 2;
+  runtime r(options);
+  const std::size_t n = scaled(20000, 4000);
+  std::atomic<bool> open{false};
+  std::atomic<std::uint64_t> ran{0};
+  const group g = r.make_group();
+  // Worker 0 is held by a first task while the others queue up behind it.
+  auto* gate = make_fn(r, [&open](context&) {
+    while (!open.load(std::memory_order_acquire)) pause_a_little(1);
+  });
+  gate->annotate(wid(0));
+  r.spawn(gate, g);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* t = make_fn(r, [&ran](context&) {
+      pause_a_little(100);
+      ran.fetch_add(1, std::memory_order_relaxed);
+    });
+    t->annotate(wid(0));
+    r.spawn(t, g);
+  }
+  open.store(true, std::memory_order_release);
+  r.wait(g);
+  r.wait_idle();  // the statistics are exact once the runtime is idle
+  const auto stats = r.statistics();
+  EXPECT_EQ(ran.load(), n);
+  EXPECT_EQ(stats.workers[0].tasks_stolen, 0u) << "a task targeted at worker 0 was handed away";
+  EXPECT_LE(stats.workers[0].steal_walk_steps, 2 * n + 4096)
+      << "answering steal requests walked the queue again and again";
+}
+
 // A worker that parked before work appeared on another worker is woken by that worker: spawns
 // into its own pools would wake it, but a recursion running on worker 0 spawns only into worker
 // 0's pool. Without the wake-up it slept until the park timeout (50 ms), which made fib at

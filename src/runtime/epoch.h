@@ -36,6 +36,12 @@ struct alignas(64) epoch_counters {
                         std::memory_order_relaxed);
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
+  /// Owner-only: completions counted so far, published or not (a monotone count).
+  std::uint64_t completions() const noexcept {
+    std::uint64_t n = 0;
+    for (const std::uint64_t c : completed_local) n += c;
+    return n;
+  }
   void publish() noexcept {
     for (unsigned s = 0; s < epoch_slots; ++s) {
       // release: a reader that sees the count also sees the spawns these tasks made.

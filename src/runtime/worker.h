@@ -43,6 +43,7 @@ struct worker_counters {
   std::atomic<std::uint64_t> tasks_stolen{0};
   std::atomic<std::uint64_t> exceptions{0};
   std::atomic<std::uint64_t> peers_woken{0};
+  std::atomic<std::uint64_t> steal_walk_steps{0};
   std::atomic<std::uint64_t> group_batches{0};  // flushed batches (pseudo-tasks in the epoch counts)
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
@@ -227,6 +228,8 @@ class worker {
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;
+  std::uint64_t m_scan_debt = 0;     // tasks to execute before the next steal walk (answer_steal_request)
+  std::uint64_t m_scan_paid_at = 0;  // completions counted when that debt was set
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;
