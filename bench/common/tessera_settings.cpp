@@ -1,5 +1,6 @@
 #include "common/tessera_settings.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "tessera/runtime.h"
@@ -10,11 +11,15 @@ tessera_settings tessera_settings::from(const flag_values& flags) {
   tessera_settings s;
   s.pin = flags.boolean("pin");
   s.statistics = flags.boolean("runtime-stats");
+  s.spin_us = flags.integer("spin-us");
   return s;
 }
 
 std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_definition> own) {
   own.push_back(bool_flag("pin", true, "pin tessera's workers to CPUs"));
+  own.push_back(int_flag("spin-us", runtime_options{}.spin_before_park.count(),
+                         "tessera: microseconds an idle worker spins before it parks", 0,
+                         10'000'000));
   own.push_back(bool_flag("runtime-stats", false,
                           "print tessera's per-worker statistics (stderr) per configuration"));
   return own;
@@ -24,6 +29,7 @@ runtime_options tessera_settings::options(unsigned workers) const {
   runtime_options o;
   o.workers = workers;
   o.pin = pin;
+  o.spin_before_park = std::chrono::microseconds(spin_us);
   return o;
 }
 

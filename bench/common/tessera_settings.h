@@ -1,5 +1,5 @@
 // bench/common/tessera_settings.h — how every benchmark starts a tessera runtime, and the flags
-// that change it (--pin, --runtime-stats), registered once here for all subcommands.
+// that change it (--pin, --spin-us, --runtime-stats), registered once here for all subcommands.
 //
 //   .flags = tessera_settings::add_flags({int_flag("n", 30, "fib argument")}),
 //   tessera_settings s = tessera_settings::from(ctx.flags);
@@ -23,6 +23,8 @@ namespace tessera::bench {
 struct tessera_settings {
   bool pin = true;          ///< --[no-]pin: pin workers to CPUs (the runtime's default: yes)
   bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
+  /// --spin-us: how long an idle worker spins before it parks (runtime_options::spin_before_park)
+  long long spin_us = 50;  // (the runtime's default)
 
   static tessera_settings from(const flag_values& flags);
   /// `own` followed by the flags above.

@@ -40,14 +40,31 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
   t.annotate_resource(n, mode, tree.visit_bytes());
 }
 
+/// Annotates `t` for the root on its way to `level`.
+void start_at_root(const task_tree& tree, tessera::task& t, std::uint8_t level, access mode) noexcept {
+  node* root = tree.load_root();
+  visit(tree, t, root, root->level() == level ? mode : access::read);
+}
+
+/// Right links an operation follows before it starts again at the root (see step_towards).
+constexpr std::uint8_t max_right_moves = 2;
+
 /// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
 /// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
 /// (writers are annotated one level early, seed 001 Fig. 6). `parent`, if given, is set to `n`
 /// when the step goes down from level 1 to a leaf, and cleared when it follows a dead leaf's
 /// forward pointer (which may lead left of the parent's range).
+///
+/// `right_moves`, if given, counts the right links followed; past `max_right_moves` the task
+/// starts again at the root instead (the count is reset). A task that read a parent long ago
+/// (it waited in a queue behind thousands of others) may land left of a run of leaves split
+/// since; walking that run costs one execution, and one trip through the queue, per leaf,
+/// while a fresh descent costs the height. Only for targets on level 0, which the root always
+/// reaches.
 bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std::uint8_t level,
-                  access mode, node** parent = nullptr) noexcept {
+                  access mode, node** parent = nullptr,
+                  std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
   node* next;
   std::uint8_t next_level = here;
@@ -55,6 +72,12 @@ bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std
     next = n->forward();
     if (parent != nullptr) *parent = nullptr;
   } else if (must_move_right(*n, k)) {
+    if (right_moves != nullptr && ++*right_moves > max_right_moves) {
+      *right_moves = 0;
+      if (parent != nullptr) *parent = nullptr;
+      start_at_root(tree, t, level, mode);
+      return false;
+    }
     next = n->right();
   } else if (here > level) {
     next = child_for(*n, k);
@@ -71,12 +94,6 @@ bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std
   }
   visit(tree, t, next, next_level == level ? mode : access::read);
   return false;
-}
-
-/// Annotates `t` for the root on its way to `level`.
-void start_at_root(task_tree& tree, tessera::task& t, std::uint8_t level, access mode) noexcept {
-  node* root = tree.load_root();
-  visit(tree, t, root, root->level() == level ? mode : access::read);
 }
 
 /// Inserts separator `sep` with right child `right` into the node at `child_level + 1`
@@ -117,6 +134,7 @@ class link_task final : public tessera::task {
   tessera::task* start() {
     node* root = m_tree->load_root();
     if (root->level() > m_level) {
+      annotate(tessera::priority::high);  // (again, after waiting for a new root at low)
       start_at_root(*m_tree, *this, static_cast<std::uint8_t>(m_level + 1), access::write);
       return this;
     }
@@ -188,7 +206,9 @@ class unlink_task final : public tessera::task {
     node* leaf = node_of(*this);
     if (leaf->count() != 0) {
       // Filled again meanwhile: hang it back under its parent.
-      return m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
+      auto* link = m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
+      link->annotate(tessera::priority::high);  // as after a split (op_task::insert)
+      return link;
     }
     leaf->set_dead(m_left);
     m_phase = phase::merge;
@@ -225,7 +245,8 @@ class op_task final : public tessera::task {
     node* n = node_of(*this);
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_t k = r.type == request_type::scan ? r.scan_from : r.key;
-    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read, &m_parent))
+    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read, &m_parent,
+                      &m_right_moves))
       return this;
     if (writes && mode() != access::write) {
       visit(*m_tree, *this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
@@ -295,6 +316,9 @@ class op_task final : public tessera::task {
     (void)i;  // absent before the split, so inserted now
     r.status = request_status::ok;
     auto* link = ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0);
+    // High: until the parent holds the separator, operations routed to `leaf` for keys now in
+    // `right` take a detour; behind the queued operations the link would wait for all of them.
+    link->annotate(tessera::priority::high);
     if (m_parent != nullptr) link->start_at(m_parent);
     ctx.spawn(link);
   }
@@ -305,6 +329,8 @@ class op_task final : public tessera::task {
   /// links its new right node; nullptr if unknown (the root was a leaf, or a dead leaf's
   /// forward pointer was followed).
   node* m_parent = nullptr;
+  /// Right links followed since the last descent from the root (see step_towards).
+  std::uint8_t m_right_moves = 0;
 };
 
 }  // namespace

@@ -254,3 +254,30 @@ INSTANTIATE_TEST_SUITE_P(
     name_of);
 
 }  // namespace
+
+// Thousands of inserts in flight at once into a small tree: each was routed through a parent read
+// long before it reaches its leaf, while leaves split meanwhile. Walking right across every leaf
+// split since (one execution, one trip through the queue, per leaf) made an insert cost hundreds
+// of executions (seen in YCSB's load phase with large batches); the tree bounds the walk and
+// links splits at high priority. Behaviour only: a bound on executions, not on time.
+TEST(task_tree, inserts_in_flight_at_once_take_about_the_height_in_steps_each) {
+  tessera::runtime rt({.workers = 2});
+  kv::task_tree tree(rt);
+  const std::size_t n = 20'000 * scale;
+  std::vector<kv::request> reqs(n);
+  std::mt19937_64 rng(7);
+  std::map<kv::key_t, kv::value_t> model;
+  for (auto& r : reqs) {
+    r.type = kv::request_type::upsert;
+    r.key = rng() >> 1;
+    r.value = r.key ^ 1;
+    model[r.key] = r.value;
+  }
+  const std::uint64_t before = rt.statistics().total().executed;
+  run_all(rt, tree, reqs);
+  const std::uint64_t executed = rt.statistics().total().executed - before;
+  expect_consistent(tree, model);
+  // A descent is height() executions; splits add their links (a few per split) and moves right.
+  const std::uint64_t bound = n * (tree.height() + 3);
+  EXPECT_LE(executed, bound) << n << " inserts, height " << tree.height();
+}

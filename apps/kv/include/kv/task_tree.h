@@ -14,7 +14,11 @@
 // once); a separate task then inserts the separator into the parent, starting at the branch node
 // the inserting task came down from (moving right if that one split meanwhile), splitting
 // further up if needed (from the root); when the root itself split, that task creates the new
-// root (compare-and-swap of the root pointer).
+// root (compare-and-swap of the root pointer). The link task runs at high priority: until it
+// has run, operations routed to the split leaf for keys of its new right node take a detour.
+// An operation that follows more than two right links starts again from the root: it read its
+// parent long before (queued behind thousands of operations) and may face a run of leaves split
+// since, one execution and one trip through the queue each.
 //
 // Deletes remove the key from its leaf. A leaf that becomes empty and has a left neighbour under
 // the same parent is unlinked by three tasks: `kill` (on the leaf: still empty? mark it dead),
