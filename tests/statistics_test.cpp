@@ -134,7 +134,7 @@ TEST_P(statistics_test, idle_workers_park) {
   r.spawn([tok = live_token{}](context&) {});
   r.wait_idle();
   const auto before = r.statistics().total();
-  // Idle for much longer than spin_before_park (50 us): the workers go to sleep. Their counters
+  // Idle for much longer than spin_before_park (200 us): the workers go to sleep. Their counters
   // are written by themselves, so wake each one with a task before reading again.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const group g = r.make_group();

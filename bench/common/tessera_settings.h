@@ -24,7 +24,7 @@ struct tessera_settings {
   bool pin = true;          ///< --[no-]pin: pin workers to CPUs (the runtime's default: yes)
   bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
   /// --spin-us: how long an idle worker spins before it parks (runtime_options::spin_before_park)
-  long long spin_us = 50;  // (the runtime's default)
+  long long spin_us = 200;  // (the runtime's default)
 
   static tessera_settings from(const flag_values& flags);
   /// `own` followed by the flags above.

@@ -40,6 +40,9 @@ std::uint8_t weight_of(frequency f) noexcept {
 scheduler::scheduler(runtime& rt, const runtime_options& options)
     : m_runtime(rt), m_options(options), m_start(std::chrono::steady_clock::now()) {
   auto& topo = topology::get();
+  m_cpu_count = std::max<unsigned>(1, static_cast<unsigned>(topo.allowed_cpus().size()));
+  m_spin_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
   if (cpus.empty()) {
     const auto& allowed = topo.allowed_cpus();

@@ -724,10 +724,7 @@ void worker::idle() {
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  const std::uint64_t spin =
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     m_sched.options().spin_before_park)
-                                     .count());
+  const std::uint64_t spin = m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
