@@ -149,6 +149,38 @@ TEST_P(statistics_test, idle_workers_park) {
   EXPECT_GT(after.parked_ns, before.parked_ns) << "no worker parked while idle for 50 ms";
   EXPECT_GE(after.idle_ns, before.idle_ns);
 }
+
+/// Parked time of all workers after every one of them ran one more task (their counters are
+/// written by themselves, so each is woken to publish what it did while idle).
+std::uint64_t parked_ns_after_waking_all(runtime& r) {
+  const group g = r.make_group();
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    auto* t = make_fn(r, [tok = live_token{}](context&) {});
+    t->annotate(wid(w));
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  r.wait_idle();
+  return r.statistics().total().parked_ns;
+}
+
+// spin_before_park is honoured: with a spin far longer than the pause, an idle worker that has a
+// CPU of its own keeps looking for work instead of parking.
+TEST(spin_before_park, an_idle_worker_spins_as_long_as_asked) {
+  runtime r({.workers = 1, .spin_before_park = std::chrono::seconds(30)});
+  const std::uint64_t before = parked_ns_after_waking_all(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(parked_ns_after_waking_all(r), before) << "parked within 100 ms of a 30 s spin";
+}
+
+// With more workers than CPUs a spinner holds a CPU that a worker with work needs: the spin is
+// capped (50 µs), whatever spin_before_park asks for.
+TEST(spin_before_park, is_capped_with_more_workers_than_cpus) {
+  runtime r({.workers = cpu_count() + 1, .spin_before_park = std::chrono::seconds(30)});
+  const std::uint64_t before = parked_ns_after_waking_all(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_GT(parked_ns_after_waking_all(r), before) << "no worker parked while idle for 100 ms";
+}
 #endif
 
 TEST_P(statistics_test, parked_workers_wake_for_new_work) {

@@ -151,8 +151,9 @@ class scheduler {
   /// How long an idle worker spins before it parks (options().spin_before_park, at most
   /// oversubscribed_spin_ns while more workers are active than the process has CPUs).
   std::uint64_t spin_before_park_ns() const noexcept {
-    return active_workers() > m_cpu_count && m_spin_ns > oversubscribed_spin_ns ? oversubscribed_spin_ns
-                                                                                 : m_spin_ns;
+    return active_workers() > m_cpu_count && m_spin_ns > oversubscribed_spin_ns
+               ? oversubscribed_spin_ns
+               : m_spin_ns;
   }
   static constexpr std::uint64_t oversubscribed_spin_ns = 50'000;
   void set_active_workers(unsigned n);
@@ -194,7 +195,7 @@ class scheduler {
   bool m_stopped = false;
   std::mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};
-  unsigned m_cpu_count = 1;    ///< CPUs the process may run on (topology::allowed_cpus)
+  unsigned m_cpu_count = 1;     ///< CPUs the process may run on (topology::allowed_cpus)
   std::uint64_t m_spin_ns = 0;  ///< options().spin_before_park
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};

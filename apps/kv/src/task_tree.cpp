@@ -41,7 +41,8 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
 }
 
 /// Annotates `t` for the root on its way to `level`.
-void start_at_root(const task_tree& tree, tessera::task& t, std::uint8_t level, access mode) noexcept {
+void start_at_root(const task_tree& tree, tessera::task& t, std::uint8_t level,
+                   access mode) noexcept {
   node* root = tree.load_root();
   visit(tree, t, root, root->level() == level ? mode : access::read);
 }
