@@ -181,6 +181,14 @@ TEST(spin_before_park, is_capped_with_more_workers_than_cpus) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_GT(parked_ns_after_waking_all(r), before) << "no worker parked while idle for 100 ms";
 }
+
+// Two workers given the same CPU are oversubscribed too, however many CPUs the machine has.
+TEST(spin_before_park, is_capped_with_two_workers_on_one_cpu) {
+  runtime r({.cpus = {0, 0}, .spin_before_park = std::chrono::seconds(30)});
+  const std::uint64_t before = parked_ns_after_waking_all(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_GT(parked_ns_after_waking_all(r), before) << "no worker parked while idle for 100 ms";
+}
 #endif
 
 TEST_P(statistics_test, parked_workers_wake_for_new_work) {

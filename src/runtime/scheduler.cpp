@@ -40,7 +40,6 @@ std::uint8_t weight_of(frequency f) noexcept {
 scheduler::scheduler(runtime& rt, const runtime_options& options)
     : m_runtime(rt), m_options(options), m_start(std::chrono::steady_clock::now()) {
   auto& topo = topology::get();
-  m_cpu_count = std::max<unsigned>(1, static_cast<unsigned>(topo.allowed_cpus().size()));
   m_spin_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
@@ -51,6 +50,15 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     for (unsigned i = 0; i < n; ++i) cpus.push_back(allowed[i % allowed.size()]);
   }
   if (cpus.size() > 65535) throw std::invalid_argument("tessera: at most 65535 workers");
+  {
+    // The CPUs the workers run on: distinct ones of the list (several workers may share one),
+    // at most as many as the process may use.
+    std::vector<unsigned> distinct = cpus;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    m_cpu_count = std::max<unsigned>(
+        1, static_cast<unsigned>(std::min(distinct.size(), topo.allowed_cpus().size())));
+  }
   if (options.pools_per_worker == 0) {
     throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be at least 1");
   }

@@ -149,7 +149,7 @@ class scheduler {
   unsigned pool_count() const noexcept { return static_cast<unsigned>(m_pools.size()); }
   unsigned active_workers() const noexcept { return m_active.load(std::memory_order_acquire); }
   /// How long an idle worker spins before it parks (options().spin_before_park, at most
-  /// oversubscribed_spin_ns while more workers are active than the process has CPUs).
+  /// oversubscribed_spin_ns while more workers are active than they have CPUs).
   std::uint64_t spin_before_park_ns() const noexcept {
     return active_workers() > m_cpu_count && m_spin_ns > oversubscribed_spin_ns
                ? oversubscribed_spin_ns
@@ -195,7 +195,7 @@ class scheduler {
   bool m_stopped = false;
   std::mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};
-  unsigned m_cpu_count = 1;     ///< CPUs the process may run on (topology::allowed_cpus)
+  unsigned m_cpu_count = 1;     ///< distinct CPUs of the workers (at most the process's CPUs)
   std::uint64_t m_spin_ns = 0;  ///< options().spin_before_park
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};
