@@ -52,8 +52,7 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
       bench::int_flag("repeat", b.default_repeat, "runs per configuration", 1, 1000000),
       bench::choice_flag("statistic", "median", {"median", "best"},
                          "which run is reported: the median, or the fastest (noisy machines)"),
-      bench::choice_list_flag("implementation", "all", b.implementations,
-                              "implementations to run"),
+      bench::choice_list_flag("implementation", "all", b.implementations, "implementations to run"),
       bench::string_flag("json", "", "append one JSON object per result row to FILE", "FILE"),
   };
 }
@@ -80,15 +79,16 @@ void print_usage(std::FILE* out) {
   for (const auto* b : bench::registered_benchmarks()) width = std::max(width, b->name.size());
   for (const auto* b : bench::registered_benchmarks())
     std::fprintf(out, "  %-*s   %s\n", static_cast<int>(width), b->name.c_str(), b->help.c_str());
-  std::fprintf(out,
-               "\nflags every subcommand takes:\n"
-               "  --workers LIST          worker counts to measure (default: %s)\n"
-               "  --repeat N              runs per configuration (default: 3)\n"
-               "  --statistic median|best the run reported: median (default) or fastest\n"
-               "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
-               "  --json FILE             append one JSON object per result row\n"
-               "exit status: 0 ok, 1 a benchmark failed its own check, 2 bad command line\n",
-               default_workers().c_str());
+  std::fprintf(
+      out,
+      "\nflags every subcommand takes:\n"
+      "  --workers LIST          worker counts to measure (default: %s)\n"
+      "  --repeat N              runs per configuration (default: 3)\n"
+      "  --statistic median|best the run reported: median (default) or fastest\n"
+      "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
+      "  --json FILE             append one JSON object per result row\n"
+      "exit status: 0 ok, 1 a benchmark failed its own check, 2 bad command line\n",
+      default_workers().c_str());
 }
 
 void print_subcommand_help(const bench::benchmark_definition& b) {
@@ -96,7 +96,8 @@ void print_subcommand_help(const bench::benchmark_definition& b) {
   std::printf("implementations: ");
   for (std::size_t i = 0; i < b.implementations.size(); ++i)
     std::printf("%s%s", i ? ", " : "", b.implementations[i].c_str());
-  std::printf("%s\n\nflags:\n%s", b.reference.empty() ? "" : (" (ratios against " + b.reference + ")").c_str(),
+  std::printf("%s\n\nflags:\n%s",
+              b.reference.empty() ? "" : (" (ratios against " + b.reference + ")").c_str(),
               bench::flags_help(all_flags(b)).c_str());
 }
 
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
                                                                   : bench::statistic::median);
   bench::reporter report(b->reference);
   std::vector<unsigned> workers;
-  for (const std::uint64_t w : flags.uint_list("workers")) workers.push_back(static_cast<unsigned>(w));
+  for (const std::uint64_t w : flags.uint_list("workers"))
+    workers.push_back(static_cast<unsigned>(w));
   const bench::run_context ctx{.benchmark = *b,
                                .flags = flags,
                                .workers = workers,

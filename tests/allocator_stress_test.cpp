@@ -142,7 +142,9 @@ class producer final : public counted_task {
 
 class consumer final : public counted_task {
  public:
-  explicit consumer(producer::state& s) noexcept : m_s(&s) { std::memset(m_pad, 0x5a, sizeof m_pad); }
+  explicit consumer(producer::state& s) noexcept : m_s(&s) {
+    std::memset(m_pad, 0x5a, sizeof m_pad);
+  }
   task* execute(context&) override {
     if (m_pad[0] != 0x5a || m_pad[sizeof m_pad - 1] != 0x5a) std::abort();
     m_s->consumed.fetch_add(1, std::memory_order_release);

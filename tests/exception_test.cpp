@@ -204,7 +204,8 @@ TEST_P(exception_test, when_done_continuation_runs_even_if_the_inner_group_threw
     ctx.spawn(&make_fn(ctx, [tok2 = live_token{}](context&) {
                  throw task_failure("inner", 1);
                })->annotate(inner));
-    ctx.when_done(inner, make_fn(ctx, [&, tok3 = live_token{}](context&) { continued.fetch_add(1); }));
+    ctx.when_done(inner,
+                  make_fn(ctx, [&, tok3 = live_token{}](context&) { continued.fetch_add(1); }));
   });
   r.wait_idle();
   r.stop();

@@ -16,8 +16,11 @@ class rerun_task final : public counted_task {
  public:
   rerun_task(unsigned runs, std::atomic<unsigned>& executions, std::atomic<unsigned>& destroyed,
              std::atomic<unsigned>& misplaced, bool hop) noexcept
-      : m_left(runs), m_executions(&executions), m_destroyed(&destroyed),
-        m_misplaced(&misplaced), m_hop(hop) {}
+      : m_left(runs),
+        m_executions(&executions),
+        m_destroyed(&destroyed),
+        m_misplaced(&misplaced),
+        m_hop(hop) {}
   ~rerun_task() { m_destroyed->fetch_add(1, std::memory_order_relaxed); }
 
   task* execute(context& ctx) override {

@@ -109,7 +109,7 @@ class sender_task final : public counted_task {
     for (std::size_t i = 1; i < m_seen->size(); ++i) {
       auto* child = ctx.make_task<sender_task>(*m_seen, i, m_workers);
       child->annotate(worker_id{next});
-      ctx.spawn(child);  // joins this task's group
+      ctx.spawn(child);     // joins this task's group
       pause_a_little(200);  // the receiver runs out of work and flushes between children
     }
     (*m_seen)[0] = 1;  // the last write of the group: wait() must see it
@@ -311,8 +311,7 @@ constexpr int new_group_broken = 20;
 bool stale_handle_detected(int status) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    return code == stale_returned || code == stale_threw_logic_error ||
-           code == stale_threw_other;
+    return code == stale_returned || code == stale_threw_logic_error || code == stale_threw_other;
   }
   return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }

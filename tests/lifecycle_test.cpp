@@ -159,7 +159,7 @@ TEST_P(lifecycle_test, two_runtimes_side_by_side) {
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(lifecycle_test);
 
-// ---- slow loops -----------------------------------------------------------------------------------
+// ---- slow loops ---------------------------------------------------------------------------------
 
 TEST(lifecycle_stress, start_and_stop_many_times) {
   const int rounds = static_cast<int>(scaled(10000, 500));

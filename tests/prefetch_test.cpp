@@ -77,13 +77,12 @@ TEST(prefetch_plan_test, stays_inside_the_object_for_random_offsets_and_sizes) {
     // Tiny (one or two lines), around the cap, multiples of 64 +-1, at the cap +-64,
     // huge (1 MiB .. 2 GiB), anything up to 1 TiB.
     const std::size_t kind = rng() % 6;
-    const std::size_t size =
-        kind == 0   ? 1 + rng() % 64
-        : kind == 1 ? 1 + rng() % 2048
-        : kind == 2 ? 64 * (1 + rng() % 20) + (rng() % 3) - 1
-        : kind == 3 ? prefetch_plan::max_lines * 64 + (rng() % 129) - 64
-        : kind == 4 ? std::size_t{1} << (20 + rng() % 12)
-                    : 1 + rng() % (std::size_t{1} << 40);
+    const std::size_t size = kind == 0   ? 1 + rng() % 64
+                             : kind == 1 ? 1 + rng() % 2048
+                             : kind == 2 ? 64 * (1 + rng() % 20) + (rng() % 3) - 1
+                             : kind == 3 ? prefetch_plan::max_lines * 64 + (rng() % 129) - 64
+                             : kind == 4 ? std::size_t{1} << (20 + rng() % 12)
+                                         : 1 + rng() % (std::size_t{1} << 40);
     const bool writer = (rng() & 1) != 0;
     const prefetch_plan plan =
         plan_prefetch(reinterpret_cast<const void*>(begin), size, writer, nullptr);
@@ -160,7 +159,8 @@ TEST(prefetch_plan_test, a_huge_annotation_stays_inside_the_object) {
     probe t;
     t.annotate_data(reinterpret_cast<const void*>(begin + 7), size);
     const prefetch_plan plan = plan_prefetch(t);
-    EXPECT_EQ(t.data_size(), std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
+    EXPECT_EQ(t.data_size(),
+              std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
     EXPECT_EQ(plan.count, prefetch_plan::max_lines) << "size " << size;
     check_data_lines(plan, 0, begin + 7, t.data_size(), false);
     for (unsigned i = 0; i < plan.count; ++i) {
@@ -195,8 +195,8 @@ struct record {
 // header line comes first for every resource, with the task's intent. Deciding per primitive
 // would read the header at prefetch time: the miss the prefetch is meant to hide.
 constexpr std::array<primitive, 6> all_primitives{
-    primitive::none,     primitive::scheduling,       primitive::spinlock,
-    primitive::rwlatch,  primitive::optimistic_latch, primitive::optimistic_scheduled};
+    primitive::none,    primitive::scheduling,       primitive::spinlock,
+    primitive::rwlatch, primitive::optimistic_latch, primitive::optimistic_scheduled};
 
 TEST(prefetch_plan_test, header_line_first_for_every_resource_with_the_tasks_intent) {
   runtime r({.workers = 1, .pin = false});

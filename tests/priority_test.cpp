@@ -67,8 +67,8 @@ class prio_task final : public counted_task {
   int m_target;
 };
 
-constexpr priority interleaved[] = {priority::low, priority::normal, priority::high,
-                                    priority::normal, priority::low, priority::high};
+constexpr priority interleaved[] = {priority::low,    priority::normal, priority::high,
+                                    priority::normal, priority::low,    priority::high};
 
 TEST(priority, one_worker_runs_high_then_normal_then_low_spawned_from_outside) {
   ASSERT_EQ(live_objects.load(), 0);

@@ -33,7 +33,11 @@ class feeder final : public counted_task {
  public:
   feeder(run_counts& counts, std::size_t first, std::size_t count, std::atomic<bool>& go,
          std::atomic<unsigned>& misplaced, std::atomic<std::uint64_t>& runs_on_0) noexcept
-      : m_counts(&counts), m_next(first), m_end(first + count), m_go(&go), m_misplaced(&misplaced),
+      : m_counts(&counts),
+        m_next(first),
+        m_end(first + count),
+        m_go(&go),
+        m_misplaced(&misplaced),
         m_runs_on_0(&runs_on_0) {}
   task* execute(context& ctx) override {
     if (ctx.worker() == wid(0)) m_runs_on_0->fetch_add(1, std::memory_order_relaxed);
@@ -112,8 +116,7 @@ TEST_P(queue_stress, producers_and_consumer_race_through_empty_queue) {
       for (std::size_t b = 0; b < bursts; ++b) {
         const group g = r.make_group();
         for (std::size_t i = 0; i < burst; ++i) {
-          auto* t =
-              r.make_task<counted_hit>(counts, (p * bursts + b) * burst + i, misplaced);
+          auto* t = r.make_task<counted_hit>(counts, (p * bursts + b) * burst + i, misplaced);
           t->annotate(wid(0));
           r.spawn(t, g);
         }

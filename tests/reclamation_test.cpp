@@ -62,8 +62,8 @@ struct node {
 };
 
 resource_hints hints_for(std::size_t slot) {
-  return {.primitive = slot % 2 == 0 ? primitive::optimistic_latch
-                                     : primitive::optimistic_scheduled};
+  return {.primitive =
+              slot % 2 == 0 ? primitive::optimistic_latch : primitive::optimistic_scheduled};
 }
 
 struct shared_array {
@@ -99,7 +99,7 @@ class node_op final : public counted_task {
         const std::int64_t alive = racy_load(n.alive);
         std::array<std::int64_t, 4> seen{};
         for (std::size_t i = 0; i < seen.size(); ++i) seen[i] = racy_load(n.fields[i].value);
-        if (!ctx.validate()) return nullptr;  // restored and re-run
+        if (!ctx.validate()) return nullptr;                  // restored and re-run
         if (mark != live_mark) m_a->violations.fetch_add(1);  // freed under a reader
         if (alive != 0 && (seen[0] != seen[1] || seen[1] != seen[2] || seen[2] != seen[3])) {
           m_a->violations.fetch_add(1);
@@ -188,8 +188,9 @@ TEST_P(reclamation_test, concurrent_deletes_with_optimistic_readers) {
     const std::uint64_t h = mix(k);
     const std::size_t slot = h % a.slots.size();
     const unsigned roll = static_cast<unsigned>((h >> 32) % 100);
-    const op_kind kind = roll < 70 ? op_kind::lookup : roll < 90 ? op_kind::update
-                                                                 : op_kind::replace;
+    const op_kind kind = roll < 70   ? op_kind::lookup
+                         : roll < 90 ? op_kind::update
+                                     : op_kind::replace;
     r.spawn(r.make_task<node_op>(a, slot, kind), g);
   }
   r.wait(g);
@@ -308,7 +309,8 @@ TEST(reclamation_race, a_reclamation_task_made_while_stop_drains_still_frees) {
   static std::atomic<bool> arrived{false};
   arrived.store(false);
   {
-    runtime r({.workers = 1, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+    runtime r(
+        {.workers = 1, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
     node* n = r.make_resource<node>(hints_for(0));
     const group g = r.make_group();
     r.spawn(make_fn(r, [n](context& ctx) { ctx.runtime().retire_resource(n); }), g);

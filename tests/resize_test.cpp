@@ -32,9 +32,8 @@ TEST_P(resize_test, tasks_targeted_at_inactive_workers_still_run) {
   const group g = r.make_group();
   for (unsigned w = 0; w < r.workers(); ++w) {
     for (unsigned i = 0; i < per_worker; ++i) {
-      auto* t = make_fn(r, [&counts, id = w * per_worker + i, tok = live_token{}](context&) {
-        counts.hit(id);
-      });
+      auto* t = make_fn(
+          r, [&counts, id = w * per_worker + i, tok = live_token{}](context&) { counts.hit(id); });
       t->annotate(wid(w));
       r.spawn(t, g);
     }

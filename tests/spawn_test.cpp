@@ -121,12 +121,11 @@ TEST_P(spawn_test, worker_target_from_outside_runs_on_that_worker) {
   const group g = r.make_group();
   for (unsigned round = 0; round < rounds; ++round) {
     for (unsigned w = 0; w < r.workers(); ++w) {
-      auto* t = make_fn(r, 
-          [&, w, tok = live_token{}](context& ctx) {
-            ran.fetch_add(1, std::memory_order_relaxed);
-            if (ctx.worker() != wid(w)) wrong.fetch_add(1);
-            if (r.current_worker() != std::optional<worker_id>(ctx.worker())) wrong.fetch_add(1);
-          });
+      auto* t = make_fn(r, [&, w, tok = live_token{}](context& ctx) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (ctx.worker() != wid(w)) wrong.fetch_add(1);
+        if (r.current_worker() != std::optional<worker_id>(ctx.worker())) wrong.fetch_add(1);
+      });
       t->annotate(wid(w));
       r.spawn(t, g);
     }
@@ -191,12 +190,11 @@ TEST_P(spawn_test, numa_node_target_runs_on_a_worker_of_that_node) {
   const group g = r.make_group();
   for (const auto node : nodes) {
     for (unsigned i = 0; i < per_node; ++i) {
-      auto* t = make_fn(r, 
-          [&, node, tok = live_token{}](context& ctx) {
-            ran.fetch_add(1, std::memory_order_relaxed);
-            if (ctx.node() != numa_node_id(node)) wrong.fetch_add(1);
-            if (ctx.runtime().node_of(ctx.worker()) != numa_node_id(node)) wrong.fetch_add(1);
-          });
+      auto* t = make_fn(r, [&, node, tok = live_token{}](context& ctx) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (ctx.node() != numa_node_id(node)) wrong.fetch_add(1);
+        if (ctx.runtime().node_of(ctx.worker()) != numa_node_id(node)) wrong.fetch_add(1);
+      });
       t->annotate(numa_node_id(node));
       r.spawn(t, g);
     }
@@ -241,8 +239,8 @@ TEST_P(spawn_test, task_returned_by_a_lambda_is_scheduled) {
   const group g = r.make_group();
   r.spawn(
       [&, tok = live_token{}](context& ctx) -> task* {
-        auto* next = make_fn(ctx, 
-            [&, tok2 = live_token{}](context&) { follow_up_ran.fetch_add(1); });
+        auto* next =
+            make_fn(ctx, [&, tok2 = live_token{}](context&) { follow_up_ran.fetch_add(1); });
         next->annotate(g);
         return next;
       },
@@ -330,7 +328,8 @@ TEST_P(spawn_test, a_task_is_destroyed_once_and_only_types_with_a_destructor_run
   EXPECT_EQ(detail::destroyer_of<function_task<decltype(trivial)>>(), 0);
   static_assert(!std::is_trivially_destructible_v<function_task<decltype(owning)>>);
   EXPECT_NE(detail::destroyer_of<function_task<decltype(owning)>>(), 0);
-  EXPECT_NE(detail::destroyer_of<gate_task>(), detail::destroyer_of<function_task<decltype(owning)>>())
+  EXPECT_NE(detail::destroyer_of<gate_task>(),
+            detail::destroyer_of<function_task<decltype(owning)>>())
       << "two task types share a destroyer";
 
   auto& r = start();
@@ -339,10 +338,12 @@ TEST_P(spawn_test, a_task_is_destroyed_once_and_only_types_with_a_destructor_run
   for (int i = 0; i < 1000; ++i) {
     // Each task owns a copy of the pointer: the use count drops back only if every task's
     // destructor ran (a destructor run twice would make it drop too far and ASan would object).
-    r.spawn([p = shared](context& ctx) {
-      EXPECT_EQ(*p, 7);
-      ctx.spawn([q = p](context&) { EXPECT_EQ(*q, 7); });  // from a task, into the group
-    }, g);
+    r.spawn(
+        [p = shared](context& ctx) {
+          EXPECT_EQ(*p, 7);
+          ctx.spawn([q = p](context&) { EXPECT_EQ(*q, 7); });  // from a task, into the group
+        },
+        g);
   }
   r.discard(r.make_task_from([p = shared](context&) {}));
   r.wait(g);

@@ -104,10 +104,18 @@ TEST_P(statistics_test, to_string_has_a_line_per_worker_and_a_total) {
 
 TEST_P(statistics_test, operator_plus_adds_every_counter) {
   start();
-  worker_statistics a{.executed = 1, .spawned_local = 2, .spawned_remote = 3,
-                      .optimistic_retries = 4, .prefetches = 5, .pools_stolen = 6,
-                      .tasks_stolen = 7, .exceptions = 8, .peers_woken = 11,
-                      .steal_walk_steps = 12, .idle_ns = 9, .parked_ns = 10};
+  worker_statistics a{.executed = 1,
+                      .spawned_local = 2,
+                      .spawned_remote = 3,
+                      .optimistic_retries = 4,
+                      .prefetches = 5,
+                      .pools_stolen = 6,
+                      .tasks_stolen = 7,
+                      .exceptions = 8,
+                      .peers_woken = 11,
+                      .steal_walk_steps = 12,
+                      .idle_ns = 9,
+                      .parked_ns = 10};
   worker_statistics b = a;
   b += a;
   EXPECT_EQ(b.executed, 2u);

@@ -218,12 +218,12 @@ TEST_P(sync_test, scheduling_keeps_fields_equal) { run_consistency(primitive::sc
 
 TEST_P(sync_test, automatic_primitives_from_hints_keep_fields_equal) {
   const std::vector<resource_hints> hints{
-      {.isolation = isolation::exclusive, .frequency = frequency::high},           // scheduling
-      {.isolation = isolation::exclusive, .frequency = frequency::normal},         // spinlock
-      {.read_ratio = 0.995, .frequency = frequency::high},                         // opt. scheduled
-      {.read_ratio = 0.7},                                                         // opt. latch
-      {.read_ratio = 0.95, .frequency = frequency::low},                           // opt. latch
-      {.read_ratio = 0.2, .frequency = frequency::high},                           // opt. latch
+      {.isolation = isolation::exclusive, .frequency = frequency::high},    // scheduling
+      {.isolation = isolation::exclusive, .frequency = frequency::normal},  // spinlock
+      {.read_ratio = 0.995, .frequency = frequency::high},                  // opt. scheduled
+      {.read_ratio = 0.7},                                                  // opt. latch
+      {.read_ratio = 0.95, .frequency = frequency::low},                    // opt. latch
+      {.read_ratio = 0.2, .frequency = frequency::high},                    // opt. latch
   };
   std::set<primitive> chosen;
   for (const auto& h : hints) chosen.insert(select_primitive(h));
@@ -408,8 +408,8 @@ TEST(sync_selection, an_explicit_primitive_wins_over_every_hint) {
     for (isolation i : {isolation::exclusive, isolation::exclusive_writers, isolation::none}) {
       for (frequency f : {frequency::low, frequency::normal, frequency::high}) {
         for (double ratio : {0.0, 0.5, 0.95}) {
-          const resource_hints h{.isolation = i, .read_ratio = ratio, .frequency = f,
-                                 .primitive = p};
+          const resource_hints h{
+              .isolation = i, .read_ratio = ratio, .frequency = f, .primitive = p};
           EXPECT_EQ(select_primitive(h), p);
         }
       }

@@ -219,9 +219,9 @@ inline void pause_a_little(unsigned n) noexcept {
 
 }  // namespace tessera::test
 
-#define TESSERA_INSTANTIATE_WORKER_COUNTS(suite)                                        \
+#define TESSERA_INSTANTIATE_WORKER_COUNTS(suite)                                       \
   INSTANTIATE_TEST_SUITE_P(, suite, testing::ValuesIn(tessera::test::worker_counts()), \
                            tessera::test::worker_count_name)
-#define TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(suite)                                        \
+#define TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(suite)                                       \
   INSTANTIATE_TEST_SUITE_P(, suite, testing::ValuesIn(tessera::test::multi_worker_counts()), \
                            tessera::test::worker_count_name)

@@ -59,17 +59,20 @@ void run(const run_context& ctx) {
 
 const registration alloc_benchmark({
     .name = "alloc",
-    .help = "one task-sized allocation + free: tessera's task allocator vs malloc, jemalloc, mimalloc",
+    .help =
+        "one task-sized allocation + free: tessera's task allocator vs malloc, jemalloc, mimalloc",
     .implementations = {"tessera", "tessera-system", "malloc", "jemalloc", "mimalloc"},
     .reference = "malloc",
-    .flags = tessera_settings::add_flags({int_flag("ops", 4'000'000, "alloc+free pairs per worker per run", 1),
-              choice_list_flag("sizes", "64,128", {"64", "128", "256", "512"},
-                               "object sizes in bytes"),
-              int_flag("window", 64, "live objects per round (window) / objects per batch "
-                                     "(crossthread)", 1, 1 << 20),
-              choice_list_flag("pattern", "all", {"window", "crossthread"},
-                               "window: alloc N then free N on one worker; crossthread: freed "
-                               "by the next worker")}),
+    .flags = tessera_settings::add_flags(
+        {int_flag("ops", 4'000'000, "alloc+free pairs per worker per run", 1),
+         choice_list_flag("sizes", "64,128", {"64", "128", "256", "512"}, "object sizes in bytes"),
+         int_flag("window", 64,
+                  "live objects per round (window) / objects per batch "
+                  "(crossthread)",
+                  1, 1 << 20),
+         choice_list_flag("pattern", "all", {"window", "crossthread"},
+                          "window: alloc N then free N on one worker; crossthread: freed "
+                          "by the next worker")}),
     .run = run,
     .prepare_process = prepare_process,
 });

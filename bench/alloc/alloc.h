@@ -30,9 +30,9 @@ enum class pattern : std::uint8_t { window, crossthread };
 
 struct config {
   unsigned workers = 1;
-  std::uint64_t ops = 1;   ///< alloc+free pairs per worker
-  unsigned bytes = 64;     ///< object size: 64, 128, 256 or 512
-  unsigned window = 64;    ///< objects allocated before they are freed (window) / per batch
+  std::uint64_t ops = 1;  ///< alloc+free pairs per worker
+  unsigned bytes = 64;    ///< object size: 64, 128, 256 or 512
+  unsigned window = 64;   ///< objects allocated before they are freed (window) / per batch
   pattern shape = pattern::window;
   unsigned repeat = 3;
   std::string label;

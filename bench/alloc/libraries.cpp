@@ -109,8 +109,7 @@ measurement run_library(const config& cfg, const library& lib) {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
-    if (state.members.failed())
-      throw bench_failure("the threads did not run together (timeout)");
+    if (state.members.failed()) throw bench_failure("the threads did not run together (timeout)");
     std::uint64_t total_bad = 0;
     for (const auto b : bad) total_bad += b;
     if (total_bad != 0)

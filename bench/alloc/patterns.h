@@ -59,7 +59,9 @@ class team {
   void finish(unsigned member) { m_end[member].value = clock::now(); }
   void fail() noexcept { m_failed.store(true, std::memory_order_relaxed); }
   bool failed() const noexcept { return m_failed.load(std::memory_order_relaxed); }
-  std::chrono::steady_clock::time_point deadline_from_now() const { return clock::now() + m_deadline; }
+  std::chrono::steady_clock::time_point deadline_from_now() const {
+    return clock::now() + m_deadline;
+  }
 
   /// From the start to the last finish (call after every member finished, e.g. after joins).
   double seconds() const {

@@ -69,8 +69,8 @@ bool parse_value(const flag_definition& def, std::string_view text, flag_values:
       const integer_outcome r = parse_integer(text, v);
       const std::string range = range_text(def);
       if (r == integer_outcome::not_a_number) {
-        problem = "expected an integer" + (range.empty() ? "" : " " + range) + ", got " +
-                  quoted(text);
+        problem =
+            "expected an integer" + (range.empty() ? "" : " " + range) + ", got " + quoted(text);
         return false;
       }
       if (r == integer_outcome::out_of_range || v < def.min || v > def.max) {

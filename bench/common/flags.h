@@ -38,14 +38,14 @@ enum class flag_kind : std::uint8_t {
 };
 
 struct flag_definition {
-  std::string name;           ///< without the leading "--"
+  std::string name;  ///< without the leading "--"
   flag_kind kind = flag_kind::integer;
   std::string default_value;  ///< in command-line syntax; empty: the flag has no value unless given
   std::string help;           ///< one line
   std::vector<std::string> choices;
   std::int64_t min = std::numeric_limits<std::int64_t>::min();
   std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  std::string value_name;     ///< shown in --help (INT, LIST, FILE, ...)
+  std::string value_name;  ///< shown in --help (INT, LIST, FILE, ...)
 };
 
 flag_definition int_flag(std::string name, std::int64_t default_value, std::string help,

@@ -45,9 +45,9 @@ struct benchmark_definition {
 /// What a benchmark's run function is given.
 struct run_context {
   const benchmark_definition& benchmark;
-  const flag_values& flags;             ///< every flag, shared ones included
-  std::vector<unsigned> workers;        ///< --workers, in the order given
-  unsigned repeat = 3;                  ///< --repeat; --statistic picks the run reported
+  const flag_values& flags;                  ///< every flag, shared ones included
+  std::vector<unsigned> workers;             ///< --workers, in the order given
+  unsigned repeat = 3;                       ///< --repeat; --statistic picks the run reported
   std::vector<std::string> implementations;  ///< --implementation, in definition order
   reporter& report;
 

@@ -10,9 +10,9 @@ namespace tessera::bench {
 namespace {
 
 constexpr std::string_view reserved_keys[] = {
-    "benchmark", "implementation", "workers", "ops",       "seconds", "ops_per_second",
-    "ns_per_op", "seconds_min",    "seconds_max", "runs",  "statistic", "reference",
-    "ratio",     "note",           "remark"};
+    "benchmark",      "implementation", "workers",     "ops",         "seconds",
+    "ops_per_second", "ns_per_op",      "seconds_min", "seconds_max", "runs",
+    "statistic",      "reference",      "ratio",       "note",        "remark"};
 
 std::string format(const char* fmt, double v) {
   char buf[64];
@@ -65,8 +65,8 @@ row::row(std::string benchmark_name, std::string implementation_name, unsigned w
       workers(worker_count),
       result(m) {}
 
-row row::skipped(std::string benchmark_name, std::string implementation_name,
-                 unsigned worker_count, std::string why) {
+row row::skipped(std::string benchmark_name, std::string implementation_name, unsigned worker_count,
+                 std::string why) {
   row r(std::move(benchmark_name), std::move(implementation_name), worker_count, measurement{});
   r.note = why.empty() ? std::string("skipped") : std::move(why);
   return r;
@@ -204,8 +204,8 @@ std::string reporter::to_json(const row& r, const row* reference, std::string_vi
   }
   if (!r.remark.empty()) out += ",\"remark\":" + json_string(r.remark);
   if (reference != nullptr && reference->ops_per_second() > 0) {
-    out += ",\"reference\":" + json_string(reference_name) + ",\"ratio\":" +
-           json_number(r.ops_per_second() / reference->ops_per_second());
+    out += ",\"reference\":" + json_string(reference_name) +
+           ",\"ratio\":" + json_number(r.ops_per_second() / reference->ops_per_second());
   }
   out += "}";
   return out;

@@ -37,7 +37,7 @@ struct row {
   unsigned workers = 0;
   measurement result;
   std::vector<std::pair<std::string, cell>> extra;  ///< in the order added
-  std::string note;    ///< non-empty: not measured, for this reason
+  std::string note;                                 ///< non-empty: not measured, for this reason
   std::string remark;  ///< a measured row's caveat (table note column, JSON "remark")
 
   row(std::string benchmark_name, std::string implementation_name, unsigned worker_count,
@@ -47,17 +47,35 @@ struct row {
 
   /// Adds an extra column. Keys must not repeat nor name a standard field (programmer error).
   row& with(std::string key, cell value) &;
-  row&& with(std::string key, cell value) && { return std::move(with(std::move(key), std::move(value))); }
+  row&& with(std::string key, cell value) && {
+    return std::move(with(std::move(key), std::move(value)));
+  }
   template <std::integral I>
-  row& with(std::string key, I value) & { return with(std::move(key), cell(static_cast<std::int64_t>(value))); }
+  row& with(std::string key, I value) & {
+    return with(std::move(key), cell(static_cast<std::int64_t>(value)));
+  }
   template <std::integral I>
-  row&& with(std::string key, I value) && { return std::move(with(std::move(key), value)); }
-  row& with(std::string key, const char* value) & { return with(std::move(key), cell(std::string(value))); }
-  row&& with(std::string key, const char* value) && { return std::move(with(std::move(key), value)); }
-  row& with(std::string key, const std::string& value) & { return with(std::move(key), cell(value)); }
-  row&& with(std::string key, const std::string& value) && { return std::move(with(std::move(key), value)); }
-  row& with(std::string key, std::string_view value) & { return with(std::move(key), cell(std::string(value))); }
-  row&& with(std::string key, std::string_view value) && { return std::move(with(std::move(key), value)); }
+  row&& with(std::string key, I value) && {
+    return std::move(with(std::move(key), value));
+  }
+  row& with(std::string key, const char* value) & {
+    return with(std::move(key), cell(std::string(value)));
+  }
+  row&& with(std::string key, const char* value) && {
+    return std::move(with(std::move(key), value));
+  }
+  row& with(std::string key, const std::string& value) & {
+    return with(std::move(key), cell(value));
+  }
+  row&& with(std::string key, const std::string& value) && {
+    return std::move(with(std::move(key), value));
+  }
+  row& with(std::string key, std::string_view value) & {
+    return with(std::move(key), cell(std::string(value)));
+  }
+  row&& with(std::string key, std::string_view value) && {
+    return std::move(with(std::move(key), value));
+  }
 
   /// Attaches a caveat to a measured row ("libgomp ran most tasks inline").
   row& with_remark(std::string text) & {

@@ -37,9 +37,7 @@ void thread_pool::wait_idle() {
   m_idle.wait(lock, [this] { return m_queue.empty() && m_running == 0; });
 }
 
-unsigned thread_pool::current_index() const noexcept {
-  return t_pool == this ? t_index : size();
-}
+unsigned thread_pool::current_index() const noexcept { return t_pool == this ? t_index : size(); }
 
 void thread_pool::loop(unsigned index) {
   t_pool = this;

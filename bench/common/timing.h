@@ -56,8 +56,8 @@ statistic reported_statistic() noexcept;
 std::string_view to_string(statistic s) noexcept;
 
 struct measurement {
-  std::uint64_t ops = 0;     ///< operations of one run (every run must do the same number)
-  double seconds = 0;        ///< the reported_statistic() over the runs (median by default)
+  std::uint64_t ops = 0;  ///< operations of one run (every run must do the same number)
+  double seconds = 0;     ///< the reported_statistic() over the runs (median by default)
   double min_seconds = 0;
   double max_seconds = 0;
   unsigned runs = 0;
@@ -76,8 +76,8 @@ measurement measure(const std::string& label, unsigned repeat, F&& run_once) {
   samples.reserve(repeat);
   for (unsigned i = 0; i < repeat; ++i) samples.push_back(run_once());
   measurement m = summarize(std::move(samples));
-  std::fprintf(stderr, "tessera-bench: %s: %s %.4f s (%.4f..%.4f), %.3g ops/s\n",
-               label.c_str(), to_string(reported_statistic()).data(), m.seconds, m.min_seconds, m.max_seconds,
+  std::fprintf(stderr, "tessera-bench: %s: %s %.4f s (%.4f..%.4f), %.3g ops/s\n", label.c_str(),
+               to_string(reported_statistic()).data(), m.seconds, m.min_seconds, m.max_seconds,
                m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0.0);
   return m;
 }

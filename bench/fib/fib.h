@@ -22,7 +22,7 @@ struct config {
   unsigned workers = 1;
   int n = 30;
   unsigned repeat = 3;
-  std::string label;  ///< for progress lines
+  std::string label;         ///< for progress lines
   tessera_settings tessera;  ///< tessera only
 };
 

@@ -46,9 +46,7 @@ object_store::object_store(std::size_t total_bytes, unsigned object_bytes, bool 
   }
 }
 
-object_store::~object_store() {
-  munmap(m_memory, m_mapped);
-}
+object_store::~object_store() { munmap(m_memory, m_mapped); }
 
 std::uint64_t object_store::write_count() const noexcept {
   std::uint64_t n = 0;

@@ -71,9 +71,10 @@ const registration spawn_benchmark({
     .help = "millions of empty tasks (chain, tree, roundrobin): per-task scheduling overhead",
     .implementations = {"tessera", "onetbb", "openmp", "pool"},
     .reference = "onetbb",
-    .flags = tessera_settings::add_flags({int_flag("tasks", 4'000'000, "empty tasks per run (ops)", 1),
-              choice_list_flag("pattern", "all", {"chain", "tree", "roundrobin"},
-                               "task graph shapes to run")}),
+    .flags = tessera_settings::add_flags(
+        {int_flag("tasks", 4'000'000, "empty tasks per run (ops)", 1),
+         choice_list_flag("pattern", "all", {"chain", "tree", "roundrobin"},
+                          "task graph shapes to run")}),
     .run = run,
 });
 

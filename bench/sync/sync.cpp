@@ -41,9 +41,8 @@ void check(const char* implementation, const workload& wl, const tally& t,
   }
   if (t.reads != wl.reads || t.writes != wl.keys.size() - wl.reads) {
     throw bench_failure(who + "did " + std::to_string(t.reads) + " reads and " +
-                        std::to_string(t.writes) + " writes, expected " +
-                        std::to_string(wl.reads) + " and " +
-                        std::to_string(wl.keys.size() - wl.reads));
+                        std::to_string(t.writes) + " writes, expected " + std::to_string(wl.reads) +
+                        " and " + std::to_string(wl.keys.size() - wl.reads));
   }
   for (std::size_t o = 0; o < objects.size(); ++o) {
     const auto expected = static_cast<std::int64_t>(wl.writes_per_object[o]);
@@ -117,17 +116,16 @@ const registration sync_benchmark({
                         "scheduling", "threads-shared_mutex", "threads-spinlock"},
     .reference = "threads-shared_mutex",
     .flags = tessera_settings::add_flags({
-        int_flag("objects", 1024, "shared objects (each 4 cache lines of counters)", 1,
-                 1 << 24),
-        int_flag("ops", 300000, "operations per run (one key sequence for all implementations)",
-                 1, std::int64_t{1} << 31),
+        int_flag("objects", 1024, "shared objects (each 4 cache lines of counters)", 1, 1 << 24),
+        int_flag("ops", 300000, "operations per run (one key sequence for all implementations)", 1,
+                 std::int64_t{1} << 31),
         choice_list_flag("mix", "all", mixes, "read/write mixes, in percent"),
         choice_list_flag("access", "all", {"uniform", "hot"},
                          "uniform over the objects, or hot: --hot-percent of them on object 0"),
         int_flag("hot-percent", 50, "share of the operations on the hot object (access hot)", 1,
                  100),
-        int_flag("lanes", 32, "tessera: operations in flight per worker (tasks re-run per op)",
-                 1, 4096),
+        int_flag("lanes", 32, "tessera: operations in flight per worker (tasks re-run per op)", 1,
+                 4096),
     }),
     .run = run,
 });

@@ -113,8 +113,8 @@ struct config {
   unsigned lanes = 32;  ///< tessera: operations in flight per worker
   bool pin = true;
   bool runtime_stats = false;
-  std::string label;    ///< for progress lines
-  std::string mix;      ///< "95/5"
+  std::string label;  ///< for progress lines
+  std::string mix;    ///< "95/5"
   bool hot = false;
   unsigned repeat = 3;
 };

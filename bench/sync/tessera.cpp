@@ -120,7 +120,8 @@ measurement run_tessera(const std::string& name, const workload& wl, const confi
   });
   if (cfg.runtime_stats) {
     std::fprintf(stderr, "tessera-bench: %s: primitive %s; runtime statistics, all runs\n%s",
-                 cfg.label.c_str(), std::string(to_string(runtime::primitive_of(objects[0]))).c_str(),
+                 cfg.label.c_str(),
+                 std::string(to_string(runtime::primitive_of(objects[0]))).c_str(),
                  rt.statistics().to_string().c_str());
   }
   for (counters* c : objects) rt.retire_resource(c);

@@ -26,14 +26,12 @@ inline const char* execute_checked(kv::olc_tree& tree, const ::ycsb::operation& 
                                    kv::entry* scan_out) {
   using ::ycsb::op_type;
   switch (op.type) {
-    case op_type::insert:
-      return presence_error(e, !tree.insert(op.key, op.value));
+    case op_type::insert: return presence_error(e, !tree.insert(op.key, op.value));
     case op_type::read: {
       const std::optional<kv::value_t> v = tree.lookup(op.key);
       return lookup_error(e, op, v.has_value(), v.value_or(0));
     }
-    case op_type::update:
-      return presence_error(e, tree.update(op.key, op.value));
+    case op_type::update: return presence_error(e, tree.update(op.key, op.value));
     case op_type::scan:
       return scan_error(e, op, scan_out, tree.scan(op.key, op.scan_length, scan_out));
     case op_type::read_modify_write: {
@@ -42,8 +40,7 @@ inline const char* execute_checked(kv::olc_tree& tree, const ::ycsb::operation& 
       const char* write_error = presence_error(e, tree.update(op.key, op.value));
       return read_error != nullptr ? read_error : write_error;
     }
-    case op_type::remove:
-      return presence_error(e, tree.remove(op.key));
+    case op_type::remove: return presence_error(e, tree.remove(op.key));
   }
   return "unknown operation type";
 }

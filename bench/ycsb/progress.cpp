@@ -33,9 +33,7 @@ progress::progress(std::string label, std::uint64_t total, unsigned counters, bo
       m_counters(std::make_unique<counter[]>(counters)),
       m_enabled(enabled) {}
 
-progress::~progress() {
-  stop();
-}
+progress::~progress() { stop(); }
 
 void progress::start() {
   if (m_enabled && !m_printer.joinable()) m_printer = std::thread([this] { print_loop(); });

@@ -86,9 +86,7 @@ class batch_driver final : public task {
           r.value = op.value;
           break;
         case op_type::read:
-        case op_type::read_modify_write:
-          r.type = kv::request_type::lookup;
-          break;
+        case op_type::read_modify_write: r.type = kv::request_type::lookup; break;
         case op_type::update:
           r.type = kv::request_type::update;
           r.value = op.value;
@@ -98,9 +96,7 @@ class batch_driver final : public task {
           r.scan_count = op.scan_length;
           r.scan_out = slot.scan_space.data() + std::size_t{i} * slot.scan_stride;
           break;
-        case op_type::remove:
-          r.type = kv::request_type::remove;
-          break;
+        case op_type::remove: r.type = kv::request_type::remove; break;
       }
       p.tree->submit(r, &ctx);
     }
@@ -123,10 +119,8 @@ const char* answer_error(const kv::request& r, const ::ycsb::operation& op, expe
       return r.type == kv::request_type::lookup ? lookup_error(e, op, ok, r.value)
                                                 : presence_error(e, ok);
     case op_type::update:
-    case op_type::remove:
-      return presence_error(e, ok);
-    case op_type::scan:
-      return scan_error(e, op, r.scan_out, r.scanned);
+    case op_type::remove: return presence_error(e, ok);
+    case op_type::scan: return scan_error(e, op, r.scan_out, r.scanned);
   }
   return "unknown operation type";
 }

@@ -22,14 +22,14 @@ class runtime;
 namespace detail {
 class worker;
 struct resource_header;
-}
+}  // namespace detail
 
 class context {
  public:
   /// The worker running the task.
   worker_id worker() const noexcept;
   numa_node_id node() const noexcept;
-  class runtime& runtime() const noexcept { return *m_runtime; }
+  tessera::runtime& runtime() const noexcept { return *m_runtime; }
 
   /// Allocates a task from this worker's allocator.
   template <task_type T, class... Args>
@@ -64,8 +64,8 @@ class context {
   task* m_current = nullptr;
   std::uint64_t m_read_version = 0;  // version seen at start under optimistic reading
   const detail::resource_header* m_read_header = nullptr;  // the resource that read started on
-  bool m_validating = false;         // running as an optimistic reader
-  bool m_validated = false;          // validate() succeeded during this run
+  bool m_validating = false;                               // running as an optimistic reader
+  bool m_validated = false;                                // validate() succeeded during this run
 };
 
 }  // namespace tessera

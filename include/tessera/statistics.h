@@ -22,14 +22,14 @@ struct worker_statistics {
   std::uint64_t spawned_local = 0;   ///< spawns into a pool this worker owned
   std::uint64_t spawned_remote = 0;  ///< spawns into another worker's pool
   std::uint64_t optimistic_retries = 0;
-  std::uint64_t prefetches = 0;      ///< prefetch instructions issued for task data
-  std::uint64_t pools_stolen = 0;    ///< whole pools this worker took from others
-  std::uint64_t tasks_stolen = 0;    ///< single unannotated tasks this worker handed to thieves
-  std::uint64_t exceptions = 0;      ///< tasks whose execute threw
-  std::uint64_t peers_woken = 0;     ///< parked workers this one woke to take its queued work
+  std::uint64_t prefetches = 0;        ///< prefetch instructions issued for task data
+  std::uint64_t pools_stolen = 0;      ///< whole pools this worker took from others
+  std::uint64_t tasks_stolen = 0;      ///< single unannotated tasks this worker handed to thieves
+  std::uint64_t exceptions = 0;        ///< tasks whose execute threw
+  std::uint64_t peers_woken = 0;       ///< parked workers this one woke to take its queued work
   std::uint64_t steal_walk_steps = 0;  ///< queued tasks looked at while answering thieves
-  std::uint64_t idle_ns = 0;         ///< time spent looking for work (spinning)
-  std::uint64_t parked_ns = 0;       ///< time spent asleep
+  std::uint64_t idle_ns = 0;           ///< time spent looking for work (spinning)
+  std::uint64_t parked_ns = 0;         ///< time spent asleep
 
   worker_statistics& operator+=(const worker_statistics& o) noexcept;
 };

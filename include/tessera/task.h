@@ -80,14 +80,14 @@ class task_state {
   }
   std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
   std::uint16_t m_target = 0;
-  std::uint16_t m_bytes = 0;       // sizeof the most derived type (for optimistic restore)
+  std::uint16_t m_bytes = 0;  // sizeof the most derived type (for optimistic restore)
   std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
   std::uint8_t m_access = 0;
   std::uint8_t m_is_resource = 0;
   std::uint8_t m_target_kind = target_none;
-  std::uint8_t m_block = 0;        // the allocator's size class of the block, or new_block
-  std::uint8_t m_epoch_slot = 0;   // internal: reclamation epoch the task's operation started in
-  std::uint16_t m_destroyer = 0;   // 0: trivially destructible, else see task_destroyers.h
+  std::uint8_t m_block = 0;       // the allocator's size class of the block, or new_block
+  std::uint8_t m_epoch_slot = 0;  // internal: reclamation epoch the task's operation started in
+  std::uint16_t m_destroyer = 0;  // 0: trivially destructible, else see task_destroyers.h
 };
 }  // namespace detail
 

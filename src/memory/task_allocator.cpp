@@ -177,7 +177,9 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
   }
   const unsigned c = size_class(bytes);
   task_cache& tc = tl_task_cache;
-  if (!tc.registered) [[unlikely]] arm_thread_exit_flush(tc);  // frees without allocations
+  if (!tc.registered) [[unlikely]] {  // frees without allocations
+    arm_thread_exit_flush(tc);
+  }
   auto* blk = static_cast<free_block*>(p);
   blk->next = tc.head[c];
   TESSERA_POISON(blk, class_bytes(c));

@@ -59,7 +59,9 @@ class task_allocator {
   static constexpr unsigned size_class(std::size_t bytes) noexcept {
     return task_cache::size_class(bytes);
   }
-  static constexpr std::size_t class_bytes(unsigned c) noexcept { return task_cache::class_bytes(c); }
+  static constexpr std::size_t class_bytes(unsigned c) noexcept {
+    return task_cache::class_bytes(c);
+  }
 };
 
 }  // namespace tessera::detail

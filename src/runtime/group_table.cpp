@@ -16,7 +16,8 @@ group group_table::open() {
       i = m_free.back();
       m_free.pop_back();
     } else {
-      if (m_used == chunk_slots * max_chunks) throw std::length_error("tessera: too many open groups");
+      if (m_used == chunk_slots * max_chunks)
+        throw std::length_error("tessera: too many open groups");
       i = m_used++;
       if (i % chunk_slots == 0) {
         // release: a thread indexing this chunk later sees it constructed.

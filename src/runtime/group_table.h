@@ -29,9 +29,9 @@ struct group_slot {
   std::atomic<std::uint32_t> generation{1};
   std::atomic<std::uint32_t> done{0};  // futex word for waiters
   std::mutex mutex;
-  std::exception_ptr error;       // first exception (guarded by mutex)
-  task* continuation = nullptr;   // guarded by mutex
-  bool closed = false;            // wait or when_done called (guarded by mutex)
+  std::exception_ptr error;      // first exception (guarded by mutex)
+  task* continuation = nullptr;  // guarded by mutex
+  bool closed = false;           // wait or when_done called (guarded by mutex)
 };
 
 class group_table {

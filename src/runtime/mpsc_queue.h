@@ -46,7 +46,7 @@ class mpsc_queue {
     if (head == &m_stub) {
       if (next == nullptr) {
         return m_tail.load(std::memory_order_relaxed) == &m_stub ? pop_result::empty
-                                                                  : pop_result::busy;
+                                                                 : pop_result::busy;
       }
       m_head = next;
       head = next;

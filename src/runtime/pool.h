@@ -22,8 +22,8 @@ namespace tessera::detail {
 struct alignas(64) pool {
   // ---- owner-only -----------------------------------------------------------------------------
   std::array<local_queue, priority_count> local;
-  std::uint32_t index = 0;      ///< global pool index
-  std::uint16_t home_of = 0;    ///< the worker this pool was created for
+  std::uint32_t index = 0;    ///< global pool index
+  std::uint16_t home_of = 0;  ///< the worker this pool was created for
   bool is_home = false;
   std::size_t queued() const noexcept {
     std::size_t n = 0;

@@ -69,7 +69,8 @@ std::vector<std::exception_ptr> runtime::take_unhandled_exceptions() {
   return m_scheduler->take_unhandled();
 }
 
-detail::resource_header* runtime::allocate_resource(std::size_t bytes, const resource_hints& hints) {
+detail::resource_header* runtime::allocate_resource(std::size_t bytes,
+                                                    const resource_hints& hints) {
   return m_scheduler->allocate_resource(bytes, hints);
 }
 void runtime::free_resource(detail::resource_header* h) noexcept {

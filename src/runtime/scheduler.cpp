@@ -17,6 +17,9 @@
 namespace tessera::detail {
 namespace {
 
+/// Resources (header + object) start on a cache line of their own.
+constexpr std::align_val_t resource_alignment{64};
+
 thread_local std::uint64_t tl_random = 0x9E3779B97F4A7C15ull;
 std::uint64_t next_random() noexcept {
   // xorshift64*: placement choices only, never correctness.
@@ -82,7 +85,8 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   }
   for (unsigned i = 0; i < w; ++i) {
     const unsigned node = topo.node_of_cpu(cpus[i]);
-    m_workers.push_back(std::make_unique<worker>(*this, static_cast<std::uint16_t>(i), cpus[i], node));
+    m_workers.push_back(
+        std::make_unique<worker>(*this, static_cast<std::uint16_t>(i), cpus[i], node));
     if (m_workers_of_node.size() <= node) m_workers_of_node.resize(node + 1);
     m_workers_of_node[node].push_back(i);
   }
@@ -241,7 +245,8 @@ void scheduler::wait(group g) {
 }
 
 void scheduler::when_done(group g, task* continuation, worker& from) {
-  if (!m_groups.current(g)) throw std::logic_error("tessera: when_done on a stale or unknown group");
+  if (!m_groups.current(g))
+    throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_groups.slot(g);
   // The continuation joins the running task's group now, so an outer wait covers it.
   task* parent = from.current_task();
@@ -365,7 +370,7 @@ void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
 
 resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_hints& hints) {
   const std::size_t total = sizeof(resource_header) + ((bytes + 63) & ~std::size_t{63});
-  void* mem = ::operator new(total, std::align_val_t{64});
+  void* mem = ::operator new(total, resource_alignment);
   auto* h = ::new (mem) resource_header();
   h->prim = select_primitive(hints);
   h->weight = weight_of(hints.frequency);
@@ -392,7 +397,7 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
 void scheduler::free_resource(resource_header* h) noexcept {
   if (h->destroy != nullptr) h->destroy(h->object());
   h->~resource_header();
-  ::operator delete(static_cast<void*>(h), std::align_val_t{64});
+  ::operator delete(static_cast<void*>(h), resource_alignment);
 }
 
 void scheduler::retire(resource_header* h) {
@@ -411,7 +416,8 @@ void scheduler::retire(resource_header* h) {
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
-  if (w.value >= m_workers.size()) throw std::out_of_range("tessera: move_resource to an unknown worker");
+  if (w.value >= m_workers.size())
+    throw std::out_of_range("tessera: move_resource to an unknown worker");
   const unsigned ppw = m_options.pools_per_worker;
   unsigned best = w.value * ppw + (ppw > 1 ? 1 : 0);
   for (unsigned j = 1; j < ppw; ++j) {

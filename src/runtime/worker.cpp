@@ -63,7 +63,8 @@ worker::~worker() { join(); }
 void worker::start(pool* home, std::vector<pool*> pools) {
   m_home = home;
   m_pools = std::move(pools);
-  for (pool* p : m_pools) p->held_by.store(m_index, std::memory_order_relaxed);  // before the thread
+  for (pool* p : m_pools)
+    p->held_by.store(m_index, std::memory_order_relaxed);  // before the thread
   m_thread = std::thread([this] { run(); });
 }
 
@@ -104,7 +105,7 @@ void worker::set_active(bool a) noexcept {
   if (m_active.exchange(a, std::memory_order_acq_rel) != a) notify(attention_active);
 }
 
-// ---- the loop ------------------------------------------------------------------------------------
+// ---- the loop -----------------------------------------------------------------------------------
 
 void worker::run() {
   tl_worker = this;
@@ -364,7 +365,7 @@ void worker::try_steal() {
   }
 }
 
-// ---- picking the next task -----------------------------------------------------------------------
+// ---- picking the next task ----------------------------------------------------------------------
 
 std::size_t worker::drain_inboxes(std::size_t limit) {
   std::size_t n = 0;
@@ -496,7 +497,7 @@ void worker::prefetch(const task* t) noexcept {
   bump(m_stats.prefetches, plan.count);
 }
 
-// ---- running a task ------------------------------------------------------------------------------
+// ---- running a task -----------------------------------------------------------------------------
 
 task* worker::invoke(task* t, std::exception_ptr& error) noexcept {
   try {
@@ -557,7 +558,8 @@ void worker::execute_on_resource(task* t, pool* p) {
   if (serialized_by_pool(t)) {
     // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
     // resource's pool. Forward it there; it stays counted as one task in flight.
-    pool& home = m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
+    pool& home =
+        m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
     if (&home != p) {
       m_sched.push(home, t, this);
       return;
@@ -617,9 +619,7 @@ void worker::execute_on_resource(task* t, pool* p) {
     case primitive::scheduling:
     case primitive::none:
     case primitive::automatic:
-    default:
-      follow = invoke(t, error);
-      break;
+    default: follow = invoke(t, error); break;
   }
   // invoke returns nullptr when the task threw: there is no follow-up then.
   if (error) {
@@ -789,7 +789,8 @@ void worker::maybe_reclaim() {
   const std::uint64_t e = m_sched.global_epoch();
   // The list is newest first: cut it at the first entry old enough; everything after is older.
   resource_header** link = &m_retired;
-  while (*link != nullptr && (*link)->retired_epoch + epoch_slots > e) link = &(*link)->retired_next;
+  while (*link != nullptr && (*link)->retired_epoch + epoch_slots > e)
+    link = &(*link)->retired_next;
   resource_header* old = *link;
   if (old == nullptr) return;
   *link = nullptr;

@@ -44,7 +44,8 @@ struct worker_counters {
   std::atomic<std::uint64_t> exceptions{0};
   std::atomic<std::uint64_t> peers_woken{0};
   std::atomic<std::uint64_t> steal_walk_steps{0};
-  std::atomic<std::uint64_t> group_batches{0};  // flushed batches (pseudo-tasks in the epoch counts)
+  // flushed batches (pseudo-tasks in the epoch counts)
+  std::atomic<std::uint64_t> group_batches{0};
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
 };
@@ -138,7 +139,9 @@ class worker {
   /// switching to another group, and before idling. Why that is sound: docs/architecture.md,
   /// "Group counts".
   void group_add(group g, int d) noexcept {
-    if (g != m_gcache) [[unlikely]] open_group_batch(g);
+    if (g != m_gcache) [[unlikely]] {
+      open_group_batch(g);
+    }
     m_gdelta += d;
   }
   /// Applies the batched count; completes the group if that brings it to zero.
@@ -220,28 +223,29 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
-  task* m_next_task = nullptr;   // next-task slot: a follow-up or fresh spawn without data
-  unsigned m_slot_run = 0;  // tasks run back to back from the slot so far
+  task* m_next_task = nullptr;  // next-task slot: a follow-up or fresh spawn without data
+  unsigned m_slot_run = 0;      // tasks run back to back from the slot so far
   context m_ctx;
   std::uint8_t m_current_slot = 0;
   unsigned m_until_periodic = 1;  // tasks until the next periodic() (epoch_interval_tasks)
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;
-  std::uint64_t m_scan_debt = 0;     // tasks to execute before the next steal walk (answer_steal_request)
+  // tasks to execute before the next steal walk (answer_steal_request)
+  std::uint64_t m_scan_debt = 0;
   std::uint64_t m_scan_paid_at = 0;  // completions counted when that debt was set
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
-  std::uint64_t m_next_peer_wake_ns = 0;
-  unsigned m_clock_every = 1;          // periodic() reads the clock every this many calls
-  unsigned m_clock_countdown = 1;      // calls until the next read
-  std::uint64_t m_last_clock_ns = 0;   // the last read  // periodic() may wake a parked peer from then on
-  resource_header* m_retired = nullptr;  // newest first
+  std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
+  unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls
+  unsigned m_clock_countdown = 1;         // calls until the next read
+  std::uint64_t m_last_clock_ns = 0;      // the last read
+  resource_header* m_retired = nullptr;   // newest first
   std::uint64_t m_retired_count = 0;
   bool m_reclaim_pending = false;
-  group m_gcache{};              // the group whose count is batched (invalid: none)
-  std::int64_t m_gdelta = 0;     // its batched change
-  std::uint8_t m_gslot = 0;      // epoch slot the open batch is counted in (as a pseudo-task)
+  group m_gcache{};           // the group whose count is batched (invalid: none)
+  std::int64_t m_gdelta = 0;  // its batched change
+  std::uint8_t m_gslot = 0;   // epoch slot the open batch is counted in (as a pseudo-task)
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).

@@ -13,12 +13,9 @@ namespace {
 
 const char* kind_name(node_kind kind) {
   switch (kind) {
-    case node_kind::leaf:
-      return "leaf";
-    case node_kind::branch:
-      return "branch";
-    case node_kind::inner:
-      return "inner";
+    case node_kind::leaf: return "leaf";
+    case node_kind::branch: return "branch";
+    case node_kind::inner: return "inner";
   }
   return "unknown";
 }
@@ -167,8 +164,6 @@ class checker {
 
 }  // namespace
 
-check_result check_tree(const node* root) {
-  return checker{}.run(root);
-}
+check_result check_tree(const node* root) { return checker{}.run(root); }
 
 }  // namespace kv

@@ -372,7 +372,8 @@ void task_tree::submit(request& r, tessera::context* ctx) {
   r.scanned = 0;
   r.scan_from = r.key;
   const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
-  op_task* t = ctx != nullptr ? ctx->make_task<op_task>(this, &r) : m_rt.make_task<op_task>(this, &r);
+  op_task* t =
+      ctx != nullptr ? ctx->make_task<op_task>(this, &r) : m_rt.make_task<op_task>(this, &r);
   start_at_root(*this, *t, 0, writes ? access::write : access::read);
   if (ctx != nullptr) {
     ctx->spawn(t);

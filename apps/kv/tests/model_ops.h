@@ -15,8 +15,7 @@ namespace kv::test {
 enum class point_op { insert, update, upsert, remove, lookup };
 
 template <class Tree>
-void apply_point_op(Tree& tree, std::map<key_t, value_t>& model, point_op op, key_t k,
-                    value_t v) {
+void apply_point_op(Tree& tree, std::map<key_t, value_t>& model, point_op op, key_t k, value_t v) {
   switch (op) {
     case point_op::insert:
       ASSERT_EQ(tree.insert(k, v), model.emplace(k, v).second) << "insert " << k;
@@ -31,9 +30,7 @@ void apply_point_op(Tree& tree, std::map<key_t, value_t>& model, point_op op, ke
       tree.upsert(k, v);
       model[k] = v;
       return;
-    case point_op::remove:
-      ASSERT_EQ(tree.remove(k), model.erase(k) == 1) << "remove " << k;
-      return;
+    case point_op::remove: ASSERT_EQ(tree.remove(k), model.erase(k) == 1) << "remove " << k; return;
     case point_op::lookup: {
       const auto it = model.find(k);
       const std::optional<value_t> found = tree.lookup(k);

@@ -15,9 +15,7 @@
 namespace kv {
 namespace {
 
-std::unique_ptr<node> make_leaf() {
-  return std::make_unique<node>(node_kind::leaf, 0);
-}
+std::unique_ptr<node> make_leaf() { return std::make_unique<node>(node_kind::leaf, 0); }
 
 /// A leaf holding `keys` (sorted, unique) with value = key * 10.
 std::unique_ptr<node> leaf_with(const std::vector<key_t>& keys) {

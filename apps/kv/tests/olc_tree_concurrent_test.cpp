@@ -58,10 +58,9 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
       const key_t k = own_key();
       const value_t v = value_for(k, static_cast<std::uint32_t>(i));
       // 20% insert, 10% update, 10% upsert, 20% remove, 10% scan (draw 6), 30% lookup.
-      static constexpr point_op mix[10] = {point_op::insert, point_op::insert, point_op::update,
-                                           point_op::upsert, point_op::remove, point_op::remove,
-                                           point_op::lookup, point_op::lookup, point_op::lookup,
-                                           point_op::lookup};
+      static constexpr point_op mix[10] = {
+          point_op::insert, point_op::insert, point_op::update, point_op::upsert, point_op::remove,
+          point_op::remove, point_op::lookup, point_op::lookup, point_op::lookup, point_op::lookup};
       const unsigned draw = rng() % 10;
       switch (draw) {
         case 6: {

@@ -250,7 +250,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(sync_case{kv::tree_sync::automatic, 1}, sync_case{kv::tree_sync::automatic, 2},
                     sync_case{kv::tree_sync::automatic, 4}, sync_case{kv::tree_sync::spinlock, 2},
                     sync_case{kv::tree_sync::rwlatch, 2}, sync_case{kv::tree_sync::optimistic, 3},
-                    sync_case{kv::tree_sync::scheduling, 2}, sync_case{kv::tree_sync::scheduling, 4}),
+                    sync_case{kv::tree_sync::scheduling, 2},
+                    sync_case{kv::tree_sync::scheduling, 4}),
     name_of);
 
 }  // namespace

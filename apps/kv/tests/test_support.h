@@ -49,9 +49,7 @@ inline constexpr std::size_t scale = 4;
 [[nodiscard]] constexpr value_t value_for(key_t k, std::uint32_t stamp) noexcept {
   return (k << 24) | (stamp & 0xFFFFFFu);
 }
-[[nodiscard]] constexpr key_t key_of_value(value_t v) noexcept {
-  return v >> 24;
-}
+[[nodiscard]] constexpr key_t key_of_value(value_t v) noexcept { return v >> 24; }
 
 /// splitmix64: a cheap, well-mixed stream for test keys.
 [[nodiscard]] constexpr std::uint64_t mix(std::uint64_t x) noexcept {

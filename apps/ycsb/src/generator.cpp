@@ -12,12 +12,9 @@ namespace ycsb {
 
 const char* to_string(distribution d) noexcept {
   switch (d) {
-    case distribution::uniform:
-      return "uniform";
-    case distribution::zipfian:
-      return "zipfian";
-    case distribution::latest:
-      return "latest";
+    case distribution::uniform: return "uniform";
+    case distribution::zipfian: return "zipfian";
+    case distribution::latest: return "latest";
   }
   return "?";
 }
@@ -45,18 +42,12 @@ char normalise_workload(char workload) {
 // The proportions of YCSB's workloads/workloada .. workloadf property files.
 op_mix op_mix::for_workload(char workload) {
   switch (normalise_workload(workload)) {
-    case 'a':
-      return op_mix{.read = 0.5, .update = 0.5};  // update heavy
-    case 'b':
-      return op_mix{.read = 0.95, .update = 0.05};  // read mostly
-    case 'c':
-      return op_mix{.read = 1.0};  // read only
-    case 'd':
-      return op_mix{.read = 0.95, .insert = 0.05};  // read latest
-    case 'e':
-      return op_mix{.insert = 0.05, .scan = 0.95};  // short ranges
-    default:
-      return op_mix{.read = 0.5, .read_modify_write = 0.5};  // 'f': read-modify-write
+    case 'a': return op_mix{.read = 0.5, .update = 0.5};            // update heavy
+    case 'b': return op_mix{.read = 0.95, .update = 0.05};          // read mostly
+    case 'c': return op_mix{.read = 1.0};                           // read only
+    case 'd': return op_mix{.read = 0.95, .insert = 0.05};          // read latest
+    case 'e': return op_mix{.insert = 0.05, .scan = 0.95};          // short ranges
+    default: return op_mix{.read = 0.5, .read_modify_write = 0.5};  // 'f': read-modify-write
   }
 }
 
@@ -236,8 +227,7 @@ uint64_t operation_stream::choose_visible() noexcept {
       return m_uniform.next(m_rng);  // never beyond record_count - 1 <= last_value
     case distribution::latest:
       return m_latest.next(m_rng, last_value);  // SkewedLatestGenerator: in [1, last_value]
-    case distribution::zipfian:
-      break;
+    case distribution::zipfian: break;
   }
   uint64_t keynum;
   do {
@@ -267,15 +257,12 @@ operation operation_stream::next() noexcept {
   op.key = key_of_keynum(keynum_of_visible(choose_visible()));
   switch (op.type) {
     case op_type::update:
-    case op_type::read_modify_write:
-      op.value = updated_value_of(op.key);
-      break;
+    case op_type::read_modify_write: op.value = updated_value_of(op.key); break;
     case op_type::scan:
       // scanlength.nextValue().intValue()
       op.scan_length = static_cast<uint32_t>(m_scan_length.next(m_rng));
       break;
-    default:
-      break;
+    default: break;
   }
   return op;
 }

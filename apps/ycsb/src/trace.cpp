@@ -25,9 +25,7 @@ namespace {
 constexpr bool is_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
-constexpr bool is_digit(char c) noexcept {
-  return c >= '0' && c <= '9';
-}
+constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 // Splits a line into whitespace-separated tokens.
 class tokenizer {
@@ -153,8 +151,7 @@ std::optional<operation> parse_trace_line(std::string_view line, const std::stri
   operation op{};
   op.type = *type;
   switch (parse_decimal(without_user_prefix(key_token), op.key)) {
-    case number_status::ok:
-      break;
+    case number_status::ok: break;
     case number_status::not_decimal:
       throw fail("key " + quoted(key_token) + " is not a 64-bit unsigned decimal");
     case number_status::out_of_range:
@@ -165,8 +162,7 @@ std::optional<operation> parse_trace_line(std::string_view line, const std::stri
     const std::string_view count = tokens.next();
     if (count.empty() || count.front() == '[') throw fail("missing scan length after the key");
     switch (parse_decimal(count, op.scan_length)) {
-      case number_status::ok:
-        break;
+      case number_status::ok: break;
       case number_status::not_decimal:
         throw fail("scan length " + quoted(count) + " is not a 32-bit unsigned decimal");
       case number_status::out_of_range:
@@ -184,15 +180,10 @@ std::optional<operation> parse_trace_line(std::string_view line, const std::stri
   }
 
   switch (op.type) {
-    case op_type::insert:
-      op.value = value_of(op.key);
-      break;
+    case op_type::insert: op.value = value_of(op.key); break;
     case op_type::update:
-    case op_type::read_modify_write:
-      op.value = updated_value_of(op.key);
-      break;
-    default:
-      break;
+    case op_type::read_modify_write: op.value = updated_value_of(op.key); break;
+    default: break;
   }
   return op;
 }

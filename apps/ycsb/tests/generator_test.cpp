@@ -108,9 +108,7 @@ TEST(Generator, OperationFieldsFollowTheValueScheme) {
           min_scan = std::min(min_scan, op.scan_length);
           max_scan = std::max(max_scan, op.scan_length);
           break;
-        default:
-          EXPECT_EQ(op.value, 0u);
-          EXPECT_EQ(op.scan_length, 0u);
+        default: EXPECT_EQ(op.value, 0u); EXPECT_EQ(op.scan_length, 0u);
       }
     }
   }

@@ -58,7 +58,8 @@ inline constexpr bool task_cache_inline = false;
 inline constexpr bool task_cache_inline = true;
 #endif
 
-/// A block of class `c` from the calling thread's list, or nullptr (list empty: refill out of line).
+/// A block of class `c` from the calling thread's list, or nullptr (list empty: refill out of
+/// line).
 inline void* task_cache_pop(unsigned c) noexcept {
   task_cache& tc = tl_task_cache;
   free_block* blk = tc.head[c];

@@ -24,9 +24,7 @@ inline constexpr std::size_t default_chunk_size = 500;
 /// The worker running a call, numbered from 0 within one driver.
 enum class worker_id : unsigned {};
 
-[[nodiscard]] constexpr unsigned to_index(worker_id w) noexcept {
-  return static_cast<unsigned>(w);
-}
+[[nodiscard]] constexpr unsigned to_index(worker_id w) noexcept { return static_cast<unsigned>(w); }
 
 /// Called as fn(index, worker) or fn(index).
 template <class F>

@@ -67,9 +67,7 @@ namespace kv {
   return n.child(child_index(n, k));
 }
 
-[[nodiscard]] inline bool is_full(const node& n) noexcept {
-  return n.count() >= n.capacity();
-}
+[[nodiscard]] inline bool is_full(const node& n) noexcept { return n.count() >= n.capacity(); }
 
 // ---- leaf readers --------------------------------------------------------------------------
 

@@ -83,10 +83,10 @@ struct tree_options {
 struct request {
   request_type type = request_type::lookup;
   key_t key = 0;
-  value_t value = 0;           ///< insert/update/upsert: the value; lookup: the result
+  value_t value = 0;             ///< insert/update/upsert: the value; lookup: the result
   std::uint32_t scan_count = 0;  ///< scan: entries wanted
-  entry* scan_out = nullptr;   ///< scan: room for scan_count entries
-  std::uint32_t scanned = 0;   ///< scan: entries delivered
+  entry* scan_out = nullptr;     ///< scan: room for scan_count entries
+  std::uint32_t scanned = 0;     ///< scan: entries delivered
   request_status status = request_status::ok;
   void (*on_done)(request&) = nullptr;  ///< called once, on a worker, when the request is done
   void* user = nullptr;                 ///< for the caller (e.g. its batch)

@@ -45,16 +45,12 @@ static_assert(sizeof(operation) == 24);
 // The key of key number `keynum` with YCSB's default insertorder=hashed: fnvhash64(keynum). YCSB's
 // string key is "user" + decimal(key_of(keynum)) (zeropadding 1), e.g. key_of(0) =
 // 6284781860667377211.
-[[nodiscard]] constexpr uint64_t key_of(uint64_t keynum) noexcept {
-  return fnvhash64(keynum);
-}
+[[nodiscard]] constexpr uint64_t key_of(uint64_t keynum) noexcept { return fnvhash64(keynum); }
 
 [[nodiscard]] constexpr uint64_t value_of(uint64_t key) noexcept {
   return (key * 0x9E3779B97F4A7C15ULL) ^ 0x5bd1e995ULL;
 }
-[[nodiscard]] constexpr uint64_t updated_value_of(uint64_t key) noexcept {
-  return ~value_of(key);
-}
+[[nodiscard]] constexpr uint64_t updated_value_of(uint64_t key) noexcept { return ~value_of(key); }
 [[nodiscard]] constexpr bool is_legal_value(uint64_t key, uint64_t value) noexcept {
   return value == value_of(key) || value == updated_value_of(key);
 }
