@@ -163,13 +163,7 @@ class reclamation_test : public runtime_fixture {
         ADD_FAILURE() << what;
         return;
       }
-      const group g = r.make_group();
-      for (unsigned w = 0; w < r.workers(); ++w) {
-        auto* t = make_fn(r, [tok = live_token{}](context&) {});
-        t->annotate(wid(w));
-        r.spawn(t, g);
-      }
-      r.wait(g);
+      run_an_empty_task_on_each_worker(r);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }

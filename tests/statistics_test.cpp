@@ -145,13 +145,7 @@ TEST_P(statistics_test, idle_workers_park) {
   // Idle for much longer than spin_before_park (200 us): the workers go to sleep. Their counters
   // are written by themselves, so wake each one with a task before reading again.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const group g = r.make_group();
-  for (unsigned w = 0; w < r.workers(); ++w) {
-    auto* t = make_fn(r, [tok = live_token{}](context&) {});
-    t->annotate(wid(w));
-    r.spawn(t, g);
-  }
-  r.wait(g);
+  run_an_empty_task_on_each_worker(r);
   r.wait_idle();
   const auto after = r.statistics().total();
   EXPECT_GT(after.parked_ns, before.parked_ns) << "no worker parked while idle for 50 ms";
@@ -161,13 +155,7 @@ TEST_P(statistics_test, idle_workers_park) {
 /// Parked time of all workers after every one of them ran one more task (their counters are
 /// written by themselves, so each is woken to publish what it did while idle).
 std::uint64_t parked_ns_after_waking_all(runtime& r) {
-  const group g = r.make_group();
-  for (unsigned w = 0; w < r.workers(); ++w) {
-    auto* t = make_fn(r, [tok = live_token{}](context&) {});
-    t->annotate(wid(w));
-    r.spawn(t, g);
-  }
-  r.wait(g);
+  run_an_empty_task_on_each_worker(r);
   r.wait_idle();
   return r.statistics().total().parked_ns;
 }

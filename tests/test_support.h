@@ -134,6 +134,18 @@ function_task<std::decay_t<F>>* make_fn(Maker& maker, F&& f) {
 
 inline worker_id wid(unsigned w) noexcept { return worker_id(static_cast<std::uint16_t>(w)); }
 
+/// Runs an empty task on every worker and waits for them: each worker wakes if it parked and,
+/// having run a task, has published its counters and its epoch slot (both written by itself).
+inline void run_an_empty_task_on_each_worker(runtime& r) {
+  const group g = r.make_group();
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    auto* t = make_fn(r, [tok = live_token{}](context&) {});
+    t->annotate(wid(w));
+    r.spawn(t, g);
+  }
+  r.wait(g);
+}
+
 // ---- fixture ------------------------------------------------------------------------------------
 
 /// A runtime per test; TearDown stops it and checks that every task object was destroyed and
