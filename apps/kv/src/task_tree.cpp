@@ -106,7 +106,11 @@ bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std
 class link_task final : public tessera::task {
  public:
   link_task(task_tree* tree, node* left, key_t sep, node* right, std::uint8_t child_level)
-      : m_tree(tree), m_left(left), m_right(right), m_sep(sep), m_level(child_level) {}
+      : m_tree(tree), m_left(left), m_right(right), m_sep(sep), m_level(child_level) {
+    // High: until the parent holds the separator, operations routed to `left` for keys now in
+    // `right` take a detour; behind the queued operations the link would wait for all of them.
+    annotate(tessera::priority::high);
+  }
 
   /// Starts at `parent` (level child_level + 1, low fence <= sep) instead of the root.
   void start_at(node* parent) noexcept { visit(*m_tree, *this, parent, access::write); }
@@ -207,9 +211,7 @@ class unlink_task final : public tessera::task {
     node* leaf = node_of(*this);
     if (leaf->count() != 0) {
       // Filled again meanwhile: hang it back under its parent.
-      auto* link = m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
-      link->annotate(tessera::priority::high);  // as after a split (op_task::insert)
-      return link;
+      return m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
     }
     leaf->set_dead(m_left);
     m_phase = phase::merge;
@@ -317,9 +319,6 @@ class op_task final : public tessera::task {
     (void)i;  // absent before the split, so inserted now
     r.status = request_status::ok;
     auto* link = ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0);
-    // High: until the parent holds the separator, operations routed to `leaf` for keys now in
-    // `right` take a detour; behind the queued operations the link would wait for all of them.
-    link->annotate(tessera::priority::high);
     if (m_parent != nullptr) link->start_at(m_parent);
     ctx.spawn(link);
   }
