@@ -67,8 +67,8 @@ class tree_task final : public counted_task {
 
 TEST(spawn_order, fresh_spawns_without_data_run_newest_first_and_annotated_ones_oldest_first) {
   // One worker: the parent spawns plain tasks 0..4 and data-annotated tasks 5..9 interleaved.
-  // Plain ones run newest first (the newest through the next-task slot, the others from the
-  // front of the pool), before the annotated ones, which run in spawn order.
+  // Plain ones run newest first (from the work-first stack), before the annotated ones, which
+  // run in spawn order.
   tessera::runtime r({.workers = 1});
   std::vector<int> order;  // one worker: no concurrent access
   static int data[10];
@@ -82,6 +82,48 @@ TEST(spawn_order, fresh_spawns_without_data_run_newest_first_and_annotated_ones_
   });
   r.wait_idle();
   EXPECT_EQ(order, (std::vector<int>{4, 3, 2, 1, 0, 5, 6, 7, 8, 9}));
+}
+
+TEST(spawn_order, more_fresh_spawns_than_the_work_first_stack_holds_still_run_newest_first) {
+  // One worker, one parent spawning far more plain tasks than the stack holds (64 below its
+  // top): the older halves move to the front of the home pool, and the order stays newest first.
+  tessera::runtime r({.workers = 1});
+  constexpr int n = 1000;
+  std::vector<int> order;  // one worker: no concurrent access
+  r.spawn([&order](context& ctx) {
+    for (int i = 0; i < n; ++i) ctx.spawn([&order, i](context&) { order.push_back(i); });
+  });
+  r.wait_idle();
+  std::vector<int> expected(n);
+  for (int i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = n - 1 - i;
+  EXPECT_EQ(order, expected);
+}
+
+TEST(spawn_order, a_more_urgent_spawn_runs_before_the_stacked_ones_and_a_less_urgent_one_after) {
+  // Normal-priority fresh spawns wait on the work-first stack; a high-priority one spawned
+  // among them runs first, a low-priority one last, and the normal ones newest first between.
+  tessera::runtime r({.workers = 1});
+  std::vector<int> order;  // one worker: no concurrent access
+  r.spawn([&order](context& ctx) {
+    for (int i = 0; i < 20; ++i) {
+      if (i == 5) {
+        auto* low = make_fn(ctx, [&order](context&) { order.push_back(-2); });
+        low->annotate(priority::low);
+        ctx.spawn(low);
+      }
+      if (i == 10) {
+        auto* high = make_fn(ctx, [&order](context&) { order.push_back(-1); });
+        high->annotate(priority::high);
+        ctx.spawn(high);
+      }
+      ctx.spawn([&order, i](context&) { order.push_back(i); });
+    }
+  });
+  r.wait_idle();
+  std::vector<int> expected{-1};
+  for (int i = 19; i >= 0; --i) expected.push_back(i);
+  expected.push_back(-2);
+  EXPECT_EQ(order, expected);
 }
 
 TEST_P(spawn_test, from_inside_children_join_the_parents_group) {

@@ -101,8 +101,9 @@ class task : public detail::task_state {
   /// annotations), or another task to be scheduled in its place (this one is then destroyed).
   /// A follow-up with a data annotation is queued like a spawn, so its data is prefetched while
   /// other tasks run. One without data, placed nowhere else, runs next on this worker without a
-  /// queue round-trip (scheduler bypass), unless a more urgent task is ready; after 64 such runs
-  /// in a row it is queued, so a task that keeps returning itself cannot starve the others.
+  /// queue round-trip (scheduler bypass), unless a more urgent task is ready; after 64 such
+  /// follow-ups in a row with no task completing it is queued at the back, so a task that keeps
+  /// returning itself cannot starve the others.
   virtual task* execute(context& ctx) = 0;
 
   // ---- annotations ---------------------------------------------------------------------------

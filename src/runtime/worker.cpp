@@ -18,6 +18,8 @@
 namespace tessera::detail {
 namespace {
 
+static_assert(worker::stack_priority == static_cast<std::uint8_t>(priority::high) + 1,
+              "next() checks only the high priority before popping the work-first stack");
 static_assert(worker::window_slots > runtime::max_prefetch_distance &&
                   (worker::window_slots & (worker::window_slots - 1)) == 0,
               "the prefetch window is a power-of-two ring holding distance + 1 tasks");
@@ -139,7 +141,10 @@ void worker::periodic() {
   m_until_periodic = m_sched.options().epoch_interval_tasks;
   flush_group();
   m_epoch.publish();
-  const std::size_t queued = local_total();
+  // Tasks from other threads wait in inboxes while the work-first stack runs (a fetch, which
+  // drains them, may not come for a long while in a recursion or a chain).
+  drain_inboxes(256);
+  const std::size_t queued = local_total() + m_stack_size + (m_stack_top != nullptr);
   m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
@@ -174,7 +179,7 @@ void worker::periodic() {
 }
 
 bool worker::attend() {
-  requeue_next();  // pools may change hands below: the slot's task goes back into one
+  requeue_next();  // pools may change hands, a thief may look: the stack goes back into the pool
   handle_attention(m_attention.exchange(0, std::memory_order_acquire));
   // m_exit and m_active_local change only here: an inactive worker stays in this loop.
   while (!m_exit && !m_active_local) {
@@ -417,19 +422,38 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
 
 TESSERA_NOINLINE worker::window_entry worker::fetch() { return take(); }
 
-void worker::requeue_next() noexcept {
-  if (m_next_task == nullptr) return;
-  push_local(*m_home, m_next_task, true);  // the front: it was to run next
-  m_next_task = nullptr;
+void worker::spill_stack(unsigned n) noexcept {
+  // The home pool's front is newest first: the oldest of the n goes in first, the newest last.
+  for (unsigned i = 0; i < n; ++i) push_local(*m_home, m_stack[i], true);
+  std::copy(m_stack.begin() + n, m_stack.begin() + m_stack_size, m_stack.begin());
+  m_stack_size -= n;
 }
 
-bool worker::can_hold_follow_up(const task* f) const noexcept {
-  if (f->m_data != nullptr || m_slot_run >= slot_run_limit) return false;
+void worker::requeue_next() noexcept {
+  if (m_stack_top == nullptr) return;
+  spill_stack(m_stack_size);
+  push_local(*m_home, m_stack_top, true);  // the front: it was to run next
+  m_stack_top = nullptr;
+}
+
+bool worker::can_hold_follow_up(const task* f) noexcept {
+  if (f->m_data != nullptr || f->m_priority != stack_priority) return false;
   if (f->m_target_kind != task::target_none &&
       !(f->m_target_kind == task::target_worker && f->m_target == m_index)) {
     return false;
   }
-  return !more_urgent_queued(f->m_priority) && owns(m_home);
+  if (more_urgent_queued(f->m_priority) || !owns(m_home)) return false;
+  // A run of follow-ups ends when a task completes without one: counted here, on the follow-up's
+  // path, from the completion count (finish() counts a completion too, and m_follow_ups) instead
+  // of a store on every completion.
+  const std::uint64_t done = m_epoch.completions() - m_follow_ups;
+  if (done != m_slot_run_mark) {
+    m_slot_run_mark = done;
+    m_slot_run = 0;
+  }
+  if (m_slot_run >= slot_run_limit) return false;
+  ++m_slot_run;
+  return true;
 }
 
 bool worker::more_urgent_queued(unsigned priority) const noexcept {
@@ -440,26 +464,20 @@ bool worker::more_urgent_queued(unsigned priority) const noexcept {
 }
 
 worker::window_entry worker::next() {
-  if (m_next_task != nullptr) {
-    // The next-task slot (see push_next and finish): no queue round-trip, nothing to prefetch.
-    // Checked again here: the running task may have queued a more urgent task after filling it.
-    task* b = m_next_task;
-    m_next_task = nullptr;
-    if (m_slot_run < slot_run_limit && !more_urgent_queued(b->m_priority)) {
-      ++m_slot_run;
-      return {b, m_home};
+  if (m_stack_top != nullptr) {
+    // The work-first stack (see push_next and finish): no queue round-trip, nothing to prefetch.
+    // Its tasks all have stack_priority; a more urgent task queued since (by the running task,
+    // or drained from an inbox) goes first, and the stack waits at the front of the home pool.
+    if (m_local_count[static_cast<unsigned>(priority::high)] == 0) [[likely]] {
+      return {pop_next(), m_home};
     }
-    push_local(*m_home, b, true);  // where a fresh spawn goes without the slot
-    // Tasks from other threads wait in inboxes while the slot runs (fetch drains them); a
-    // fetch may not come for a while if a chain keeps refilling the slot.
-    if (m_slot_run >= slot_run_limit) drain_inboxes(256);
+    requeue_next();
   }
-  m_slot_run = 0;
   if (m_wsize == 0) {
     // The window ran dry (start, after idling, distance 0, tasks without data). Re-read the
     // distance after the fetch that acquired the task, so a set_prefetch_distance() that
     // happened before the task was spawned is seen; a busy worker re-reads it in periodic().
-    const auto [t, p] = take();  // inline: a fork-join recursion comes here for every other task
+    const auto [t, p] = take();  // inline: every queued task without data comes through here
     if (t == nullptr) return {nullptr, nullptr};
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
@@ -675,6 +693,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   }
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
+  ++m_follow_ups;
 }
 
 // ---- batched group counts ---------------------------------------------------------------------
@@ -707,7 +726,7 @@ void worker::flush_group() noexcept {
 // ---- idling ------------------------------------------------------------------------------------
 
 bool worker::has_work_for_park() const noexcept {
-  if (local_total() != 0 || m_wsize != 0 || m_next_task != nullptr) return true;
+  if (local_total() != 0 || m_wsize != 0 || m_stack_top != nullptr) return true;
   if (m_attention.load(std::memory_order_seq_cst) != 0) return true;
   for (const pool* p : m_pools) {
     if (p->inbox_maybe_nonempty()) return true;

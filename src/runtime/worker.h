@@ -3,7 +3,7 @@
 // The loop (docs/architecture.md has the picture):
 //   1. attention word set by others? handle it: adopt handed-over pools, answer a steal request,
 //      deactivate, shut down;
-//   2. a task in the next-task slot (a fresh spawn or follow-up without data) runs first; else
+//   2. the top of the work-first stack (fresh spawns and follow-ups without data) runs first; else
 //      refill the prefetch window from the owned pools (highest priority first, round-robin
 //      over pools, at most `pool_batch` tasks from one pool in a row) — each task entering the
 //      window gets its data prefetched, and the descriptor after it too;
@@ -66,9 +66,14 @@ class worker {
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
   static constexpr unsigned window_slots = 32;
   static constexpr int no_thief = -1;
-  /// Tasks run back to back from the next-task slot at most this many times in a row (a task
-  /// that keeps returning itself cannot starve the queue).
+  /// Follow-ups without data go onto the work-first stack at most this many times in a row, with
+  /// no task completing in between (a task that keeps returning itself cannot starve the queue).
   static constexpr unsigned slot_run_limit = 64;
+  /// Capacity of the work-first stack (a full stack moves its older half to the home pool).
+  static constexpr unsigned stack_slots = 64;
+  /// The one priority the work-first stack holds: every task on it is as urgent as any other,
+  /// so its LIFO order never runs a task before a more urgent one (checked when popping).
+  static constexpr std::uint8_t stack_priority = static_cast<std::uint8_t>(priority::normal);
   /// A busy worker wakes a parked peer to take its queued work at most this often (periodic()).
   static constexpr std::uint64_t peer_wake_interval_ns = 1'000'000;
   /// periodic() reads the clock (to advance the epoch) at least every this many calls.
@@ -101,11 +106,11 @@ class worker {
     ++m_local_count[t->m_priority];
   }
   /// Called on this worker's thread for a fresh spawn without data that would go to the front of
-  /// its home pool: it takes the next-task slot instead (it would be the next task fetched
-  /// anyway); a task already there moves to the front of the pool. With tasks in the prefetch
-  /// window it is queued as usual (they were fetched first).
-  void push_next(task* t) noexcept {
-    if (m_wsize != 0) {
+  /// its home pool: a normal-priority one goes onto the work-first stack instead (it would be
+  /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or
+  /// with another priority, it is queued at the front of the home pool as before.
+  TESSERA_ALWAYS_INLINE void push_next(task* t) noexcept {
+    if (m_wsize != 0 || t->m_priority != stack_priority) {
       push_local(*m_home, t, true);
       return;
     }
@@ -169,13 +174,33 @@ class worker {
   void give_everything();
   /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
   window_entry next();
-  bool can_hold_follow_up(const task* f) const noexcept;
-  /// Puts `t` into the next-task slot; a task already there moves to the front of the home pool.
-  void hold_next(task* t) noexcept {
-    if (m_next_task != nullptr) push_local(*m_home, m_next_task, true);
-    m_next_task = t;
+  /// True (and counted) if follow-up `f` goes onto the work-first stack.
+  bool can_hold_follow_up(const task* f) noexcept;
+  /// Pushes `t` onto the work-first stack (a full stack first moves its older half to the front
+  /// of the home pool, which keeps the order). The top is a field of its own: a chain of spawns
+  /// (each task spawning the next) then stores and loads one pointer per task, with no index on
+  /// the path from one task to the next.
+  TESSERA_ALWAYS_INLINE void hold_next(task* t) noexcept {
+    if (m_stack_top != nullptr) {
+      if (m_stack_size == stack_slots) [[unlikely]] {
+        spill_stack(stack_slots / 2);
+      }
+      m_stack[m_stack_size++] = m_stack_top;
+    }
+    m_stack_top = t;
   }
+  /// Pops the top of the work-first stack (not empty).
+  TESSERA_ALWAYS_INLINE task* pop_next() noexcept {
+    task* t = m_stack_top;
+    m_stack_top = m_stack_size != 0 ? m_stack[--m_stack_size] : nullptr;
+    return t;
+  }
+  /// Moves the `n` oldest tasks of the work-first stack (n <= m_stack_size, the top excluded) to
+  /// the front of the home pool, in order.
+  void spill_stack(unsigned n) noexcept;
   bool more_urgent_queued(unsigned priority) const noexcept;
+  /// Moves the whole work-first stack to the front of the home pool (pools may change hands,
+  /// a thief looks at the queue, or a more urgent task waits).
   void requeue_next() noexcept;
   /// The next task from the owned pools (highest priority first, round-robin over pools, at
   /// most pool_batch from one pool in a row; inboxes drained every 16 calls and when the
@@ -223,8 +248,14 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
-  task* m_next_task = nullptr;  // next-task slot: a follow-up or fresh spawn without data
-  unsigned m_slot_run = 0;      // tasks run back to back from the slot so far
+  // The work-first stack: fresh spawns and follow-ups without data of stack_priority; the newest
+  // in m_stack_top (nullptr: empty), the older ones in m_stack[0 .. m_stack_size), oldest first
+  // (see docs/architecture.md, "The work-first stack").
+  task* m_stack_top = nullptr;
+  unsigned m_stack_size = 0;
+  unsigned m_slot_run = 0;            // follow-ups put on the stack since a task completed
+  std::uint64_t m_slot_run_mark = 0;  // completions without a follow-up when that run began
+  std::uint64_t m_follow_ups = 0;     // tasks completed with a follow-up (finish())
   context m_ctx;
   std::uint8_t m_current_slot = 0;
   unsigned m_until_periodic = 1;  // tasks until the next periodic() (epoch_interval_tasks)
@@ -246,6 +277,7 @@ class worker {
   group m_gcache{};           // the group whose count is batched (invalid: none)
   std::int64_t m_gdelta = 0;  // its batched change
   std::uint8_t m_gslot = 0;   // epoch slot the open batch is counted in (as a pseudo-task)
+  std::array<task*, stack_slots> m_stack{};  // the work-first stack below its top (see above)
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
