@@ -55,9 +55,9 @@ class scheduler {
   /// Routes a task. `from` is the calling worker (nullptr from outside).
   /// `newest_first`: a fresh spawn without a data annotation, queued at the front of the
   /// spawner's own pool (depth-first, cache-warm: fork-join recursions stay small), or pushed
-  /// onto the worker's work-first stack, which stands for that front (worker::push_next). Follow-ups
-  /// and annotated tasks queue at the back, so the prefetch window sees many different tasks
-  /// and a task that returns itself cannot starve the others.
+  /// onto the worker's work-first stack, which stands for that front (worker::push_next).
+  /// Follow-ups and annotated tasks queue at the back, so the prefetch window sees many
+  /// different tasks and a task that returns itself cannot starve the others.
   /// `header_hot`: the caller just ran a task on t's resource (a follow-up on the same object),
   /// so its header is in cache and rule 1 is applied now instead of when t is about to run.
   TESSERA_ALWAYS_INLINE void route(task* t, worker* from, bool newest_first = false,
