@@ -250,7 +250,7 @@ class worker {
   unsigned m_distance = 0;
   // The work-first stack: fresh spawns and follow-ups without data of stack_priority; the newest
   // in m_stack_top (nullptr: empty), the older ones in m_stack[0 .. m_stack_size), oldest first
-  // (see docs/architecture.md, "The work-first stack").
+  // (docs/architecture.md, note (†) of "A task's journey").
   task* m_stack_top = nullptr;
   unsigned m_stack_size = 0;
   unsigned m_slot_run = 0;            // follow-ups put on the stack since a task completed
