@@ -18,8 +18,6 @@
 namespace tessera::detail {
 namespace {
 
-static_assert(worker::stack_priority == static_cast<std::uint8_t>(priority::high) + 1,
-              "next() checks only the high priority before popping the work-first stack");
 static_assert(worker::window_slots > runtime::max_prefetch_distance &&
                   (worker::window_slots & (worker::window_slots - 1)) == 0,
               "the prefetch window is a power-of-two ring holding distance + 1 tasks");
@@ -468,7 +466,7 @@ worker::window_entry worker::next() {
     // The work-first stack (see push_next and finish): no queue round-trip, nothing to prefetch.
     // Its tasks all have stack_priority; a more urgent task queued since (by the running task,
     // or drained from an inbox) goes first, and the stack waits at the front of the home pool.
-    if (m_local_count[static_cast<unsigned>(priority::high)] == 0) [[likely]] {
+    if (!more_urgent_queued(stack_priority)) [[likely]] {
       return {pop_next(), m_home};
     }
     requeue_next();
