@@ -113,6 +113,25 @@ TEST_P(exception_test, exception_of_a_child_reaches_the_parents_group) {
   expect_every_worker_alive(r);
 }
 
+// The task gave its count to the child it spawned (worker::take_token) before it threw: the waiter
+// gets the exception, and only after the child ran.
+TEST_P(exception_test, a_task_that_throws_after_spawning_is_waited_for_with_its_child) {
+  auto& r = start_quiet();
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> child_ran{false};
+    const group g = r.make_group();
+    r.spawn(
+        [&child_ran](context& ctx) {
+          ctx.spawn([&child_ran](context&) { child_ran.store(true); });
+          throw task_failure("after the spawn", 7);
+        },
+        g);
+    EXPECT_THROW(r.wait(g), task_failure);
+    EXPECT_TRUE(child_ran.load()) << "round " << round;
+  }
+  expect_every_worker_alive(r);
+}
+
 TEST_P(exception_test, runtime_keeps_running_after_many_exceptions) {
   auto& r = start_quiet();
   const int groups = static_cast<int>(scaled(300, 40));

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <latch>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -272,6 +274,73 @@ TEST_P(group_test, many_groups_open_at_once_from_several_threads) {
   }
   for (auto& t : waiters) t.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// A task's first child in its own group that stays on the task's worker carries the task's count
+// instead of a count of its own (worker::take_token). The group must still stay open until the task
+// returns, wherever the child goes: untargeted (the work-first stack), targeted at this worker, or
+// at another one (counted as before: it may run and complete while its parent still runs).
+TEST_P(group_test, a_group_stays_open_while_its_task_runs_on_after_spawning) {
+  auto& r = start();
+  const unsigned n = r.workers();
+  for (int placement = 0; placement < 3; ++placement) {
+    for (int round = 0; round < 3; ++round) {
+      std::atomic<bool> parent_returned{false};
+      std::atomic<int> children{0};
+      const group g = r.make_group();
+      r.spawn(
+          [&, placement, n](context& ctx) {
+            auto* child = make_fn(ctx, [&children](context&) { children.fetch_add(1); });
+            const unsigned self = ctx.worker().value;
+            if (placement == 1) child->annotate(wid(self));
+            if (placement == 2) child->annotate(wid((self + 1) % n));
+            ctx.spawn(child);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            parent_returned.store(true);
+          },
+          g);
+      r.wait(g);
+      EXPECT_TRUE(parent_returned.load()) << "placement " << placement << ", round " << round;
+      EXPECT_EQ(children.load(), 1);
+    }
+  }
+}
+
+// A task that spawns a child and then returns itself hands its count to the child first and takes
+// a fresh one for the follow-up (worker::reacquire_token): every execution and every child is
+// waited for, once, and the statistics count each spawn and execution exactly.
+TEST_P(group_test, a_task_that_spawns_and_returns_itself_is_counted_exactly) {
+  auto& r = start();
+  struct looper final : counted_task {
+    looper(int n, std::atomic<int>& r, std::atomic<int>& k) noexcept
+        : left(n), runs(&r), kids(&k) {}
+    int left;
+    std::atomic<int>* runs;
+    std::atomic<int>* kids;
+    task* execute(context& ctx) override {
+      runs->fetch_add(1);
+      ctx.spawn([k = kids](context&) { k->fetch_add(1); });
+      return --left > 0 ? this : nullptr;
+    }
+  };
+  const int n = static_cast<int>(scaled(2000, 300));
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> runs{0};
+    std::atomic<int> kids{0};
+    const auto before = r.statistics().total();
+    const group g = r.make_group();
+    r.spawn(r.make_task<looper>(n, runs, kids), g);
+    r.wait(g);
+    EXPECT_EQ(runs.load(), n);
+    EXPECT_EQ(kids.load(), n);
+    r.wait_idle();
+    const auto after = r.statistics().total();
+    EXPECT_EQ(after.executed - before.executed, std::uint64_t(2 * n)) << "n runs and n children";
+    EXPECT_EQ(
+        after.spawned_local + after.spawned_remote - before.spawned_local - before.spawned_remote,
+        std::uint64_t(2 * n - 1))
+        << "n children and n - 1 follow-ups";
+  }
 }
 
 TEST_P(group_test, wait_idle_waits_for_all_ungrouped_work) {

@@ -6,6 +6,11 @@
 // (published at once, before the task becomes visible) and the tasks it completed per slot
 // (published every `epoch_interval_tasks` tasks and whenever it is idle, seed 001 §4.4).
 //
+// A task's first spawn of a child into its own group (same group, same slot) is counted neither
+// as a spawn nor, later, as the task's completion: the child carries its parent's count (see
+// worker::take_token). In a chain or a recursion that halves the counting, and the sums stay
+// balanced exactly as before: one count per task in flight, counted in once and out once.
+//
 // Reading all `completed` counters (acquire) and then all `spawned` counters gives, when the
 // sums are equal, a moment at which no task of that slot was queued or running (completions only
 // follow their spawn). That answers three questions:
@@ -29,6 +34,11 @@ struct alignas(64) epoch_counters {
   alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> completed{};
   // Owner-only: completions not yet published.
   std::array<std::uint64_t, epoch_slots> completed_local{};
+  // Owner-only: tasks that handed their count to their first child (worker::take_token): each is
+  // one execution and one spawn that neither `spawned` nor `completed` counts. For statistics and
+  // completions() only; published with `completed`, as `transferred`.
+  std::uint64_t transferred_local = 0;
+  std::atomic<std::uint64_t> transferred{0};
 
   /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
   void count_spawn(unsigned slot) noexcept {
@@ -36,9 +46,12 @@ struct alignas(64) epoch_counters {
                         std::memory_order_relaxed);
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
-  /// Owner-only: completions counted so far, published or not (a monotone count).
+  void count_transfer() noexcept { ++transferred_local; }
+  /// Undoes count_transfer() of the running task (worker::reacquire_token).
+  void uncount_transfer() noexcept { --transferred_local; }
+  /// Owner-only: tasks completed so far, published or not (a monotone count between tasks).
   std::uint64_t completions() const noexcept {
-    std::uint64_t n = 0;
+    std::uint64_t n = transferred_local;
     for (const std::uint64_t c : completed_local) n += c;
     return n;
   }
@@ -47,6 +60,7 @@ struct alignas(64) epoch_counters {
       // release: a reader that sees the count also sees the spawns these tasks made.
       completed[s].store(completed_local[s], std::memory_order_release);
     }
+    transferred.store(transferred_local, std::memory_order_relaxed);  // statistics only
   }
 };
 

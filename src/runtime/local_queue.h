@@ -37,6 +37,13 @@ class local_queue {
     if (m_tail == nullptr) m_tail = t;
     ++m_size;
   }
+  /// Puts the chain first -> ... -> last (n tasks, linked through m_next) at the front, in order.
+  void push_front_chain(task* first, task* last, std::size_t n) noexcept {
+    last->m_next.store(m_head, std::memory_order_relaxed);
+    m_head = first;
+    if (m_tail == nullptr) m_tail = last;
+    m_size += n;
+  }
   task* pop_front() noexcept {
     task* t = m_head;
     if (t == nullptr) return nullptr;

@@ -65,18 +65,24 @@ class scheduler {
     // Fast path of rule 4 and push, inline: spawned by the worker holding its home pool (rule 1
     // is applied lazily for those, see choose_pool), no target or this worker (the common case
     // of fork-join and of every step of a traversal).
-    if (from != nullptr && !header_hot &&
-        (t->m_target_kind == task::target_none ||
-         (t->m_target_kind == task::target_worker && t->m_target == from->index())) &&
-        from->owns(from->home())) [[likely]] {
-      if (newest_first) {
-        from->push_next(t);
-      } else {
-        from->push_local(*from->home(), t, false);
-      }
+    if (from != nullptr && !header_hot && stays_home(t, *from)) [[likely]] {
+      push_home(t, *from, newest_first);
       return;
     }
     route_slow(t, from, newest_first, header_hot);
+  }
+  /// Rule 4's fast case: `t` has no target or targets `from`, and `from` holds its home pool.
+  TESSERA_ALWAYS_INLINE static bool stays_home(const task* t, worker& from) noexcept {
+    return (t->m_target_kind == task::target_none ||
+            (t->m_target_kind == task::target_worker && t->m_target == from.index())) &&
+           from.owns(from.home());
+  }
+  TESSERA_ALWAYS_INLINE static void push_home(task* t, worker& from, bool newest_first) noexcept {
+    if (newest_first) {
+      from.push_next(t);
+    } else {
+      from.push_local(*from.home(), t, false);
+    }
   }
   /// Public spawn entry: checks, counts, groups. Inline: a task spawning a task is the hot path.
   TESSERA_ALWAYS_INLINE void spawn(task* t, worker* from) {
@@ -84,10 +90,18 @@ class scheduler {
       spawn_external(t);
       return;
     }
+    spawn_from(t, *from);
+  }
+  /// spawn() from a worker of this scheduler (context::spawn): the scheduler is reached through
+  /// the worker on the slow paths only.
+  TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& w) {
+    worker* const from = &w;
     // From a task: inherit the operation's epoch slot and, without a group of its own, the
     // group. A spawn into the running task's own group is counted in the worker's batch (no
     // atomic RMW); a spawn into another group joins it at once (the batch's soundness needs a
     // running task of the group on this worker, see docs/architecture.md "Group counts").
+    // The first such spawn of a task that stays on this worker takes over the task's own count
+    // instead (worker::take_token).
     // Locals: the one-byte stores below may alias anything, so fields read after them would be
     // loaded again.
     const bool no_data = t->m_data == nullptr;
@@ -98,12 +112,20 @@ class scheduler {
     if (parent != nullptr && (!own.valid() || own == parent->m_group)) {
       const group g = parent->m_group;
       t->m_group = g;
+      // The parent's count passes to t, which stays in this worker's own pool or stack: it
+      // cannot run, leave or complete before the parent returns, so the group stays open while
+      // the parent runs. Nothing to count.
+      if (from->holds_token() && stays_home(t, *from)) {
+        from->take_token();
+        push_home(t, *from, no_data);
+        return;
+      }
       if (g.valid()) from->group_add(g, +1);
     } else if (own.valid()) {
-      m_groups.join(own);
+      w.m_sched.m_groups.join(own);
     }
     from->counters().count_spawn(slot);
-    route(t, from, no_data);
+    w.m_sched.route(t, from, no_data);
   }
   /// Runs the task's destructor, if its type has one to run, and frees its block (inline: once
   /// per task).

@@ -117,14 +117,18 @@ void worker::run() {
     m_sched.m_pinned.store(false, std::memory_order_relaxed);
   }
   m_distance = m_sched.prefetch_distance();
-  m_until_periodic = m_sched.options().epoch_interval_tasks;
+  const unsigned interval = m_sched.options().epoch_interval_tasks;
+  unsigned until_periodic = interval;  // a local: a register across the task's call
   for (;;) {
     if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
       if (!attend()) break;
     }
     if (const window_entry e = next(); e.t != nullptr) {
       execute(e.t, e.p);
-      if (--m_until_periodic == 0) periodic();
+      if (--until_periodic == 0) [[unlikely]] {
+        periodic();
+        until_periodic = interval;
+      }
       continue;
     }
     idle();
@@ -136,13 +140,17 @@ void worker::run() {
 }
 
 void worker::periodic() {
-  m_until_periodic = m_sched.options().epoch_interval_tasks;
   flush_group();
   m_epoch.publish();
   // Tasks from other threads wait in inboxes while the work-first stack runs (a fetch, which
   // drains them, may not come for a long while in a recursion or a chain).
   drain_inboxes(256);
-  const std::size_t queued = local_total() + m_stack_size + (m_stack_top != nullptr);
+  // The stack's depth is not counted (no counter on its hot path): up to two of it, enough for
+  // the "more than one queued" decisions below and for thieves choosing a victim.
+  const std::size_t stacked =
+      m_stack_top == nullptr ? 0
+                             : 1 + (m_stack_top->m_next.load(std::memory_order_relaxed) != nullptr);
+  const std::size_t queued = local_total() + stacked;
   m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
@@ -420,17 +428,14 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
 
 TESSERA_NOINLINE worker::window_entry worker::fetch() { return take(); }
 
-void worker::spill_stack(unsigned n) noexcept {
-  // The home pool's front is newest first: the oldest of the n goes in first, the newest last.
-  for (unsigned i = 0; i < n; ++i) push_local(*m_home, m_stack[i], true);
-  std::copy(m_stack.begin() + n, m_stack.begin() + m_stack_size, m_stack.begin());
-  m_stack_size -= n;
-}
-
 void worker::requeue_next() noexcept {
   if (m_stack_top == nullptr) return;
-  spill_stack(m_stack_size);
-  push_local(*m_home, m_stack_top, true);  // the front: it was to run next
+  // The stack is already linked newest first, the home pool's front order: one splice.
+  std::size_t n = 1;
+  task* last = m_stack_top;
+  for (task* t; (t = last->m_next.load(std::memory_order_relaxed)) != nullptr; last = t) ++n;
+  m_home->local[stack_priority].push_front_chain(m_stack_top, last, n);
+  m_local_count[stack_priority] += n;
   m_stack_top = nullptr;
 }
 
@@ -554,6 +559,7 @@ void worker::execute(task* t, pool* p) {
   // when it threw.
   m_ctx.m_current = t;
   m_current_slot = t->m_epoch_slot;
+  m_token = true;
   task* follow;
   try {
     follow = t->execute(m_ctx);
@@ -583,6 +589,7 @@ void worker::execute_on_resource(task* t, pool* p) {
   }
   m_ctx.m_current = t;
   m_current_slot = t->m_epoch_slot;
+  m_token = true;
   const void* ran_on = t->m_data;  // for finish()
   std::exception_ptr error;
   task* follow;
@@ -658,11 +665,20 @@ TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
   m_sched.destroy(t);
-  if (g.valid()) group_add(g, -1);
-  m_epoch.count_completion(slot);
+  if (m_token) {  // else a child carries t's count (take_token): nothing to count
+    if (g.valid()) group_add(g, -1);
+    m_epoch.count_completion(slot);
+  }
+}
+void worker::reacquire_token(const task* t) noexcept {
+  m_token = true;
+  m_epoch.uncount_transfer();
+  m_epoch.count_spawn(t->m_epoch_slot);
+  if (t->m_group.valid()) group_add(t->m_group, +1);
 }
 
 void worker::finish(task* t, task* follow, const void* ran_on) {
+  if (!m_token) reacquire_token(t);
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
   // A follow-up on the object its task just ran on is routed with the header in cache.
@@ -842,6 +858,11 @@ void worker::reclaim_all() noexcept {
 
 worker_statistics worker::statistics() const noexcept {
   worker_statistics s;
+  // A task that gave its count to a child (take_token) is one execution and one spawn that the
+  // epoch counters do not count.
+  const std::uint64_t transferred = m_epoch.transferred.load(std::memory_order_relaxed);
+  s.executed = transferred;
+  s.spawned_local = transferred;
   for (unsigned i = 0; i < epoch_slots; ++i) {
     s.executed += m_epoch.completed[i].load(std::memory_order_relaxed);
     s.spawned_local += m_epoch.spawned[i].load(std::memory_order_relaxed);

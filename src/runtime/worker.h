@@ -69,8 +69,6 @@ class worker {
   /// Follow-ups without data go onto the work-first stack at most this many times in a row, with
   /// no task completing in between (a task that keeps returning itself cannot starve the queue).
   static constexpr unsigned slot_run_limit = 64;
-  /// Capacity of the work-first stack (a full stack moves its older half to the home pool).
-  static constexpr unsigned stack_slots = 64;
   /// The one priority the work-first stack holds: every task on it is as urgent as any other,
   /// so its LIFO order never runs a task before a more urgent one (checked when popping).
   static constexpr std::uint8_t stack_priority = static_cast<std::uint8_t>(priority::normal);
@@ -110,11 +108,22 @@ class worker {
   /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or
   /// with another priority, it is queued at the front of the home pool as before.
   TESSERA_ALWAYS_INLINE void push_next(task* t) noexcept {
-    if (m_wsize != 0 || t->m_priority != stack_priority) {
+    if (m_wsize != 0 || t->m_priority != stack_priority) [[unlikely]] {
       push_local(*m_home, t, true);
       return;
     }
     hold_next(t);
+  }
+  /// The running task still holds its count: one in its group's pending count, one in its slot's
+  /// spawn count (nothing has taken it, see take_token).
+  bool holds_token() const noexcept { return m_token; }
+  /// Called by scheduler::spawn for the first child spawned into the running task's own group that
+  /// stays in this worker's own pools: the running task's count passes to the child. Neither the
+  /// child's spawn nor the running task's completion is counted. In a chain or a recursion that
+  /// saves half the counting; the counts stay exact (docs/architecture.md, "Group counts").
+  TESSERA_ALWAYS_INLINE void take_token() noexcept {
+    m_token = false;
+    m_epoch.count_transfer();
   }
   /// Any thread: raise attention bits and wake the worker if it sleeps.
   void notify(std::uint32_t bits) noexcept;
@@ -176,28 +185,19 @@ class worker {
   window_entry next();
   /// True (and counted) if follow-up `f` goes onto the work-first stack.
   bool can_hold_follow_up(const task* f) noexcept;
-  /// Pushes `t` onto the work-first stack (a full stack first moves its older half to the front
-  /// of the home pool, which keeps the order). The top is a field of its own: a chain of spawns
-  /// (each task spawning the next) then stores and loads one pointer per task, with no index on
-  /// the path from one task to the next.
+  /// Pushes `t` onto the work-first stack: a list linked through the tasks' own queue link
+  /// (m_next, owned by whatever holds the task), newest first. A push and a pop are a load and two
+  /// stores each: no index, no capacity, nothing to spill.
   TESSERA_ALWAYS_INLINE void hold_next(task* t) noexcept {
-    if (m_stack_top != nullptr) {
-      if (m_stack_size == stack_slots) [[unlikely]] {
-        spill_stack(stack_slots / 2);
-      }
-      m_stack[m_stack_size++] = m_stack_top;
-    }
+    t->m_next.store(m_stack_top, std::memory_order_relaxed);
     m_stack_top = t;
   }
   /// Pops the top of the work-first stack (not empty).
   TESSERA_ALWAYS_INLINE task* pop_next() noexcept {
     task* t = m_stack_top;
-    m_stack_top = m_stack_size != 0 ? m_stack[--m_stack_size] : nullptr;
+    m_stack_top = t->m_next.load(std::memory_order_relaxed);
     return t;
   }
-  /// Moves the `n` oldest tasks of the work-first stack (n <= m_stack_size, the top excluded) to
-  /// the front of the home pool, in order.
-  void spill_stack(unsigned n) noexcept;
   bool more_urgent_queued(unsigned priority) const noexcept;
   /// Moves the whole work-first stack to the front of the home pool (pools may change hands,
   /// a thief looks at the queue, or a more urgent task waits).
@@ -218,6 +218,9 @@ class worker {
   /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
   void fail(task* t, std::exception_ptr error);
   TESSERA_ALWAYS_INLINE void complete(task* t) noexcept;
+  /// The running task `t` gave its count to a child and hands back a follow-up: it takes a fresh
+  /// count (as a spawn into its own group), so finish() can treat it like any other task.
+  void reacquire_token(const task* t) noexcept;
   void finish(task* t, task* follow, const void* ran_on);
   void idle();
   void park();
@@ -248,17 +251,16 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
-  // The work-first stack: fresh spawns and follow-ups without data of stack_priority; the newest
-  // in m_stack_top (nullptr: empty), the older ones in m_stack[0 .. m_stack_size), oldest first
+  // The work-first stack: fresh spawns and follow-ups without data of stack_priority, newest
+  // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
   task* m_stack_top = nullptr;
-  unsigned m_stack_size = 0;
   unsigned m_slot_run = 0;            // follow-ups put on the stack since a task completed
   std::uint64_t m_slot_run_mark = 0;  // completions without a follow-up when that run began
   std::uint64_t m_follow_ups = 0;     // tasks completed with a follow-up (finish())
   context m_ctx;
   std::uint8_t m_current_slot = 0;
-  unsigned m_until_periodic = 1;  // tasks until the next periodic() (epoch_interval_tasks)
+  bool m_token = false;  // the running task still holds its count (take_token)
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;
@@ -277,7 +279,6 @@ class worker {
   group m_gcache{};           // the group whose count is batched (invalid: none)
   std::int64_t m_gdelta = 0;  // its batched change
   std::uint8_t m_gslot = 0;   // epoch slot the open batch is counted in (as a pseudo-task)
-  std::array<task*, stack_slots> m_stack{};  // the work-first stack below its top (see above)
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
