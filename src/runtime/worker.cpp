@@ -670,6 +670,7 @@ TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
     m_epoch.count_completion(slot);
   }
 }
+
 void worker::reacquire_token(const task* t) noexcept {
   m_token = true;
   m_epoch.uncount_transfer();
