@@ -84,9 +84,9 @@ TEST(spawn_order, fresh_spawns_without_data_run_newest_first_and_annotated_ones_
   EXPECT_EQ(order, (std::vector<int>{4, 3, 2, 1, 0, 5, 6, 7, 8, 9}));
 }
 
-TEST(spawn_order, more_fresh_spawns_than_the_work_first_stack_holds_still_run_newest_first) {
-  // One worker, one parent spawning far more plain tasks than the stack holds (64 below its
-  // top): the older halves move to the front of the home pool, and the order stays newest first.
+TEST(spawn_order, many_fresh_spawns_from_one_task_run_newest_first) {
+  // One worker, one parent spawning 1000 plain tasks onto the work-first stack: they run newest
+  // first.
   tessera::runtime r({.workers = 1});
   constexpr int n = 1000;
   std::vector<int> order;  // one worker: no concurrent access

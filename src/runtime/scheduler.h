@@ -94,8 +94,7 @@ class scheduler {
   }
   /// spawn() from a worker of this scheduler (context::spawn): the scheduler is reached through
   /// the worker on the slow paths only.
-  TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& w) {
-    worker* const from = &w;
+  TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& from) {
     // From a task: inherit the operation's epoch slot and, without a group of its own, the
     // group. A spawn into the running task's own group is counted in the worker's batch (no
     // atomic RMW); a spawn into another group joins it at once (the batch's soundness needs a
@@ -105,8 +104,8 @@ class scheduler {
     // Locals: the one-byte stores below may alias anything, so fields read after them would be
     // loaded again.
     const bool no_data = t->m_data == nullptr;
-    const std::uint8_t slot = from->current_slot();
-    const task* parent = from->current_task();
+    const std::uint8_t slot = from.current_slot();
+    const task* parent = from.current_task();
     const group own = t->m_group;
     t->m_epoch_slot = slot;
     if (parent != nullptr && (!own.valid() || own == parent->m_group)) {
@@ -115,17 +114,17 @@ class scheduler {
       // The parent's count passes to t, which stays in this worker's own pool or stack: it
       // cannot run, leave or complete before the parent returns, so the group stays open while
       // the parent runs. Nothing to count.
-      if (from->holds_token() && stays_home(t, *from)) {
-        from->take_token();
-        push_home(t, *from, no_data);
+      if (from.holds_token() && stays_home(t, from)) {
+        from.take_token();
+        push_home(t, from, no_data);
         return;
       }
-      if (g.valid()) from->group_add(g, +1);
+      if (g.valid()) from.group_add(g, +1);
     } else if (own.valid()) {
-      w.m_sched.m_groups.join(own);
+      from.m_sched.m_groups.join(own);
     }
-    from->counters().count_spawn(slot);
-    w.m_sched.route(t, from, no_data);
+    from.counters().count_spawn(slot);
+    from.m_sched.route(t, &from, no_data);
   }
   /// Runs the task's destructor, if its type has one to run, and frees its block (inline: once
   /// per task).

@@ -441,11 +441,7 @@ void worker::requeue_next() noexcept {
 
 bool worker::can_hold_follow_up(const task* f) noexcept {
   if (f->m_data != nullptr || f->m_priority != stack_priority) return false;
-  if (f->m_target_kind != task::target_none &&
-      !(f->m_target_kind == task::target_worker && f->m_target == m_index)) {
-    return false;
-  }
-  if (more_urgent_queued(f->m_priority) || !owns(m_home)) return false;
+  if (!scheduler::stays_home(f, *this) || more_urgent_queued(f->m_priority)) return false;
   // A run of follow-ups ends when a task completes without one: counted here, on the follow-up's
   // path, from the completion count (finish() counts a completion too, and m_follow_ups) instead
   // of a store on every completion.
