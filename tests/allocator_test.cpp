@@ -85,6 +85,46 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
   t.join();
 }
 
+/// The inline pop writes no counter: a list's length lives in its top block. Interleaved inline
+/// pops and pushes (what make_task and the runtime's free path do), out-of-line refills and the
+/// give-back of a batch must keep it exact, and every block must come back once.
+TEST(task_allocator, the_inline_paths_keep_the_cached_count_exact) {
+  std::thread t([] {
+    constexpr unsigned c = 1;  // 128-byte class
+    const std::size_t bytes = alloc::class_bytes(c);
+    std::vector<void*> live;
+    live.push_back(alloc::allocate(bytes));  // arms the thread and fills the list with one batch
+    std::size_t cached = alloc::thread_cached_blocks();
+    ASSERT_LT(cached, alloc::batch_blocks);  // a batch from the heap may be a partial one
+    std::set<void*> seen(live.begin(), live.end());
+    // Pops (inline where the build allows it) through two refills.
+    for (std::size_t i = 0; i < 2 * alloc::batch_blocks + 16; ++i) {
+      void* p = detail::task_cache_inline ? detail::task_cache_pop(c) : nullptr;
+      if (p == nullptr) p = alloc::allocate(bytes);  // empty list (or sanitizer build): refill
+      ASSERT_TRUE(seen.insert(p).second) << "a live block was handed out twice";
+      live.push_back(p);
+      const std::size_t now = alloc::thread_cached_blocks();
+      ASSERT_TRUE(cached == 0 ? now < alloc::batch_blocks : now == cached - 1)
+          << "after a pop: " << now << " cached, " << cached << " before";
+      cached = now;
+    }
+    // Pushes past the limit: the list gives a batch back once it passes two batches.
+    std::size_t most = cached;
+    for (void* p : live) {
+      alloc::release(p, static_cast<std::uint8_t>(c));
+      const std::size_t now = alloc::thread_cached_blocks();
+      ASSERT_TRUE(now == cached + 1 || now == cached + 1 - alloc::batch_blocks)
+          << "after a push: " << now << " cached, " << cached << " before";
+      cached = now;
+      most = std::max(most, now);
+    }
+    EXPECT_LE(most, 2 * alloc::batch_blocks);
+    alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+  });
+  t.join();
+}
+
 /// task_allocator::release is what the runtime's free path calls: an inline push onto the thread
 /// cache that refuses (and goes out of line) until the thread's exit flush is armed, and always
 /// for blocks from operator new. A thread whose first call is a release must still end up with

@@ -25,10 +25,21 @@
 namespace tessera::detail {
 namespace {
 
-/// A batch: an intrusive list of up to batch_blocks blocks.
+/// A batch: an intrusive list of up to batch_blocks blocks, linked and numbered as the bottom of a
+/// thread's list (the tail's `next` is nullptr and its `depth` 1, the head's `depth` is `count`):
+/// installed in an empty list, it needs only its tail linked to the floor.
 struct batch {
   free_block* head = nullptr;
+  free_block* tail = nullptr;
   std::size_t count = 0;
+
+  /// Puts `blk` (unpoisoned header) on top of the batch.
+  void push(free_block* blk) noexcept {
+    blk->next = head;
+    blk->depth = ++count;
+    head = blk;
+    if (tail == nullptr) tail = blk;
+  }
 };
 
 constexpr unsigned max_nodes = 64;
@@ -74,9 +85,7 @@ struct node_heap {
       }
       auto* blk = reinterpret_cast<free_block*>(chunk_cursor[c]);
       chunk_cursor[c] += size;
-      blk->next = b.head;
-      b.head = blk;
-      ++b.count;
+      b.push(blk);
     }
     return b;
   }
@@ -95,29 +104,51 @@ heaps& global_heaps() {
   return *h;
 }
 
+bool is_floor(const free_block* b) noexcept {
+  return b == &task_cache::open_floor || b == &task_cache::closed_floor;
+}
+
+/// The floor an empty list of this thread ends at.
+free_block* floor_of(const task_cache& tc) noexcept {
+  return tc.registered ? &task_cache::open_floor : &task_cache::closed_floor;
+}
+
+/// The length of the list whose top is `top` (a floor or a poisoned free block).
+std::size_t depth_of(free_block* top) noexcept {
+  if (is_floor(top)) return top->depth;
+  TESSERA_UNPOISON(top, sizeof(free_block));
+  const std::size_t d = top->depth;
+  TESSERA_POISON(top, sizeof(free_block));
+  return d;
+}
+
+/// Moves up to `n` blocks from the top of list `c` into a batch (poisoned, as in the heap).
+batch take_from_list(task_cache& tc, unsigned c, std::size_t n) noexcept {
+  batch b;
+  while (b.count < n && !is_floor(tc.head[c])) {
+    free_block* blk = tc.head[c];
+    TESSERA_UNPOISON(blk, sizeof(free_block));
+    tc.head[c] = blk->next;
+    b.push(blk);
+    TESSERA_POISON(blk, task_allocator::class_bytes(c));
+  }
+  return b;
+}
+
 /// Returns every block of the calling thread's cache to its node heap.
 void flush(task_cache& tc) noexcept {
   auto& heap = global_heaps().nodes[tc.node];
   std::lock_guard lock(heap.mutex);
   for (unsigned c = 0; c < task_allocator::class_count; ++c) {
-    while (tc.head[c] != nullptr) {
-      batch b;
-      while (tc.head[c] != nullptr && b.count < task_allocator::batch_blocks) {
-        free_block* blk = tc.head[c];
-        TESSERA_UNPOISON(blk, sizeof(free_block));
-        tc.head[c] = blk->next;
-        blk->next = b.head;
-        TESSERA_POISON(blk, task_allocator::class_bytes(c));
-        b.head = blk;
-        ++b.count;
-      }
+    while (!is_floor(tc.head[c])) {
+      const batch b = take_from_list(tc, c, task_allocator::batch_blocks);
       try {
         heap.batches[c].push_back(b);
       } catch (...) {
         // Out of memory for the vector: drop the blocks (they stay mapped; no corruption).
       }
     }
-    tc.count[c] = tc.registered ? 0 : task_cache::refuse;
+    tc.head[c] = floor_of(tc);
   }
 }
 
@@ -130,7 +161,7 @@ void arm_thread_exit_flush(task_cache& tc) {
   (void)owner;
   tc.registered = true;
   // Nothing was cached before (the inline push refused, the pop found empty lists).
-  for (unsigned c = 0; c < task_allocator::class_count; ++c) tc.count[c] = 0;
+  for (unsigned c = 0; c < task_allocator::class_count; ++c) tc.head[c] = floor_of(tc);
 }
 
 }  // namespace
@@ -138,12 +169,14 @@ void arm_thread_exit_flush(task_cache& tc) {
 // Trivially constructed and destroyed, so an access is a plain TLS offset (no guard, no wrapper
 // call); the flush at thread exit is a separate object armed on the first slow path.
 constinit thread_local task_cache tl_task_cache;
+constinit free_block task_cache::open_floor{nullptr, 0};
+constinit free_block task_cache::closed_floor{nullptr, task_cache::refuse};
 
 void* task_allocator::allocate(std::size_t bytes) {
   if (bytes > max_block) return ::operator new(bytes);
   const unsigned c = size_class(bytes);
   task_cache& tc = tl_task_cache;
-  if (tc.head[c] == nullptr) [[unlikely]] {
+  if (is_floor(tc.head[c])) [[unlikely]] {
     if (!tc.registered) arm_thread_exit_flush(tc);
     auto& heap = global_heaps().nodes[tc.node];
     batch b;
@@ -151,13 +184,15 @@ void* task_allocator::allocate(std::size_t bytes) {
       std::lock_guard lock(heap.mutex);
       b = heap.take(c);
     }
+    // The list is empty: the batch becomes its bottom.
+    TESSERA_UNPOISON(b.tail, sizeof(free_block));
+    b.tail->next = tc.head[c];
+    TESSERA_POISON(b.tail, sizeof(free_block));
     tc.head[c] = b.head;
-    tc.count[c] = b.count;
   }
   free_block* blk = tc.head[c];
   TESSERA_UNPOISON(blk, class_bytes(c));
   tc.head[c] = blk->next;
-  --tc.count[c];
   return blk;
 }
 
@@ -181,22 +216,14 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
     arm_thread_exit_flush(tc);
   }
   auto* blk = static_cast<free_block*>(p);
+  const std::size_t depth = depth_of(tc.head[c]) + 1;
   blk->next = tc.head[c];
+  blk->depth = depth;
   TESSERA_POISON(blk, class_bytes(c));
   tc.head[c] = blk;
-  if (++tc.count[c] > 2 * batch_blocks) {
+  if (depth > task_cache::push_limit) {
     // Give one batch back so frees from other threads cannot pile up here.
-    batch b;
-    while (b.count < batch_blocks) {
-      free_block* x = tc.head[c];
-      TESSERA_UNPOISON(x, sizeof(free_block));
-      tc.head[c] = x->next;
-      x->next = b.head;
-      TESSERA_POISON(x, class_bytes(c));
-      b.head = x;
-      ++b.count;
-    }
-    tc.count[c] -= b.count;
+    const batch b = take_from_list(tc, c, batch_blocks);
     auto& heap = global_heaps().nodes[tc.node];
     std::lock_guard lock(heap.mutex);
     try {
@@ -218,7 +245,7 @@ std::size_t task_allocator::thread_cached_blocks() noexcept {
   const task_cache& tc = tl_task_cache;
   std::size_t n = 0;
   if (tc.registered) {
-    for (unsigned c = 0; c < class_count; ++c) n += tc.count[c];
+    for (unsigned c = 0; c < class_count; ++c) n += depth_of(tc.head[c]);
   }
   return n;
 }

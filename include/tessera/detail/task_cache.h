@@ -13,26 +13,38 @@
 
 namespace tessera::detail {
 
+/// A free block's header. Each list's length is kept in its top block (`depth`: the blocks from
+/// this one down to the list's floor), so a pop writes no counter: it only moves the head.
 struct free_block {
-  free_block* next;
+  free_block* next;   // the block below; nullptr only in a floor
+  std::size_t depth;  // blocks from this one down to the floor, this one included
 };
 
 struct task_cache {
   static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
   static constexpr std::size_t max_block = 1024;
   static constexpr std::size_t batch_blocks = 64;
+  /// The inline push goes out of line when a list holds this many blocks (it gives a batch back).
+  static constexpr std::size_t push_limit = 2 * batch_blocks;
 
-  /// count[c] while the thread-exit flush is not armed, and always for new_block: at least the
-  /// push limit, so the inline push fails and takes the out-of-line path (one compare decides
-  /// "class cached here, list not full, flush armed").
+  /// The depth of the closed floor: at least the push limit, so the inline push fails and takes
+  /// the out-of-line path (one compare decides "class cached here, list not full, flush armed").
   static constexpr std::size_t refuse = std::size_t{1} << 62;
 
-  free_block* head[class_count] = {};
-  /// Blocks in head[c]; index class_count (new_block) stays `refuse`.
-  std::size_t count[class_count + 1] = {refuse, refuse, refuse, refuse, refuse, refuse};
-  static_assert(class_count + 1 == 6, "one `refuse` initializer per entry of count");
+  /// The top of each list; every list ends in a floor, never in nullptr. Index class_count
+  /// (new_block) is always the closed floor.
+  free_block* head[class_count + 1] = {&closed_floor, &closed_floor, &closed_floor,
+                                       &closed_floor, &closed_floor, &closed_floor};
+  static_assert(class_count + 1 == 6, "one floor initializer per list");
   unsigned node = 0;
   bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
+
+  /// The bottoms of the lists: never handed out (their `next` is nullptr, which is how a pop sees
+  /// an empty list) and never written. An armed thread's empty lists end at the open floor
+  /// (depth 0); an unarmed thread's, and the new_block list, at the closed floor (depth
+  /// `refuse`). Shared by all threads, read-only.
+  static free_block open_floor;
+  static free_block closed_floor;
 
   static constexpr unsigned size_class(std::size_t bytes) noexcept {
     return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
@@ -59,26 +71,28 @@ inline constexpr bool task_cache_inline = true;
 #endif
 
 /// A block of class `c` from the calling thread's list, or nullptr (list empty: refill out of
-/// line).
+/// line). No counter: the length lives in the blocks.
 inline void* task_cache_pop(unsigned c) noexcept {
   task_cache& tc = tl_task_cache;
   free_block* blk = tc.head[c];
-  if (blk == nullptr) return nullptr;
-  tc.head[c] = blk->next;
-  --tc.count[c];
+  free_block* below = blk->next;
+  if (below == nullptr) return nullptr;  // blk is a floor
+  tc.head[c] = below;
   return blk;
 }
 
 /// Gives `p` (a block of class `c`, or new_block) to the calling thread's list; false when the
 /// list is full, the thread-exit flush is not armed yet or `c` is new_block (all three read as a
-/// full list, see task_cache::refuse; the caller takes the out-of-line path).
+/// full list, see task_cache::closed_floor; the caller takes the out-of-line path).
 inline bool task_cache_push(void* p, unsigned c) noexcept {
   task_cache& tc = tl_task_cache;
-  if (tc.count[c] >= 2 * task_cache::batch_blocks) return false;
+  free_block* below = tc.head[c];
+  const std::size_t depth = below->depth;
+  if (depth >= task_cache::push_limit) return false;
   auto* blk = static_cast<free_block*>(p);
-  blk->next = tc.head[c];
+  blk->next = below;
+  blk->depth = depth + 1;
   tc.head[c] = blk;
-  ++tc.count[c];
   return true;
 }
 
