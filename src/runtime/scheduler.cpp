@@ -148,6 +148,14 @@ void scheduler::spawn_external(task* t) {
   m_external_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
+void scheduler::spawn_outside_task(task* t, worker& from) {
+  const auto slot = static_cast<std::uint8_t>(global_epoch() % epoch_slots);
+  t->m_epoch_slot = slot;
+  if (t->m_group.valid()) m_groups.join(t->m_group);
+  from.counters().count_spawn(slot);
+  route(t, &from, t->m_data == nullptr);
+}
+
 pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
   // Rule 1 needs the resource's header. For a task spawned by a worker it is not read here: that
   // would be a cache miss on every step of a traversal (and on every insert's leaf) before the
@@ -252,7 +260,9 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
   task* parent = from.current_task();
   if (!continuation->m_group.valid() && parent != nullptr) continuation->m_group = parent->m_group;
   if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
-  continuation->m_epoch_slot = from.current_slot();
+  continuation->m_epoch_slot = parent != nullptr
+                                   ? parent->m_epoch_slot
+                                   : static_cast<std::uint8_t>(global_epoch() % epoch_slots);
   {
     std::lock_guard lock(s.mutex);
     if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");

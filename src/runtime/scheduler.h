@@ -66,20 +66,21 @@ class scheduler {
     // is applied lazily for those, see choose_pool), no target or this worker (the common case
     // of fork-join and of every step of a traversal).
     if (from != nullptr && !header_hot && stays_home(t, *from)) [[likely]] {
-      push_home(t, *from, newest_first);
+      push_home(t, *from, newest_first, t->m_priority);
       return;
     }
     route_slow(t, from, newest_first, header_hot);
   }
   /// Rule 4's fast case: `t` has no target or targets `from`, and `from` holds its home pool.
-  TESSERA_ALWAYS_INLINE static bool stays_home(const task* t, worker& from) noexcept {
+  TESSERA_ALWAYS_INLINE static bool stays_home(const task* t, const worker& from) noexcept {
     return (t->m_target_kind == task::target_none ||
             (t->m_target_kind == task::target_worker && t->m_target == from.index())) &&
-           from.owns(from.home());
+           from.holds_home();
   }
-  TESSERA_ALWAYS_INLINE static void push_home(task* t, worker& from, bool newest_first) noexcept {
+  TESSERA_ALWAYS_INLINE static void push_home(task* t, worker& from, bool newest_first,
+                                              std::uint8_t priority) noexcept {
     if (newest_first) {
-      from.push_next(t);
+      from.push_next(t, priority);
     } else {
       from.push_local(*from.home(), t, false);
     }
@@ -95,36 +96,47 @@ class scheduler {
   /// spawn() from a worker of this scheduler (context::spawn): the scheduler is reached through
   /// the worker on the slow paths only.
   TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& from) {
+    const task* parent = from.current_task();
+    if (parent == nullptr) [[unlikely]] {
+      from.m_sched.spawn_outside_task(t, from);
+      return;
+    }
     // From a task: inherit the operation's epoch slot and, without a group of its own, the
     // group. A spawn into the running task's own group is counted in the worker's batch (no
     // atomic RMW); a spawn into another group joins it at once (the batch's soundness needs a
     // running task of the group on this worker, see docs/architecture.md "Group counts").
     // The first such spawn of a task that stays on this worker takes over the task's own count
     // instead (worker::take_token).
-    // Locals: the one-byte stores below may alias anything, so fields read after them would be
-    // loaded again.
+    // t's fields are read into locals before the first store: the one-byte stores below may
+    // alias anything, so fields read after them would be loaded again, and what the compiler
+    // knows of them from make_task (no data, no target, normal priority) would not fold.
     const bool no_data = t->m_data == nullptr;
-    const std::uint8_t slot = from.current_slot();
-    const task* parent = from.current_task();
+    const bool home = stays_home(t, from);
+    const std::uint8_t priority = t->m_priority;
     const group own = t->m_group;
+    const std::uint8_t slot = parent->m_epoch_slot;
     t->m_epoch_slot = slot;
-    if (parent != nullptr && (!own.valid() || own == parent->m_group)) {
+    if (!own.valid() || own == parent->m_group) {
       const group g = parent->m_group;
       t->m_group = g;
       // The parent's count passes to t, which stays in this worker's own pool or stack: it
       // cannot run, leave or complete before the parent returns, so the group stays open while
       // the parent runs. Nothing to count.
-      if (from.holds_token() && stays_home(t, from)) {
+      if (from.holds_token() && home) {
         from.take_token();
-        push_home(t, from, no_data);
+        push_home(t, from, no_data, priority);
         return;
       }
-      if (g.valid()) from.group_add(g, +1);
-    } else if (own.valid()) {
+      if (g.valid()) from.group_add(g, +1, slot);
+    } else {
       from.m_sched.m_groups.join(own);
     }
     from.counters().count_spawn(slot);
-    from.m_sched.route(t, &from, no_data);
+    if (home) {
+      push_home(t, from, no_data, priority);
+    } else {
+      from.m_sched.route_slow(t, &from, no_data, false);
+    }
   }
   /// Runs the task's destructor, if its type has one to run, and frees its block (inline: once
   /// per task).
@@ -199,6 +211,9 @@ class scheduler {
 
  private:
   void spawn_external(task* t);
+  /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
+  /// spawn from outside, the task starts an operation of the current epoch.
+  void spawn_outside_task(task* t, worker& from);
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
   void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;

@@ -65,6 +65,7 @@ void worker::start(pool* home, std::vector<pool*> pools) {
   m_pools = std::move(pools);
   for (pool* p : m_pools)
     p->held_by.store(m_index, std::memory_order_relaxed);  // before the thread
+  m_holds_home = owns(m_home);
   m_thread = std::thread([this] { run(); });
 }
 
@@ -221,6 +222,7 @@ void worker::adopt_incoming() {
     p->held_by.store(m_index, std::memory_order_relaxed);
     for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] += p->local[pr].size();
   }
+  m_holds_home = owns(m_home);
 }
 
 void worker::give_pool(pool* p, worker& to) {
@@ -243,6 +245,7 @@ void worker::give_pool(pool* p, worker& to) {
 
   m_pools.erase(std::find(m_pools.begin(), m_pools.end(), p));
   p->held_by.store(pool::none, std::memory_order_relaxed);  // ordered before the hand-over mutex
+  m_holds_home = owns(m_home);
   for (unsigned pr = 0; pr < priority_count; ++pr) m_local_count[pr] -= p->local[pr].size();
   m_rr = 0;
   m_batch = 0;
@@ -309,7 +312,7 @@ void worker::answer_steal_request() {
   };
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     local_queue& q = m_home->local[pr];
-    if (!owns(m_home) || q.size() < 2) continue;
+    if (!m_holds_home || q.size() < 2) continue;
     std::size_t can_move = 0;
     for (task* t = q.front(); t != nullptr; t = local_queue::next_of(t)) can_move += movable(t);
     steps += q.size();
@@ -364,7 +367,7 @@ void worker::try_steal() {
     m_pending_victim = -1;
   }
   int victim;
-  if (!owns(m_home)) {
+  if (!m_holds_home) {
     victim = static_cast<int>(m_home->owner.load(std::memory_order_acquire));
     if (victim == m_index) return;
   } else {
@@ -554,7 +557,6 @@ void worker::execute(task* t, pool* p) {
   // A task without a resource: no primitive, nothing to restore. Its follow-up cannot exist
   // when it threw.
   m_ctx.m_current = t;
-  m_current_slot = t->m_epoch_slot;
   m_token = true;
   task* follow;
   try {
@@ -584,7 +586,6 @@ void worker::execute_on_resource(task* t, pool* p) {
     }
   }
   m_ctx.m_current = t;
-  m_current_slot = t->m_epoch_slot;
   m_token = true;
   const void* ran_on = t->m_data;  // for finish()
   std::exception_ptr error;
@@ -662,7 +663,7 @@ TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
   const unsigned slot = t->m_epoch_slot;
   m_sched.destroy(t);
   if (m_token) {  // else a child carries t's count (take_token): nothing to count
-    if (g.valid()) group_add(g, -1);
+    if (g.valid()) group_add(g, -1, slot);
     m_epoch.count_completion(slot);
   }
 }
@@ -671,7 +672,7 @@ void worker::reacquire_token(const task* t) noexcept {
   m_token = true;
   m_epoch.uncount_transfer();
   m_epoch.count_spawn(t->m_epoch_slot);
-  if (t->m_group.valid()) group_add(t->m_group, +1);
+  if (t->m_group.valid()) group_add(t->m_group, +1, t->m_epoch_slot);
 }
 
 void worker::finish(task* t, task* follow, const void* ran_on) {
@@ -700,7 +701,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
       m_sched.route(follow, this, false, header_hot);
     }
     m_sched.destroy(t);
-    if (g.valid() && !transferred) group_add(g, -1);
+    if (g.valid() && !transferred) group_add(g, -1, slot);
   }
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
@@ -709,13 +710,13 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
 
 // ---- batched group counts ---------------------------------------------------------------------
 
-void worker::open_group_batch(group g) noexcept {
+void worker::open_group_batch(group g, unsigned slot) noexcept {
   flush_group();
   m_gcache = g;
   // The open batch counts as a task in flight of the current epoch slot: quiescence
   // (wait_idle, stop) and epoch advancement wait for its flush, which may spawn a
   // continuation (when_done) after the last real task of the group completed.
-  m_gslot = m_current_slot;
+  m_gslot = static_cast<std::uint8_t>(slot);
   m_epoch.count_spawn(m_gslot);
 }
 

@@ -90,8 +90,10 @@ class worker {
   unsigned cpu() const noexcept { return m_cpu; }
   unsigned node() const noexcept { return m_node; }
   pool* home() const noexcept { return m_home; }
+  /// The running task, or nullptr between tasks. Its epoch slot is that of every task it spawns.
   task* current_task() const noexcept { return m_ctx.m_current; }
-  std::uint8_t current_slot() const noexcept { return m_current_slot; }
+  /// This worker holds its home pool (owns(home()), kept as a flag: every spawn asks).
+  bool holds_home() const noexcept { return m_holds_home; }
   context& ctx() noexcept { return m_ctx; }
 
   /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
@@ -107,8 +109,10 @@ class worker {
   /// its home pool: a normal-priority one goes onto the work-first stack instead (it would be
   /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or
   /// with another priority, it is queued at the front of the home pool as before.
-  TESSERA_ALWAYS_INLINE void push_next(task* t) noexcept {
-    if (m_wsize != 0 || t->m_priority != stack_priority) [[unlikely]] {
+  /// `priority`: t's, read by the caller before its own stores (so that a priority known where
+  /// the task was made folds away).
+  TESSERA_ALWAYS_INLINE void push_next(task* t, std::uint8_t priority) noexcept {
+    if (m_wsize != 0 || priority != stack_priority) [[unlikely]] {
       push_local(*m_home, t, true);
       return;
     }
@@ -152,16 +156,17 @@ class worker {
   /// worker (remote push, pool hand-over, steal answer), every `epoch_interval_tasks` tasks, on
   /// switching to another group, and before idling. Why that is sound: docs/architecture.md,
   /// "Group counts".
-  void group_add(group g, int d) noexcept {
+  /// `slot`: the epoch slot of the task counted (the running task's).
+  void group_add(group g, int d, unsigned slot) noexcept {
     if (g != m_gcache) [[unlikely]] {
-      open_group_batch(g);
+      open_group_batch(g, slot);
     }
     m_gdelta += d;
   }
   /// Applies the batched count; completes the group if that brings it to zero.
   void flush_group() noexcept;
-  /// Flushes the batch of another group and starts one for `g`.
-  void open_group_batch(group g) noexcept;
+  /// Flushes the batch of another group and starts one for `g`, counted in epoch slot `slot`.
+  void open_group_batch(group g, unsigned slot) noexcept;
   /// Flushes if tasks of `g` are about to leave this worker.
   void flush_group_if(group g) noexcept {
     if (g == m_gcache) flush_group();
@@ -259,7 +264,7 @@ class worker {
   std::uint64_t m_slot_run_mark = 0;  // completions without a follow-up when that run began
   std::uint64_t m_follow_ups = 0;     // tasks completed with a follow-up (finish())
   context m_ctx;
-  std::uint8_t m_current_slot = 0;
+  bool m_holds_home = false;  // owns(m_home), updated where pools change hands
   bool m_token = false;  // the running task still holds its count (take_token)
   bool m_active_local = true;
   bool m_exit = false;
