@@ -265,7 +265,7 @@ class worker {
   std::uint64_t m_follow_ups = 0;     // tasks completed with a follow-up (finish())
   context m_ctx;
   bool m_holds_home = false;  // owns(m_home), updated where pools change hands
-  bool m_token = false;  // the running task still holds its count (take_token)
+  bool m_token = false;       // the running task still holds its count (take_token)
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;
