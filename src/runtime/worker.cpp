@@ -121,18 +121,22 @@ void worker::run() {
   const unsigned interval = m_sched.options().epoch_interval_tasks;
   unsigned until_periodic = interval;  // a local: a register across the task's call
   for (;;) {
-    if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (m_attention.load(std::memory_order_relaxed) != 0) {
       if (!attend()) break;
     }
-    if (const window_entry e = next(); e.t != nullptr) {
+    // Tasks back to back, laid out so that a task that needs nothing else falls through to the
+    // next one; the attention word is checked after every task.
+    for (window_entry e = next(); e.t != nullptr; e = next()) {
       execute(e.t, e.p);
       if (--until_periodic == 0) [[unlikely]] {
         periodic();
         until_periodic = interval;
       }
-      continue;
+      if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+        break;
+      }
     }
-    idle();
+    if (m_attention.load(std::memory_order_relaxed) == 0) idle();
   }
   flush_group();
   m_epoch.publish();
@@ -566,7 +570,7 @@ void worker::execute(task* t, pool* p) {
     m_ctx.m_current = nullptr;
     return;
   }
-  if (follow == nullptr) {
+  if (follow == nullptr) [[likely]] {
     complete(t);
   } else {
     finish(t, follow, nullptr);
