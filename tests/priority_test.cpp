@@ -1,8 +1,10 @@
 // Priorities: a lower priority runs only when no task of a higher one is ready on the worker that
 // picks the next task (ids.h). The tests hold workers at a gate, queue interleaved priorities
 // behind it, release it, and check the order each worker ran them in.
+#include <atomic>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.h"
@@ -116,6 +118,49 @@ TEST(priority, one_worker_runs_high_then_normal_then_low_spawned_from_inside) {
     EXPECT_EQ(log.violations(), "");
   }
   EXPECT_EQ(live_objects.load(), 0);
+}
+
+/// A chain of spawns that would run on for seconds: each task spawns its successor, which the
+/// work-first stack runs next. An urgent task spawned from outside lands in the worker's inbox,
+/// which the worker drains only between tasks (periodic(), on the mail the push posts); it must
+/// then run before the next step of the chain, and the chain must see it long before its end.
+class endless_step final : public task {
+ public:
+  endless_step(std::atomic<bool>& started, std::atomic<bool>& stop, std::uint64_t left,
+               std::uint64_t& steps)
+      : m_started(&started), m_stop(&stop), m_left(left), m_steps(&steps) {}
+  task* execute(context& ctx) override {
+    ++*m_steps;
+    m_started->store(true, std::memory_order_release);
+    if (m_left > 0 && !m_stop->load(std::memory_order_acquire)) {
+      ctx.spawn(ctx.make_task<endless_step>(*m_started, *m_stop, m_left - 1, *m_steps));
+    }
+    return nullptr;
+  }
+
+ private:
+  std::atomic<bool>* m_started;
+  std::atomic<bool>* m_stop;
+  std::uint64_t m_left;
+  std::uint64_t* m_steps;
+};
+
+TEST(priority, an_urgent_task_from_outside_interrupts_a_chain_on_its_only_worker) {
+  runtime r({.workers = 1});
+  std::atomic<bool> started{false};
+  std::atomic<bool> stop{false};
+  std::uint64_t steps = 0;                     // written by the chain only, read after the wait
+  constexpr std::uint64_t limit = 20'000'000;  // about a second: reached only when it fails
+  const group g = r.make_group();
+  r.spawn(r.make_task<endless_step>(started, stop, limit, steps), g);
+  while (!started.load(std::memory_order_acquire)) std::this_thread::yield();
+  auto* urgent =
+      r.make_task_from([&stop](context&) { stop.store(true, std::memory_order_release); });
+  urgent->annotate(priority::high);
+  r.spawn(urgent);
+  r.wait(g);
+  EXPECT_TRUE(stop.load()) << "the chain ran to its end without the urgent task";
+  EXPECT_LT(steps, limit);
 }
 
 class priority_test : public runtime_fixture {};

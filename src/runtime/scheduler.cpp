@@ -210,6 +210,7 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
   // seq_cst: ordered after the push's exchange, so a pool handed over concurrently is seen with
   // its new owner (see worker::give_pool), and that owner's `sleeping` flag is read after it.
   const unsigned owner = p.owner.load(std::memory_order_seq_cst);
+  m_workers[owner]->post_mail();
   m_workers[owner]->wake_if_sleeping();
 }
 

@@ -134,6 +134,13 @@ class worker {
   /// Any thread: wake the worker if it parked (after a push into one of its pools). True if it
   /// was asleep and this call woke it.
   bool wake_if_sleeping() noexcept;
+  /// Any thread, after a push into the inbox of a pool this worker owns: tells periodic() that an
+  /// inbox has tasks (a worker running its work-first stack fetches nothing from its pools, and
+  /// so drains nothing, for as long as the stack lasts).
+  void post_mail() noexcept {
+    // seq_cst, with the push's exchange before it: see take_mail().
+    if (m_mail.load(std::memory_order_seq_cst) == 0) m_mail.store(1, std::memory_order_seq_cst);
+  }
   /// Any thread: ask this worker for work on behalf of `thief`. False if another request waits.
   bool request_steal(int thief) noexcept;
 
@@ -213,6 +220,9 @@ class worker {
   window_entry take();
   window_entry fetch();
   std::size_t drain_inboxes(std::size_t limit);
+  /// Drains the inboxes if mail was posted (post_mail), and posts it again to itself while
+  /// tasks are left in them.
+  void take_mail();
   void prefetch(const task* t) noexcept;
   void execute(task* t, pool* p);
   /// execute() for a task annotated with a resource: under the resource's primitive.
@@ -290,6 +300,9 @@ class worker {
   alignas(64) std::atomic<std::uint32_t> m_attention{0};
   /// 1 while parked (futex word). seq_cst on both sides: see mpsc_queue::maybe_nonempty.
   std::atomic<std::uint32_t> m_sleeping{0};
+  /// 1: an inbox of an owned pool may have tasks (post_mail, take_mail). Beside m_sleeping, which
+  /// a pusher reads anyway.
+  std::atomic<std::uint32_t> m_mail{0};
   /// The thief waiting for an answer, or no_thief.
   std::atomic<int> m_steal_request{no_thief};
   /// Tasks queued in owned pools, published for thieves choosing a victim (relaxed, a hint).
