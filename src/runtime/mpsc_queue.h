@@ -69,10 +69,8 @@ class mpsc_queue {
   }
 
   /// Consumer only: false if certainly empty. seq_cst so that a parking owner and a producer
-  /// cannot both miss each other (Dekker with the producer's exchange and its read of `sleeping`).
-  bool maybe_nonempty_relaxed() const noexcept {
-    return m_head != &m_stub || m_tail.load(std::memory_order_relaxed) != &m_stub;
-  }
+  /// cannot both miss each other (Dekker with the producer's exchange and its read of `sleeping`),
+  /// and likewise a draining owner and a producer that saw its mail up (worker::take_mail).
   bool maybe_nonempty() const noexcept {
     return m_head != &m_stub || m_tail.load(std::memory_order_seq_cst) != &m_stub;
   }

@@ -128,8 +128,8 @@ void scheduler::spawn_external(task* t) {
     destroy(t);
     throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
   }
-  const unsigned slot = static_cast<unsigned>(global_epoch() % epoch_slots);
-  t->m_epoch_slot = static_cast<std::uint8_t>(slot);
+  const std::uint8_t slot = current_epoch_slot();
+  t->m_epoch_slot = slot;
   if (t->m_group.valid()) {
 #if defined(TESSERA_DEBUG_CHECKS)
     if (!m_groups.current(t->m_group)) {
@@ -149,7 +149,7 @@ void scheduler::spawn_external(task* t) {
 }
 
 void scheduler::spawn_outside_task(task* t, worker& from) {
-  const auto slot = static_cast<std::uint8_t>(global_epoch() % epoch_slots);
+  const std::uint8_t slot = current_epoch_slot();
   t->m_epoch_slot = slot;
   if (t->m_group.valid()) m_groups.join(t->m_group);
   from.counters().count_spawn(slot);
@@ -261,9 +261,7 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
   task* parent = from.current_task();
   if (!continuation->m_group.valid() && parent != nullptr) continuation->m_group = parent->m_group;
   if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
-  continuation->m_epoch_slot = parent != nullptr
-                                   ? parent->m_epoch_slot
-                                   : static_cast<std::uint8_t>(global_epoch() % epoch_slots);
+  continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
   {
     std::lock_guard lock(s.mutex);
     if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");

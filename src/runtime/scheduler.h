@@ -164,6 +164,10 @@ class scheduler {
   std::uint64_t global_epoch() const noexcept {
     return m_global_epoch.load(std::memory_order_acquire);
   }
+  /// The epoch slot of an operation that starts now (a task spawned from outside any task).
+  std::uint8_t current_epoch_slot() const noexcept {
+    return static_cast<std::uint8_t>(global_epoch() % epoch_slots);
+  }
   /// Advances the global epoch if the slot it would reuse is drained. Any worker may call it.
   void try_advance_epoch(std::uint64_t now /* now_ns() */) noexcept;
   std::uint64_t epoch_period_ns() const noexcept {
