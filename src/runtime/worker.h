@@ -90,7 +90,10 @@ class worker {
   unsigned cpu() const noexcept { return m_cpu; }
   unsigned node() const noexcept { return m_node; }
   pool* home() const noexcept { return m_home; }
-  /// The running task, or nullptr between tasks. Its epoch slot is that of every task it spawns.
+  /// The running task (its epoch slot is that of every task it spawns), also while its
+  /// destructor runs; nullptr outside a run of tasks (periodic(), idle, attention). Between two
+  /// tasks of a run it still names the last one: nothing spawns there (next() only moves tasks),
+  /// and leaving it saves a store per task.
   task* current_task() const noexcept { return m_ctx.m_current; }
   /// This worker holds its home pool (owns(home()), kept as a flag: every spawn asks).
   bool holds_home() const noexcept { return m_holds_home; }
@@ -233,6 +236,10 @@ class worker {
   /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
   void fail(task* t, std::exception_ptr error);
   TESSERA_ALWAYS_INLINE void complete(task* t) noexcept;
+  void complete_slow(task* t) noexcept;
+  /// Counts the completion of a task of group `g` in epoch slot `slot` (unless it passed its
+  /// count on, see take_token).
+  TESSERA_ALWAYS_INLINE void count_completion(group g, unsigned slot) noexcept;
   /// The running task `t` gave its count to a child and hands back a follow-up: it takes a fresh
   /// count (as a spawn into its own group), so finish() can treat it like any other task.
   void reacquire_token(const task* t) noexcept;
