@@ -26,8 +26,8 @@ struct resource_header;
 
 class context {
  public:
-  /// The worker running the task.
-  worker_id worker() const noexcept;
+  /// The worker running the task (kept in the context: one load, no call).
+  worker_id worker() const noexcept { return worker_id{m_worker_index}; }
   numa_node_id node() const noexcept;
   tessera::runtime& runtime() const noexcept { return *m_runtime; }
 
@@ -57,7 +57,8 @@ class context {
  private:
   friend class detail::worker;
   friend class tessera::runtime;
-  context(class runtime* rt, detail::worker* w) : m_runtime(rt), m_worker(w) {}
+  context(class runtime* rt, detail::worker* w, std::uint16_t index)
+      : m_runtime(rt), m_worker(w), m_worker_index(index) {}
 
   class runtime* m_runtime;
   detail::worker* m_worker;
@@ -66,6 +67,11 @@ class context {
   const detail::resource_header* m_read_header = nullptr;  // the resource that read started on
   bool m_validating = false;                               // running as an optimistic reader
   bool m_validated = false;                                // validate() succeeded during this run
+  // worker()'s answer, kept here: one load from the context (a register inside execute), not
+  // two through the worker, and no call for code built without link-time optimization. Last, in
+  // the padding: the worker's layout does not change. (A copy of the runtime's allocator choice
+  // here, for make_task, measured 0.5 ns per task slower on the tree; see architecture.md.)
+  std::uint16_t m_worker_index;
 };
 
 }  // namespace tessera

@@ -108,7 +108,6 @@ std::optional<worker_id> runtime::current_worker() const noexcept {
 
 // ---- context -----------------------------------------------------------------------------------
 
-worker_id context::worker() const noexcept { return worker_id{m_worker->index()}; }
 numa_node_id context::node() const noexcept {
   return numa_node_id{static_cast<std::uint16_t>(m_worker->node())};
 }

@@ -56,7 +56,7 @@ class reclaim_task final : public task {
 worker* current_worker() noexcept { return tl_worker; }
 
 worker::worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node)
-    : m_sched(s), m_index(index), m_cpu(cpu), m_node(node), m_ctx(&s.rt(), this) {}
+    : m_sched(s), m_index(index), m_cpu(cpu), m_node(node), m_ctx(&s.rt(), this, index) {}
 
 worker::~worker() { join(); }
 
