@@ -125,6 +125,42 @@ TEST(task_allocator, the_inline_paths_keep_the_cached_count_exact) {
   t.join();
 }
 
+/// A worker's completion keeps the finished task's block as its class's spare (task_cache_keep),
+/// and the next pop of that class hands it out again before the list. The spare counts as
+/// cached, a second keep of the same class and a block of operator new are refused, and the
+/// thread's flush returns the spare with the list, also on a thread whose exit flush was never
+/// armed (a worker whose first free was a kept block).
+TEST(task_allocator, the_spare_is_handed_out_first_and_flushed) {
+  std::thread t([] {
+    constexpr unsigned c = 0;
+    void* first = alloc::allocate(alloc::class_bytes(c));  // arms the thread, refills the list
+    void* second = alloc::allocate(alloc::class_bytes(c));
+    const std::size_t cached = alloc::thread_cached_blocks();
+    EXPECT_TRUE(detail::task_cache_keep(first, c));
+    EXPECT_EQ(alloc::thread_cached_blocks(), cached + 1);
+    EXPECT_FALSE(detail::task_cache_keep(second, c)) << "a class keeps one spare";
+    EXPECT_FALSE(detail::task_cache_keep(second, detail::task_cache::new_block));
+    if (detail::task_cache_inline) {
+      EXPECT_EQ(detail::task_cache_pop(c), first) << "the spare goes first";
+      EXPECT_EQ(alloc::thread_cached_blocks(), cached);
+      EXPECT_TRUE(detail::task_cache_keep(first, c));
+    }
+    alloc::release_slow(second, static_cast<std::uint8_t>(c));
+    alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "the flush left the spare behind";
+  });
+  t.join();
+  // A thread that never armed its exit flush: the spare still goes back with its flush.
+  void* block = alloc::allocate(64);
+  std::thread u([block] {
+    EXPECT_TRUE(detail::task_cache_keep(block, 0));
+    EXPECT_EQ(alloc::thread_cached_blocks(), 1u);
+    alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+  });
+  u.join();
+}
+
 /// task_allocator::release is what the runtime's free path calls: an inline push onto the thread
 /// cache that refuses (and goes out of line) until the thread's exit flush is armed, and always
 /// for blocks from operator new. A thread whose first call is a release must still end up with

@@ -135,11 +135,18 @@ batch take_from_list(task_cache& tc, unsigned c, std::size_t n) noexcept {
   return b;
 }
 
-/// Returns every block of the calling thread's cache to its node heap.
+/// Returns every block of the calling thread's cache (lists and spares) to its node heap.
 void flush(task_cache& tc) noexcept {
   auto& heap = global_heaps().nodes[tc.node];
   std::lock_guard lock(heap.mutex);
   for (unsigned c = 0; c < task_allocator::class_count; ++c) {
+    if (free_block* s = tc.spare[c]) {  // onto the list's top, flushed with it
+      tc.spare[c] = nullptr;
+      s->next = tc.head[c];
+      s->depth = depth_of(tc.head[c]) + 1;
+      TESSERA_POISON(s, task_allocator::class_bytes(c));
+      tc.head[c] = s;
+    }
     while (!is_floor(tc.head[c])) {
       const batch b = take_from_list(tc, c, task_allocator::batch_blocks);
       try {
@@ -244,8 +251,9 @@ void task_allocator::set_thread_node(unsigned node) noexcept {
 std::size_t task_allocator::thread_cached_blocks() noexcept {
   const task_cache& tc = tl_task_cache;
   std::size_t n = 0;
-  if (tc.registered) {
-    for (unsigned c = 0; c < class_count; ++c) n += depth_of(tc.head[c]);
+  for (unsigned c = 0; c < class_count; ++c) {
+    if (tc.registered) n += depth_of(tc.head[c]);
+    if (tc.spare[c] != nullptr) ++n;
   }
   return n;
 }

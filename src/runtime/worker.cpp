@@ -683,14 +683,14 @@ void worker::fail(task* t, std::exception_ptr error) {
 }
 
 TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
-  // The common case inline: no destructor to run, and the block fits on the thread's list. Every
-  // call is then on the rare paths (open_group_batch), so nothing is held across one: no
-  // callee-saved register or stack slot for t's fields in the loop around this.
+  // The common case inline: no destructor to run, and the block is kept as the thread's spare or
+  // fits on its list. Every call is then on the rare paths (open_group_batch), so nothing is held
+  // across one: no callee-saved register or stack slot for t's fields in the loop around this.
   if constexpr (task_cache_inline) {
     if (t->m_destroyer == 0) [[likely]] {
       const group g = t->m_group;
       const unsigned slot = t->m_epoch_slot;
-      if (task_cache_push(t, t->m_block)) [[likely]] {
+      if (task_cache_keep(t, t->m_block) || task_cache_push(t, t->m_block)) [[likely]] {
         count_completion(g, slot);
         return;
       }

@@ -36,6 +36,15 @@ struct task_cache {
   free_block* head[class_count + 1] = {&closed_floor, &closed_floor, &closed_floor,
                                        &closed_floor, &closed_floor, &closed_floor};
   static_assert(class_count + 1 == 6, "one floor initializer per list");
+  /// One block per class held in front of the list: a worker's completion path puts the block of
+  /// the task that just finished here (task_cache_keep) and the next pop of its class takes it
+  /// back, so a task that spawns one child per completion (a chain, half of a tree's
+  /// allocations) never touches the list. A push and a pop of the list each carry the head and
+  /// the head's link from one operation to the next through memory; the spare carries one word.
+  /// Index new_block holds a sentinel, so no block of operator new is ever kept. Only worker
+  /// threads keep blocks here: their loop flushes the cache when it ends (flush includes the
+  /// spares), also when the exit flush was never armed.
+  free_block* spare[class_count + 1] = {nullptr, nullptr, nullptr, nullptr, nullptr, &closed_floor};
   unsigned node = 0;
   bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
 
@@ -70,15 +79,28 @@ inline constexpr bool task_cache_inline = false;
 inline constexpr bool task_cache_inline = true;
 #endif
 
-/// A block of class `c` from the calling thread's list, or nullptr (list empty: refill out of
-/// line). No counter: the length lives in the blocks.
+/// A block of class `c` from the calling thread's spare or list, or nullptr (both empty: refill
+/// out of line). No counter: the length lives in the blocks.
 inline void* task_cache_pop(unsigned c) noexcept {
   task_cache& tc = tl_task_cache;
+  if (free_block* s = tc.spare[c]) {
+    tc.spare[c] = nullptr;
+    return s;
+  }
   free_block* blk = tc.head[c];
   free_block* below = blk->next;
   if (below == nullptr) return nullptr;  // blk is a floor
   tc.head[c] = below;
   return blk;
+}
+
+/// Worker threads only (see task_cache::spare): keeps `p` (a block of class `c`, or new_block)
+/// as the class's spare; false if the class has one already (or `c` is new_block).
+inline bool task_cache_keep(void* p, unsigned c) noexcept {
+  task_cache& tc = tl_task_cache;
+  if (tc.spare[c] != nullptr) return false;
+  tc.spare[c] = static_cast<free_block*>(p);
+  return true;
 }
 
 /// Gives `p` (a block of class `c`, or new_block) to the calling thread's list; false when the
