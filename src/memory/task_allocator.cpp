@@ -122,6 +122,17 @@ std::size_t depth_of(free_block* top) noexcept {
   return d;
 }
 
+/// Puts `blk` on top of list `c` (out of line: poisoned, as every cached block under ASan) and
+/// returns the list's new length.
+std::size_t put_on_list(task_cache& tc, unsigned c, free_block* blk) noexcept {
+  const std::size_t depth = depth_of(tc.head[c]) + 1;
+  blk->next = tc.head[c];
+  blk->depth = depth;
+  TESSERA_POISON(blk, task_allocator::class_bytes(c));
+  tc.head[c] = blk;
+  return depth;
+}
+
 /// Moves up to `n` blocks from the top of list `c` into a batch (poisoned, as in the heap).
 batch take_from_list(task_cache& tc, unsigned c, std::size_t n) noexcept {
   batch b;
@@ -142,10 +153,7 @@ void flush(task_cache& tc) noexcept {
   for (unsigned c = 0; c < task_allocator::class_count; ++c) {
     if (free_block* s = tc.spare[c]) {  // onto the list's top, flushed with it
       tc.spare[c] = nullptr;
-      s->next = tc.head[c];
-      s->depth = depth_of(tc.head[c]) + 1;
-      TESSERA_POISON(s, task_allocator::class_bytes(c));
-      tc.head[c] = s;
+      put_on_list(tc, c, s);
     }
     while (!is_floor(tc.head[c])) {
       const batch b = take_from_list(tc, c, task_allocator::batch_blocks);
@@ -222,13 +230,7 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
   if (!tc.registered) [[unlikely]] {  // frees without allocations
     arm_thread_exit_flush(tc);
   }
-  auto* blk = static_cast<free_block*>(p);
-  const std::size_t depth = depth_of(tc.head[c]) + 1;
-  blk->next = tc.head[c];
-  blk->depth = depth;
-  TESSERA_POISON(blk, class_bytes(c));
-  tc.head[c] = blk;
-  if (depth > task_cache::push_limit) {
+  if (put_on_list(tc, c, static_cast<free_block*>(p)) > task_cache::push_limit) {
     // Give one batch back so frees from other threads cannot pile up here.
     const batch b = take_from_list(tc, c, batch_blocks);
     auto& heap = global_heaps().nodes[tc.node];
