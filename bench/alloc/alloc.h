@@ -36,7 +36,7 @@ struct config {
   pattern shape = pattern::window;
   unsigned repeat = 3;
   std::string label;
-  tessera_settings tessera;  ///< tessera only
+  tessera_settings tessera;  ///< pin: every implementation (common/placement.h); the rest: tessera
 };
 
 /// An allocator reached through function pointers (malloc, or a dlopen()ed library).

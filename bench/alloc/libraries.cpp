@@ -13,6 +13,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/patterns.h"
+#include "common/placement.h"
 
 namespace tessera::bench::alloc {
 
@@ -97,6 +98,7 @@ measurement run_library(const config& cfg, const library& lib) {
     std::vector<std::thread> threads;
     for (unsigned w = 0; w < cfg.workers; ++w) {
       threads.emplace_back([&, w] {
+        if (cfg.tessera.pin) pin_worker_thread(w);  // tessera's CPU of worker w (best effort)
         try {
           library_policy policy{&lib, cfg.bytes};
           bad[w] = run_member(policy, cfg, w, state);

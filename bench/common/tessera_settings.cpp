@@ -16,7 +16,9 @@ tessera_settings tessera_settings::from(const flag_values& flags) {
 }
 
 std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_definition> own) {
-  own.push_back(bool_flag("pin", true, "pin tessera's workers to CPUs"));
+  own.push_back(bool_flag("pin", true,
+                          "pin worker i to the i-th CPU the process may run on: tessera's "
+                          "workers, and in spawn, fib, alloc and sync the competitors' too"));
   own.push_back(int_flag("spin-us", runtime_options{}.spin_before_park.count(),
                          "tessera: microseconds an idle worker spins before it parks", 0,
                          10'000'000));

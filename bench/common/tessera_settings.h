@@ -21,7 +21,9 @@ struct runtime_options;
 namespace tessera::bench {
 
 struct tessera_settings {
-  bool pin = true;          ///< --[no-]pin: pin workers to CPUs (the runtime's default: yes)
+  /// --[no-]pin: pin workers to CPUs (the runtime's default: yes); spawn, fib, alloc and sync
+  /// pin their competitors' threads the same way (common/placement.h)
+  bool pin = true;
   bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
   /// --spin-us: how long an idle worker spins before it parks (runtime_options::spin_before_park)
   long long spin_us = 200;  // (the runtime's default)

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/placement.h"
+
 namespace tessera::bench {
 
 namespace {
@@ -9,9 +11,9 @@ thread_local const thread_pool* t_pool = nullptr;
 thread_local unsigned t_index = 0;
 }  // namespace
 
-thread_pool::thread_pool(unsigned threads) {
+thread_pool::thread_pool(unsigned threads, bool pin) {
   m_threads.reserve(threads);
-  for (unsigned i = 0; i < threads; ++i) m_threads.emplace_back([this, i] { loop(i); });
+  for (unsigned i = 0; i < threads; ++i) m_threads.emplace_back([this, i, pin] { loop(i, pin); });
 }
 
 thread_pool::~thread_pool() {
@@ -39,7 +41,8 @@ void thread_pool::wait_idle() {
 
 unsigned thread_pool::current_index() const noexcept { return t_pool == this ? t_index : size(); }
 
-void thread_pool::loop(unsigned index) {
+void thread_pool::loop(unsigned index, bool pin) {
+  if (pin) pin_worker_thread(index);
   t_pool = this;
   t_index = index;
   std::unique_lock lock(m_mutex);

@@ -27,7 +27,8 @@ namespace tessera::bench {
 
 class thread_pool {
  public:
-  explicit thread_pool(unsigned threads);
+  /// `pin`: thread i on the CPU of tessera's worker i (placement.h).
+  explicit thread_pool(unsigned threads, bool pin = false);
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
   /// Waits for every task, then joins the threads.
@@ -54,7 +55,7 @@ class thread_pool {
     }
   };
 
-  void loop(unsigned index);
+  void loop(unsigned index, bool pin);
 
   std::mutex m_mutex;
   std::condition_variable m_work;  // queue non-empty or stopping

@@ -6,6 +6,12 @@
 // fastest with --statistic best, for machines shared with other work, where noise only ever
 // adds time — together with the fastest and slowest run.
 //
+// Competitors measured side by side take turns: in_turns() runs one job per implementation, each
+// on its own thread with its environment (runtime, arena, thread team) alive throughout, and
+// every measure() inside hands the turn on after each run. Runs of different implementations
+// thus alternate (A B C A B C ...) and a noisy phase of a shared machine hits all of them,
+// instead of whichever implementation happened to run during it.
+//
 //   measurement m = measure(progress_label, 3, [&] {
 //     stopwatch clock;
 //     const std::uint64_t r = compute();
@@ -19,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,14 +74,33 @@ struct measurement {
 /// count) or the fastest.
 measurement summarize(std::vector<sample> samples);
 
+/// Runs `jobs[i]` on a thread of its own each, one at a time: job 0 starts, and whenever a job
+/// finishes one run inside measure() (or returns), the next job that has not returned goes on,
+/// round-robin, after `settle` (idle threads of the previous job spin down meanwhile: libgomp's
+/// and oneTBB's spin for milliseconds before they sleep). A job's set-up and tear-down run in
+/// its turn too. A job's thread is its own also when it is the only job, so that what a job does
+/// to its thread (pinning it) does not outlive the job. Returns when every job has returned;
+/// rethrows the first job's exception (the others are stopped at their next turn).
+void in_turns(std::vector<std::function<void()>> jobs,
+              std::chrono::milliseconds settle = std::chrono::milliseconds(20));
+
+namespace detail {
+/// Inside in_turns(): hands the turn on and waits for it to come back. Elsewhere: nothing.
+void pass_turn();
+}  // namespace detail
+
 /// Runs `run_once` `repeat` times; prints "<label> ..." before and the result after on stderr.
+/// Inside in_turns(), the turn passes on after every run.
 template <class F>
 measurement measure(const std::string& label, unsigned repeat, F&& run_once) {
   std::fprintf(stderr, "tessera-bench: %s: %u run%s ...\n", label.c_str(), repeat,
                repeat == 1 ? "" : "s");
   std::vector<sample> samples;
   samples.reserve(repeat);
-  for (unsigned i = 0; i < repeat; ++i) samples.push_back(run_once());
+  for (unsigned i = 0; i < repeat; ++i) {
+    samples.push_back(run_once());
+    detail::pass_turn();
+  }
   measurement m = summarize(std::move(samples));
   std::fprintf(stderr, "tessera-bench: %s: %s %.4f s (%.4f..%.4f), %.3g ops/s\n", label.c_str(),
                to_string(reported_statistic()).data(), m.seconds, m.min_seconds, m.max_seconds,

@@ -1,7 +1,9 @@
 // The `fib` subcommand: registration, flags, and the loop over configurations.
 #include "fib/fib.h"
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/registry.h"
 
@@ -29,22 +31,33 @@ sample checked(const char* implementation, int n, std::uint64_t result, double s
 
 namespace {
 
+measurement run_implementation(const std::string& impl, const config& cfg) {
+  if (impl == "tessera") return run_tessera(cfg);
+  if (impl == "onetbb") return run_onetbb(cfg);
+  if (impl == "openmp") return run_openmp(cfg);
+  return run_pool(cfg);
+}
+
 void run(const run_context& ctx) {
   const int n = static_cast<int>(ctx.flags.integer("n"));
   for (const unsigned w : ctx.workers) {
-    for (const auto& impl : ctx.implementations) {
-      config cfg{.workers = w,
-                 .n = n,
-                 .repeat = ctx.repeat,
-                 .label = ctx.label(impl, w, "n=" + std::to_string(n)),
-                 .tessera = tessera_settings::from(ctx.flags)};
-      measurement m;
-      if (impl == "tessera") m = run_tessera(cfg);
-      if (impl == "onetbb") m = run_onetbb(cfg);
-      if (impl == "openmp") m = run_openmp(cfg);
-      if (impl == "pool") m = run_pool(cfg);
-      ctx.report.add(row("fib", impl, w, m).with("n", n));
+    // The implementations take turns run by run (in_turns).
+    const auto& impls = ctx.implementations;
+    std::vector<measurement> results(impls.size());
+    std::vector<std::function<void()>> jobs;
+    for (std::size_t i = 0; i < impls.size(); ++i) {
+      jobs.emplace_back([&, i] {
+        const config cfg{.workers = w,
+                         .n = n,
+                         .repeat = ctx.repeat,
+                         .label = ctx.label(impls[i], w, "n=" + std::to_string(n)),
+                         .tessera = tessera_settings::from(ctx.flags)};
+        results[i] = run_implementation(impls[i], cfg);
+      });
     }
+    in_turns(std::move(jobs));
+    for (std::size_t i = 0; i < impls.size(); ++i)
+      ctx.report.add(row("fib", impls[i], w, results[i]).with("n", n));
   }
 }
 

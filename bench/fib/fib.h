@@ -23,7 +23,7 @@ struct config {
   int n = 30;
   unsigned repeat = 3;
   std::string label;         ///< for progress lines
-  tessera_settings tessera;  ///< tessera only
+  tessera_settings tessera;  ///< pin: every implementation (common/placement.h); the rest: tessera
 };
 
 /// fib(n), computed with a loop.

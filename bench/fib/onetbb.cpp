@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "common/onetbb_pinning.h"
+
 #include "fib/fib.h"
 
 namespace tessera::bench::fib {
@@ -27,6 +29,7 @@ std::uint64_t fib(int n) {
 measurement run_onetbb(const config& cfg) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
   tbb::task_arena arena(static_cast<int>(cfg.workers));
+  const onetbb_pinning pin(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
   return measure(cfg.label, cfg.repeat, [&] {
     std::uint64_t result = 0;
     stopwatch clock;

@@ -49,7 +49,7 @@ void call(int n, join* parent, unsigned slot) {
 }  // namespace
 
 measurement run_pool(const config& cfg) {
-  thread_pool pool(cfg.workers);
+  thread_pool pool(cfg.workers, cfg.tessera.pin);
   return measure(cfg.label, cfg.repeat, [&] {
     join root{&pool, nullptr, 0, 1};
     stopwatch clock;

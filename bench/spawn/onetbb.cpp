@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "common/onetbb_pinning.h"
+
 #include "common/worker_counters.h"
 #include "spawn/spawn.h"
 
@@ -40,6 +42,7 @@ void node(shared& s, std::uint64_t index) {
 measurement run_onetbb(const config& cfg) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
   tbb::task_arena arena(static_cast<int>(cfg.workers));
+  const onetbb_pinning pin(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
   worker_counters counts(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     counts.reset();

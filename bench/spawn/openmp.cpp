@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/placement.h"
+
 #include "common/worker_counters.h"
 #include "spawn/spawn.h"
 
@@ -44,6 +46,12 @@ measurement run_openmp(const config& cfg) {
     const std::uint64_t tasks = cfg.tasks;
     const bool tree = cfg.shape == pattern::tree;
     const unsigned chains = cfg.workers;
+    if (cfg.tessera.pin) {
+      // thread i on tessera's CPU of worker i; libgomp reuses the same threads for the next
+      // region of the same size
+#pragma omp parallel num_threads(threads)
+      pin_worker_thread(static_cast<unsigned>(omp_get_thread_num()));
+    }
     stopwatch clock;
 #pragma omp parallel num_threads(threads)
 #pragma omp single

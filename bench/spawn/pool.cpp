@@ -31,7 +31,7 @@ void node(shared* s, std::uint64_t index) {
 }  // namespace
 
 measurement run_pool(const config& cfg) {
-  thread_pool pool(cfg.workers);
+  thread_pool pool(cfg.workers, cfg.tessera.pin);
   worker_counters counts(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     counts.reset();

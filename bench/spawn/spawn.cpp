@@ -1,6 +1,8 @@
 // The `spawn` subcommand: registration, flags, and the loop over configurations.
 #include "spawn/spawn.h"
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,29 +36,44 @@ pattern parse_pattern(const std::string& name) {
   return pattern::chain;
 }
 
+measurement run_implementation(const std::string& impl, const config& cfg) {
+  if (impl == "tessera") return run_tessera(cfg);
+  if (impl == "onetbb") return run_onetbb(cfg);
+  if (impl == "openmp") return run_openmp(cfg);
+  return run_pool(cfg);
+}
+
 void run(const run_context& ctx) {
   const auto tasks = static_cast<std::uint64_t>(ctx.flags.integer("tasks"));
   for (const auto& pattern_name : ctx.flags.list("pattern")) {
     const pattern shape = parse_pattern(pattern_name);
     for (const unsigned w : ctx.workers) {
+      // The implementations of one configuration take turns run by run (in_turns).
+      std::vector<std::string> runs;
+      for (const auto& impl : ctx.implementations)
+        if (shape != pattern::roundrobin || impl == "tessera") runs.push_back(impl);
+      std::vector<measurement> results(runs.size());
+      std::vector<std::function<void()>> jobs;
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        jobs.emplace_back([&, i] {
+          const config cfg{.workers = w,
+                           .tasks = tasks,
+                           .shape = shape,
+                           .repeat = ctx.repeat,
+                           .label = ctx.label(runs[i], w, "pattern=" + pattern_name),
+                           .tessera = tessera_settings::from(ctx.flags)};
+          results[i] = run_implementation(runs[i], cfg);
+        });
+      }
+      in_turns(std::move(jobs));
       for (const auto& impl : ctx.implementations) {
-        if (shape == pattern::roundrobin && impl != "tessera") {
+        const auto at = std::find(runs.begin(), runs.end(), impl);
+        if (at == runs.end()) {
           ctx.report.add(row::skipped("spawn", impl, w, "n/a: no way to place a task on a worker")
                              .with("pattern", pattern_name));
           continue;
         }
-        config cfg{.workers = w,
-                   .tasks = tasks,
-                   .shape = shape,
-                   .repeat = ctx.repeat,
-                   .label = ctx.label(impl, w, "pattern=" + pattern_name),
-                   .tessera = tessera_settings::from(ctx.flags)};
-        measurement m;
-        if (impl == "tessera") m = run_tessera(cfg);
-        if (impl == "onetbb") m = run_onetbb(cfg);
-        if (impl == "openmp") m = run_openmp(cfg);
-        if (impl == "pool") m = run_pool(cfg);
-        row r("spawn", impl, w, m);
+        row r("spawn", impl, w, results[static_cast<std::size_t>(at - runs.begin())]);
         r.with("pattern", pattern_name);
         if (impl == "openmp" && shape == pattern::tree)
           r.with_remark("libgomp runs a new task inline once 64 x threads are queued");

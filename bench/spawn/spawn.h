@@ -30,7 +30,7 @@ struct config {
   pattern shape = pattern::chain;
   unsigned repeat = 3;
   std::string label;
-  tessera_settings tessera;  ///< tessera only
+  tessera_settings tessera;  ///< pin: every implementation (common/placement.h); the rest: tessera
 };
 
 /// Tasks in chain `c` of `chains`: tasks / chains, one more for the first tasks % chains chains.

@@ -2,8 +2,6 @@
 // slice w of the key sequence, each operation under its object's lock — a std::shared_mutex
 // (readers shared) or a test-and-test-and-set spinlock (everyone exclusive). Threads are started
 // before the clock and released together; the time ends when the last one is joined.
-#include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <memory>
@@ -12,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/placement.h"
 #include "sync/sync.h"
 
 namespace tessera::bench::sync_bench {
@@ -53,19 +52,6 @@ inline void unlock_exclusive(spin_object& o) noexcept {
 inline void lock_shared(spin_object& o) noexcept { lock_exclusive(o); }
 inline void unlock_shared(spin_object& o) noexcept { unlock_exclusive(o); }
 
-/// The CPUs this process may run on, in order (tessera pins worker i to the i-th, wrapping).
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
-  return cpus;
-}
-
 struct alignas(64) thread_slot {
   tally result;
 };
@@ -75,7 +61,6 @@ measurement run_with(const workload& wl, const config& cfg, const char* name) {
   std::vector<Object> objects(wl.spec.objects);
   std::vector<counters*> data;
   for (auto& o : objects) data.push_back(&o.data);
-  const std::vector<int> cpus = allowed_cpus();
   return measure(cfg.label, cfg.repeat, [&] {
     for (counters* c : data) reset_object(*c);
     std::vector<thread_slot> slots(cfg.workers);
@@ -84,12 +69,7 @@ measurement run_with(const workload& wl, const config& cfg, const char* name) {
     std::vector<std::thread> threads;
     for (unsigned w = 0; w < cfg.workers; ++w) {
       threads.emplace_back([&, w] {
-        if (cfg.pin && !cpus.empty()) {
-          cpu_set_t one;
-          CPU_ZERO(&one);
-          CPU_SET(cpus[w % cpus.size()], &one);
-          pthread_setaffinity_np(pthread_self(), sizeof one, &one);  // best effort
-        }
+        if (cfg.pin) pin_worker_thread(w);  // tessera's CPU of worker w (best effort)
         ready.fetch_add(1, std::memory_order_acq_rel);
         while (!go.load(std::memory_order_acquire)) cpu_pause();
         tally t;
