@@ -20,10 +20,17 @@ bool pin_worker_thread(unsigned worker) {
   // The process's CPUs, read once: a pinned thread's own affinity would be one CPU only.
   static const std::vector<unsigned> cpus = process_cpus();
   if (cpus.empty()) return false;
+  // The CPU this thread was last pinned to: a oneTBB worker enters its arena again each time it
+  // finds work after sleeping, and the observer calls this each time; no system call then.
+  thread_local long pinned_to = -1;
+  const unsigned cpu = cpus[worker % cpus.size()];
+  if (pinned_to == static_cast<long>(cpu)) return true;
   cpu_set_t one;
   CPU_ZERO(&one);
-  CPU_SET(cpus[worker % cpus.size()], &one);
-  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  CPU_SET(cpu, &one);
+  if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) return false;
+  pinned_to = cpu;
+  return true;
 }
 
 }  // namespace tessera::bench

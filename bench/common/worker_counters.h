@@ -17,6 +17,13 @@
 
 namespace tessera::bench {
 
+/// The calling thread's worker index, for competitors whose own query is a call into their
+/// library: oneTBB's this_task_arena::current_thread_index() cost ~3 ns per task on the 2-core VM,
+/// a third of a whole tessera task, so counting with it made oneTBB look slower than it is. Set
+/// where a thread joins (onetbb_placement, the first parallel region of an OpenMP run), read
+/// inline. tessera's tasks use ctx.worker(), one load.
+inline thread_local unsigned this_worker = 0;
+
 class worker_counters {
  public:
   explicit worker_counters(unsigned workers) : m_slots(workers) {}

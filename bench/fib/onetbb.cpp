@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/onetbb_pinning.h"
+#include "common/onetbb_placement.h"
 
 #include "fib/fib.h"
 
@@ -29,7 +29,7 @@ std::uint64_t fib(int n) {
 measurement run_onetbb(const config& cfg) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
   tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_pinning pin(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
   return measure(cfg.label, cfg.repeat, [&] {
     std::uint64_t result = 0;
     stopwatch clock;

@@ -1,12 +1,13 @@
 // spawn on oneTBB: one tbb::task_group; chain tasks tg.run their successor, tree tasks tg.run
-// both children. Counters are indexed by the arena slot of the running thread.
+// both children. Counters are indexed by the arena slot of the running thread
+// (this_worker, recorded by onetbb_placement when the thread enters the arena).
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
 #include <cstdint>
 
-#include "common/onetbb_pinning.h"
+#include "common/onetbb_placement.h"
 
 #include "common/worker_counters.h"
 #include "spawn/spawn.h"
@@ -21,9 +22,7 @@ struct shared {
   std::uint64_t tasks;
 };
 
-void count(shared& s) {
-  s.counts->add(static_cast<unsigned>(tbb::this_task_arena::current_thread_index()));
-}
+void count(shared& s) { s.counts->add(this_worker); }
 
 void link(shared& s, std::uint64_t remaining) {
   count(s);
@@ -42,7 +41,8 @@ void node(shared& s, std::uint64_t index) {
 measurement run_onetbb(const config& cfg) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
   tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_pinning pin(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  // this_worker: the arena slot; with --pin slot i on tessera's CPU of worker i
+  const onetbb_placement place(arena, cfg.tessera.pin);
   worker_counters counts(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     counts.reset();

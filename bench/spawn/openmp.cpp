@@ -14,7 +14,7 @@ namespace tessera::bench::spawn {
 namespace {
 
 void link(worker_counters* counts, std::uint64_t remaining) {
-  counts->add(static_cast<unsigned>(omp_get_thread_num()));
+  counts->add(this_worker);
   if (remaining > 1) {
 #pragma omp task
     link(counts, remaining - 1);
@@ -22,7 +22,7 @@ void link(worker_counters* counts, std::uint64_t remaining) {
 }
 
 void node(worker_counters* counts, std::uint64_t index, std::uint64_t tasks) {
-  counts->add(static_cast<unsigned>(omp_get_thread_num()));
+  counts->add(this_worker);
   const std::uint64_t left = 2 * index + 1;
   if (left < tasks) {
 #pragma omp task
@@ -46,11 +46,15 @@ measurement run_openmp(const config& cfg) {
     const std::uint64_t tasks = cfg.tasks;
     const bool tree = cfg.shape == pattern::tree;
     const unsigned chains = cfg.workers;
-    if (cfg.tessera.pin) {
-      // thread i on tessera's CPU of worker i; libgomp reuses the same threads for the next
-      // region of the same size
+    const bool pin = cfg.tessera.pin;
+    // Each thread records its number in this_worker (omp_get_thread_num() is a call into libgomp)
+    // and with --pin goes to tessera's CPU of that worker. libgomp reuses the same threads, with
+    // the same numbers, for the next region of the same size; a thread that got another number
+    // would share a counter and lose counts, which the check below reports.
 #pragma omp parallel num_threads(threads)
-      pin_worker_thread(static_cast<unsigned>(omp_get_thread_num()));
+    {
+      this_worker = static_cast<unsigned>(omp_get_thread_num());
+      if (pin) pin_worker_thread(this_worker);
     }
     stopwatch clock;
 #pragma omp parallel num_threads(threads)

@@ -1,0 +1,37 @@
+// bench/common/onetbb_placement.h — for every thread that enters a oneTBB arena: records its slot
+// in this_worker (worker_counters.h), and with pinning on puts it on the CPU of tessera's worker
+// with that index (placement.h).
+//
+//   tbb::task_arena arena(workers);
+//   const onetbb_placement place(arena, cfg.tessera.pin);  // observes until destroyed
+//   ... inside the arena: counts.add(this_worker);
+#pragma once
+
+#include <tbb/task_arena.h>
+#include <tbb/task_scheduler_observer.h>
+
+#include "common/placement.h"
+#include "common/worker_counters.h"
+
+namespace tessera::bench {
+
+class onetbb_placement final : public tbb::task_scheduler_observer {
+ public:
+  onetbb_placement(tbb::task_arena& arena, bool pin)
+      : tbb::task_scheduler_observer(arena), m_pin(pin) {
+    observe(true);
+  }
+  ~onetbb_placement() override { observe(false); }
+
+  void on_scheduler_entry(bool /*is_worker*/) override {
+    const int slot = tbb::this_task_arena::current_thread_index();
+    if (slot < 0) return;
+    this_worker = static_cast<unsigned>(slot);
+    if (m_pin) pin_worker_thread(this_worker);
+  }
+
+ private:
+  bool m_pin;
+};
+
+}  // namespace tessera::bench
