@@ -21,8 +21,8 @@ struct runtime_options;
 namespace tessera::bench {
 
 struct tessera_settings {
-  /// --[no-]pin: pin workers to CPUs (the runtime's default: yes); spawn, fib, alloc and sync
-  /// pin their competitors' threads the same way (common/placement.h)
+  /// --[no-]pin: pin workers to CPUs (the runtime's default: yes); the competitors' threads are
+  /// pinned the same way (common/placement.h)
   bool pin = true;
   bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
   /// --spin-us: how long an idle worker spins before it parks (runtime_options::spin_before_park)

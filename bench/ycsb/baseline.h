@@ -3,7 +3,9 @@
 // operation indices in chunks of the batch size. Each call executes one operation synchronously
 // and checks its answer; each worker has its own scan buffer and progress counter.
 //
-//   std::unique_ptr<store> s = std::make_unique<olc_store<kv::thread_driver>>(2, 500);
+// With `pin`, worker i runs on the CPU of tessera's worker i (common/placement.h), as tessera's do.
+//
+//   std::unique_ptr<store> s = std::make_unique<olc_store<kv::thread_driver>>(2, 500, true);
 #pragma once
 
 #include <algorithm>
@@ -11,11 +13,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "common/onetbb_placement.h"
+#include "common/placement.h"
 #include "common/timing.h"
 #include "kv/batch.h"
 #include "kv/olc_tree.h"
+#include "kv/tbb_driver.h"
+#include "kv/thread_driver.h"
 #include "ycsb/ycsb.h"
 
 namespace tessera::bench::ycsb_bench {
@@ -48,7 +55,11 @@ inline const char* execute_checked(kv::olc_tree& tree, const ::ycsb::operation& 
 template <class Driver>
 class olc_store final : public store {
  public:
-  olc_store(unsigned workers, std::size_t batch) : m_driver(workers, batch), m_scan(workers) {}
+  olc_store(unsigned workers, std::size_t batch, bool pin)
+      : m_driver(make_driver(workers, batch, pin)), m_scan(workers) {
+    if constexpr (std::is_same_v<Driver, kv::tbb_driver>)
+      m_placement.emplace(m_driver.arena(), pin);
+  }
 
   void create_tree() override { m_tree = std::make_unique<kv::olc_tree>(); }
   void destroy_tree() override { m_tree.reset(); }
@@ -77,7 +88,16 @@ class olc_store final : public store {
   }
 
  private:
+  static Driver make_driver(unsigned workers, std::size_t batch, bool pin) {
+    if constexpr (std::is_same_v<Driver, kv::thread_driver>) {
+      if (pin)
+        return Driver(workers, batch, [](kv::worker_id w) { pin_worker_thread(kv::to_index(w)); });
+    }
+    return Driver(workers, batch);
+  }
+
   Driver m_driver;
+  std::optional<onetbb_placement> m_placement;  // kv::tbb_driver: slots pinned like tessera's
   std::unique_ptr<kv::olc_tree> m_tree;
   std::vector<std::vector<kv::entry>> m_scan;  ///< per worker
 };

@@ -5,8 +5,8 @@
 
 namespace tessera::bench::ycsb_bench {
 
-std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch) {
-  return std::make_unique<olc_store<kv::thread_driver>>(workers, batch);
+std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch, bool pin) {
+  return std::make_unique<olc_store<kv::thread_driver>>(workers, batch, pin);
 }
 
 }  // namespace tessera::bench::ycsb_bench

@@ -95,8 +95,9 @@ workload_data prepare(const settings& s) {
 }
 
 std::unique_ptr<store> make_store(const std::string& impl, unsigned workers, const settings& s) {
-  if (impl == "threads") return make_threads_store(workers, s.tessera.batch);
-  if (impl == "tbb") return make_tbb_store(workers, s.tessera.batch);
+  const bool pin = s.tessera.runtime.pin;  // every implementation on the same CPUs
+  if (impl == "threads") return make_threads_store(workers, s.tessera.batch, pin);
+  if (impl == "tbb") return make_tbb_store(workers, s.tessera.batch, pin);
   tessera_config t = s.tessera;
   t.workers = workers;
   if (impl == "tessera-noprefetch") t.prefetch_distance = 0;

@@ -7,7 +7,7 @@
 // 500 — checks every answer while it runs, and exposes the quiescent tree to kv::check_tree.
 //
 //   workload_data w = prepare_workload({.workload = 'a', .records = 1000, .operations = 1000});
-//   std::unique_ptr<store> s = make_threads_store(2, 500);
+//   std::unique_ptr<store> s = make_threads_store(2, 500, true);
 //   s->create_tree();
 //   error_log errors;
 //   progress meter("threads load", w.load.ops.size(), 2, false);
@@ -95,7 +95,8 @@ struct tessera_config {
 };
 
 std::unique_ptr<store> make_tessera_store(const tessera_config& config);
-std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch);
-std::unique_ptr<store> make_tbb_store(unsigned workers, std::size_t batch);
+/// `pin`: worker i on the CPU of tessera's worker i (--pin), like tessera's.
+std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch, bool pin);
+std::unique_ptr<store> make_tbb_store(unsigned workers, std::size_t batch, bool pin);
 
 }  // namespace tessera::bench::ycsb_bench

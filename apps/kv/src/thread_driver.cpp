@@ -8,10 +8,17 @@
 
 namespace kv {
 
-thread_driver::thread_driver(unsigned threads, std::size_t chunk_size) : m_chunk_size(chunk_size) {
+thread_driver::thread_driver(unsigned threads, std::size_t chunk_size,
+                             std::function<void(worker_id)> on_start)
+    : m_chunk_size(chunk_size) {
   KV_ASSERT(threads > 0 && chunk_size > 0, "thread_driver needs threads and a chunk size");
   m_workers.reserve(threads);
-  for (unsigned i = 0; i < threads; ++i) m_workers.emplace_back([this, i] { work(worker_id{i}); });
+  for (unsigned i = 0; i < threads; ++i) {
+    m_workers.emplace_back([this, i, on_start] {
+      if (on_start) on_start(worker_id{i});
+      work(worker_id{i});
+    });
+  }
 }
 
 thread_driver::~thread_driver() {

@@ -43,6 +43,8 @@ class tbb_driver {
   }
 
   [[nodiscard]] unsigned threads() const noexcept { return m_threads; }
+  /// The arena the batches run in (to attach a tbb::task_scheduler_observer, say).
+  [[nodiscard]] tbb::task_arena& arena() noexcept { return m_arena; }
 
   /// Calls fn for every index in [0, count) as oneTBB tasks; blocks until done.
   template <index_function F>

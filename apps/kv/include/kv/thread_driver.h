@@ -1,8 +1,8 @@
 #pragma once
 // kv::thread_driver — runs batches on N plain std::threads (the "thread line" of the paper's
 // evaluation): the threads pull chunks of indices from one shared atomic counter, so a thread
-// that finishes its chunk takes the next one. The threads are created once (not per batch)
-// and are not pinned.
+// that finishes its chunk takes the next one. The threads are created once (not per batch);
+// `on_start`, if given, runs first on each of them with its worker id (to pin it, say).
 //
 // Invariant: run() returns only after every index in [0, count) was processed exactly once;
 // the function must not throw (a throw terminates the program).
@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -32,7 +33,8 @@ namespace kv {
 
 class thread_driver {
  public:
-  explicit thread_driver(unsigned threads, std::size_t chunk_size = default_chunk_size);
+  explicit thread_driver(unsigned threads, std::size_t chunk_size = default_chunk_size,
+                         std::function<void(worker_id)> on_start = {});
   ~thread_driver();
   thread_driver(const thread_driver&) = delete;
   thread_driver& operator=(const thread_driver&) = delete;
