@@ -1,7 +1,8 @@
 // bench/spawn/spawn.h — throughput of empty tasks: spawn + schedule + run + free, nothing else.
 //
 // Three shapes, each exactly `tasks` tasks:
-//   chain       one chain per worker; each task spawns the next on its own worker
+//   chain       one chain per worker; each task spawns the next, which stays on its worker (no
+//               placement: every implementation does the same user work, count + spawn)
 //   tree        a binary fan-out tree in heap order: task i spawns 2i+1 and 2i+2 while < tasks
 //   roundrobin  one chain per worker; each task spawns the next on worker (self+1) % workers
 // Every task bumps its worker's counter (common/worker_counters.h); the sum must equal `tasks`
