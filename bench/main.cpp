@@ -1,8 +1,6 @@
 // tessera-bench: `tessera-bench <subcommand> [flags]`. Dispatches to the registered benchmarks
 // (bench/common/registry.h), prints their table on stdout and appends their JSON lines to --json.
 // Exit status: 0 success, 1 a benchmark failed (wrong answer, error), 2 bad command line.
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "common/flags.h"
+#include "common/placement.h"
 #include "common/registry.h"
 #include "common/reporter.h"
 
@@ -22,11 +21,8 @@ namespace bench = tessera::bench;
 namespace {
 
 unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  const int n = CPU_COUNT(&set);
-  return n > 0 ? static_cast<unsigned>(n) : 1;
+  const auto n = static_cast<unsigned>(bench::process_cpus().size());
+  return n > 0 ? n : 1;
 }
 
 /// 1,2,4,... up to the CPUs this process may use (at least up to 2), and that count itself.

@@ -1,14 +1,13 @@
 // bench/common/placement.h — the same CPUs for every implementation of a comparison.
 //
 // tessera pins worker i to the i-th CPU the process may run on (wrapping). With --pin (the
-// default), the competitors' threads go to the same CPUs: the oneTBB thread in arena slot i, the
-// OpenMP thread numbered i, the pool's thread i. Otherwise a competitor's thread may migrate to
-// whichever CPU the kernel finds least busy, while tessera's stays put: on a shared VM, where one
-// virtual CPU can run slower than another for seconds, the ratio would then measure where the
-// threads ran, not what they ran.
+// default), the competitors' threads go to the same CPUs: the oneTBB thread in arena slot i
+// (onetbb_placement.h), the OpenMP thread numbered i (openmp_placement.h), the pool's thread i.
+// Otherwise a competitor's thread may migrate to whichever CPU the kernel finds least busy, while
+// tessera's stays put: on a shared VM, where one virtual CPU can run slower than another for
+// seconds, the ratio would then measure where the threads ran, not what they ran.
 //
-//   pin_worker_thread(2);                       // the calling thread: third CPU of the process
-//   onetbb_pinning pin(arena);                  // every thread entering `arena` (onetbb_pinning.h)
+//   pin_worker_thread(2);    // the calling thread: third CPU of the process
 #pragma once
 
 #include <vector>

@@ -4,8 +4,7 @@
 
 #include <cstdint>
 
-#include "common/placement.h"
-
+#include "common/openmp_placement.h"
 #include "fib/fib.h"
 
 namespace tessera::bench::fib {
@@ -30,12 +29,7 @@ measurement run_openmp(const config& cfg) {
   const int threads = static_cast<int>(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     std::uint64_t result = 0;
-    if (cfg.tessera.pin) {
-      // thread i on tessera's CPU of worker i; libgomp reuses the same threads for the next
-      // region of the same size
-#pragma omp parallel num_threads(threads)
-      pin_worker_thread(static_cast<unsigned>(omp_get_thread_num()));
-    }
+    place_openmp_threads(threads, cfg.tessera.pin);  // thread i on tessera's CPU of worker i
     stopwatch clock;
 #pragma omp parallel num_threads(threads) shared(result)
 #pragma omp single

@@ -4,8 +4,7 @@
 
 #include <cstdint>
 
-#include "common/placement.h"
-
+#include "common/openmp_placement.h"
 #include "common/worker_counters.h"
 #include "spawn/spawn.h"
 
@@ -46,16 +45,7 @@ measurement run_openmp(const config& cfg) {
     const std::uint64_t tasks = cfg.tasks;
     const bool tree = cfg.shape == pattern::tree;
     const unsigned chains = cfg.workers;
-    const bool pin = cfg.tessera.pin;
-    // Each thread records its number in this_worker (omp_get_thread_num() is a call into libgomp)
-    // and with --pin goes to tessera's CPU of that worker. libgomp reuses the same threads, with
-    // the same numbers, for the next region of the same size; a thread that got another number
-    // would share a counter and lose counts, which the check below reports.
-#pragma omp parallel num_threads(threads)
-    {
-      this_worker = static_cast<unsigned>(omp_get_thread_num());
-      if (pin) pin_worker_thread(this_worker);
-    }
+    place_openmp_threads(threads, cfg.tessera.pin);  // this_worker, and --pin
     stopwatch clock;
 #pragma omp parallel num_threads(threads)
 #pragma omp single
