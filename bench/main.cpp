@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/flags.h"
+#include "common/onetbb_workers.h"
 #include "common/placement.h"
 #include "common/registry.h"
 #include "common/reporter.h"
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
                                .repeat = static_cast<unsigned>(flags.integer("repeat")),
                                .implementations = flags.list("implementation"),
                                .report = report};
+  const bench::onetbb_workers_joined join_onetbb;  // see onetbb_workers.h
   try {
     b->run(ctx);
   } catch (const std::exception& e) {
