@@ -26,8 +26,9 @@ namespace kv::test {
 
 /// libtbb comes uninstrumented from the distribution: ThreadSanitizer cannot see the
 /// synchronisation inside it (task spawn, steal, join) and reports every access of a TBB worker
-/// as a race. Under TSan, tests that run code on more than one TBB thread are skipped; the
-/// code they run (the tree, the batch) is covered under TSan by the std::thread tests.
+/// as a race. Under TSan, the tests that would run code on more than one TBB thread are not
+/// instantiated (driver_test.cpp); the code they run (the tree, the batch) is covered under TSan
+/// by the std::thread tests.
 #if defined(KV_TEST_TSAN)
 inline constexpr bool tbb_workers_invisible_to_tsan = true;
 #else
