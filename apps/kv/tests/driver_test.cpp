@@ -148,12 +148,12 @@ std::string workers_name(const ::testing::TestParamInfo<unsigned>& p) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, ThreadDriver, ::testing::Values(1u, 2u, 4u, 8u), workers_name);
 // Under ThreadSanitizer only the 1-thread instance exists (test_support.h says why).
-constexpr std::array<unsigned, 4> kTbbWorkers{1, 2, 4, 8};
+constexpr std::array<unsigned, 4> tbb_worker_counts{1, 2, 4, 8};
 INSTANTIATE_TEST_SUITE_P(Workers, TbbDriver,
-                         ::testing::ValuesIn(kTbbWorkers.begin(),
+                         ::testing::ValuesIn(tbb_worker_counts.begin(),
                                              test::tbb_workers_invisible_to_tsan
-                                                 ? kTbbWorkers.begin() + 1
-                                                 : kTbbWorkers.end()),
+                                                 ? tbb_worker_counts.begin() + 1
+                                                 : tbb_worker_counts.end()),
                          workers_name);
 
 }  // namespace
