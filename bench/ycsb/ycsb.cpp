@@ -1,20 +1,23 @@
 // The `ycsb` subcommand: registration, flags, and the loop over configurations.
 //
-// For every worker count and implementation, `--repeat` times: a fresh tree, the load phase
-// (timed), the checks, the run phase (timed), the checks, the tree freed. The table reports the
-// median of each phase, with the ratio against `threads`.
+// For every worker count, `--repeat` rounds in which the implementations take turns; a turn is a
+// fresh tree, the load phase (timed), the checks, the run phase (timed), the checks, the tree
+// freed. The table reports the median (or best) of each phase, with the ratio against `threads`.
 #include "ycsb/ycsb.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/registry.h"
@@ -197,25 +200,49 @@ void run(const run_context& ctx) {
     }
   };
 
+  // Per worker count, the implementations take turns repetition by repetition (A B C A B C ...,
+  // as in_turns does for spawn and fib), so that a noisy phase of a shared machine hits all of
+  // them. Each turn builds its own tree in the load phase and frees it after the run phase: one
+  // tree is alive at a time; the stores (runtimes, thread teams, arenas) stay alive throughout.
+  const auto settle = std::chrono::milliseconds(20);  // the previous store's spinning threads park
   try {
     for (const unsigned w : ctx.workers) {
-      for (const auto& impl : ctx.implementations) {
-        std::unique_ptr<store> st = make_store(impl, w, s);
-        std::vector<sample> load_samples, run_samples;
+      std::vector<std::unique_ptr<store>> stores;
+      std::vector<std::vector<sample>> loads(ctx.implementations.size());
+      std::vector<std::vector<sample>> runs(ctx.implementations.size());
+      // Rows of this worker count: also those measured before one failed.
+      auto keep = [&] {
+        for (std::size_t k = 0; k < stores.size(); ++k) {
+          if (runs[k].empty()) continue;
+          stores[k]->report_statistics(ctx.label(ctx.implementations[k], w));
+          results.push_back({w, ctx.implementations[k], summarize(std::move(loads[k])),
+                             summarize(std::move(runs[k]))});
+        }
+      };
+      try {
+        for (const auto& impl : ctx.implementations) stores.push_back(make_store(impl, w, s));
         for (unsigned i = 0; i < ctx.repeat; ++i) {
           const std::string attempt =
               ctx.repeat > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(ctx.repeat) + ")"
                              : "";
-          st->create_tree();
-          load_samples.push_back(run_phase(*st, data.load, "load", impl, w, attempt, s, ctx));
-          run_samples.push_back(run_phase(*st, data.run, "run", impl, w, attempt, s, ctx));
-          run_sizes[impl + " workers=" + std::to_string(w)] = st->size();
-          st->destroy_tree();
+          for (std::size_t k = 0; k < stores.size(); ++k) {
+            const std::string& impl = ctx.implementations[k];
+            store& st = *stores[k];
+            if (stores.size() > 1) std::this_thread::sleep_for(settle);
+            st.create_tree();
+            const sample load = run_phase(st, data.load, "load", impl, w, attempt, s, ctx);
+            const sample run = run_phase(st, data.run, "run", impl, w, attempt, s, ctx);
+            loads[k].push_back(load);
+            runs[k].push_back(run);
+            run_sizes[impl + " workers=" + std::to_string(w)] = st.size();
+            st.destroy_tree();
+          }
         }
-        st->report_statistics(ctx.label(impl, w));
-        results.push_back(
-            {w, impl, summarize(std::move(load_samples)), summarize(std::move(run_samples))});
+      } catch (...) {
+        keep();
+        throw;
       }
+      keep();
     }
   } catch (...) {
     add_rows();
