@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -83,6 +84,19 @@ measurement summarize(std::vector<sample> samples);
 /// rethrows the first job's exception (the others are stopped at their next turn).
 void in_turns(std::vector<std::function<void()>> jobs,
               std::chrono::milliseconds settle = std::chrono::milliseconds(20));
+
+/// in_turns() with one job per implementation name: job i returns `run(names[i])`. The
+/// measurements, in the order of `names`.
+template <class Run>
+std::vector<measurement> measure_in_turns(const std::vector<std::string>& names, Run run) {
+  std::vector<measurement> results(names.size());
+  std::vector<std::function<void()>> jobs;
+  jobs.reserve(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i)
+    jobs.emplace_back([&results, &names, &run, i] { results[i] = run(names[i]); });
+  in_turns(std::move(jobs));
+  return results;
+}
 
 namespace detail {
 /// Inside in_turns(): hands the turn on and waits for it to come back. Elsewhere: nothing.

@@ -1,7 +1,6 @@
 // The `fib` subcommand: registration, flags, and the loop over configurations.
 #include "fib/fib.h"
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,21 +40,16 @@ measurement run_implementation(const std::string& impl, const config& cfg) {
 void run(const run_context& ctx) {
   const int n = static_cast<int>(ctx.flags.integer("n"));
   for (const unsigned w : ctx.workers) {
-    // The implementations take turns run by run (in_turns).
+    // The implementations take turns run by run.
     const auto& impls = ctx.implementations;
-    std::vector<measurement> results(impls.size());
-    std::vector<std::function<void()>> jobs;
-    for (std::size_t i = 0; i < impls.size(); ++i) {
-      jobs.emplace_back([&, i] {
-        const config cfg{.workers = w,
-                         .n = n,
-                         .repeat = ctx.repeat,
-                         .label = ctx.label(impls[i], w, "n=" + std::to_string(n)),
-                         .tessera = tessera_settings::from(ctx.flags)};
-        results[i] = run_implementation(impls[i], cfg);
-      });
-    }
-    in_turns(std::move(jobs));
+    const std::vector<measurement> results = measure_in_turns(impls, [&](const std::string& impl) {
+      const config cfg{.workers = w,
+                       .n = n,
+                       .repeat = ctx.repeat,
+                       .label = ctx.label(impl, w, "n=" + std::to_string(n)),
+                       .tessera = tessera_settings::from(ctx.flags)};
+      return run_implementation(impl, cfg);
+    });
     for (std::size_t i = 0; i < impls.size(); ++i)
       ctx.report.add(row("fib", impls[i], w, results[i]).with("n", n));
   }

@@ -2,7 +2,6 @@
 #include "spawn/spawn.h"
 
 #include <algorithm>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,20 +51,15 @@ void run(const run_context& ctx) {
       std::vector<std::string> runs;
       for (const auto& impl : ctx.implementations)
         if (shape != pattern::roundrobin || impl == "tessera") runs.push_back(impl);
-      std::vector<measurement> results(runs.size());
-      std::vector<std::function<void()>> jobs;
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        jobs.emplace_back([&, i] {
-          const config cfg{.workers = w,
-                           .tasks = tasks,
-                           .shape = shape,
-                           .repeat = ctx.repeat,
-                           .label = ctx.label(runs[i], w, "pattern=" + pattern_name),
-                           .tessera = tessera_settings::from(ctx.flags)};
-          results[i] = run_implementation(runs[i], cfg);
-        });
-      }
-      in_turns(std::move(jobs));
+      const std::vector<measurement> results = measure_in_turns(runs, [&](const std::string& impl) {
+        const config cfg{.workers = w,
+                         .tasks = tasks,
+                         .shape = shape,
+                         .repeat = ctx.repeat,
+                         .label = ctx.label(impl, w, "pattern=" + pattern_name),
+                         .tessera = tessera_settings::from(ctx.flags)};
+        return run_implementation(impl, cfg);
+      });
       for (const auto& impl : ctx.implementations) {
         const auto at = std::find(runs.begin(), runs.end(), impl);
         if (at == runs.end()) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/timing.h"
 
@@ -65,6 +67,19 @@ TEST_F(turns, a_failure_stops_the_others_and_reaches_the_caller) {
     EXPECT_STREQ(e.what(), "failed: B");
   }
   EXPECT_EQ(order(), "aAbBcCAB");  // A and C stop at their next turn
+}
+
+TEST(measure_in_turns, returns_each_name_s_measurement_in_the_order_of_the_names) {
+  const std::vector<std::string> names{"one", "three", "two"};
+  const std::vector<measurement> m = measure_in_turns(names, [](const std::string& name) {
+    const std::uint64_t ops = name == "one" ? 1 : name == "two" ? 2 : 3;
+    return measure(name, 2, [ops] { return sample{.ops = ops, .seconds = 0.001}; });
+  });
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].ops, 1u);
+  EXPECT_EQ(m[1].ops, 3u);
+  EXPECT_EQ(m[2].ops, 2u);
+  EXPECT_EQ(m[1].runs, 2u);
 }
 
 TEST(measure, outside_in_turns_runs_back_to_back) {
