@@ -12,4 +12,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset bench >/dev/null
 cmake --build --preset bench -j "$(nproc)" --target tessera-bench
-exec build/bench/bench/tessera-bench ycsb --repeat 3 --implementation tessera,threads,tbb "$@"
+defaults=(--repeat 3 --implementation tessera,threads,tbb)
+echo "run-benchmark: tessera-bench ycsb ${defaults[*]} $*" >&2
+exec build/bench/bench/tessera-bench ycsb "${defaults[@]}" "$@"
