@@ -98,8 +98,30 @@ void print_subcommand_help(const bench::benchmark_definition& b) {
               bench::flags_help(all_flags(b)).c_str());
 }
 
-void finish(const bench::reporter& report, std::FILE* json) {
+/// Which CPU worker i of every implementation ran on, under the table: on a machine with SMT
+/// the order is not ascending (tessera::default_worker_cpus). Only for subcommands with --pin.
+void print_cpus(const bench::flag_values& flags, const std::vector<unsigned>& workers,
+                std::FILE* out) {
+  if (!flags.defined("pin")) return;
+  if (!flags.boolean("pin")) {
+    std::fputs("cpus: not pinned (--no-pin)\n", out);
+    return;
+  }
+  const std::vector<unsigned> cpus = bench::process_cpus();
+  const unsigned most = workers.empty() ? 0 : *std::max_element(workers.begin(), workers.end());
+  std::string list;
+  for (unsigned i = 0; i < std::min<std::size_t>(most, cpus.size()); ++i)
+    list += (i ? "," : "") + std::to_string(cpus[i]);
+  std::fprintf(out,
+               "cpus: worker i on the i-th of CPUs %s%s (node by node, one thread per core "
+               "before SMT siblings)\n",
+               list.c_str(), most > cpus.size() ? ", wrapping around" : "");
+}
+
+void finish(const bench::reporter& report, const bench::flag_values& flags,
+            const std::vector<unsigned>& workers, std::FILE* json) {
   std::fputs(report.table().c_str(), stdout);
+  print_cpus(flags, workers, stdout);
   std::fflush(stdout);
   if (json != nullptr) {
     report.write_json(json);
@@ -176,10 +198,10 @@ int main(int argc, char** argv) {
   try {
     b->run(ctx);
   } catch (const std::exception& e) {
-    finish(report, json);
+    finish(report, flags, workers, json);
     std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(), e.what());
     return 1;
   }
-  finish(report, json);
+  finish(report, flags, workers, json);
   return 0;
 }

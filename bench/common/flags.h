@@ -78,6 +78,8 @@ class flag_values {
   bool boolean(std::string_view name) const;
   /// True if the flag appeared on the command line.
   bool given(std::string_view name) const;
+  /// True if the subcommand has this flag.
+  bool defined(std::string_view name) const { return m_values.contains(name); }
 
   void set(const std::string& name, value v, bool given);
 

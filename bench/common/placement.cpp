@@ -3,18 +3,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "tessera/runtime.h"
+
 namespace tessera::bench {
 
-std::vector<unsigned> process_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<unsigned> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(static_cast<unsigned>(c));
-  }
-  return cpus;
-}
+std::vector<unsigned> process_cpus() { return default_worker_cpus(); }
 
 bool pin_worker_thread(unsigned worker) {
   // The process's CPUs, read once: a pinned thread's own affinity would be one CPU only.

@@ -1,6 +1,7 @@
 // bench/common/placement.h — the same CPUs for every implementation of a comparison.
 //
-// tessera pins worker i to the i-th CPU the process may run on (wrapping). With --pin (the
+// tessera pins worker i to tessera::default_worker_cpus()[i] (wrapping): the CPUs the process may
+// run on, node by node, one hardware thread of each core before SMT siblings. With --pin (the
 // default), the competitors' threads go to the same CPUs: the oneTBB thread in arena slot i
 // (onetbb_placement.h), the OpenMP thread numbered i (openmp_placement.h), the pool's thread i.
 // Otherwise a competitor's thread may migrate to whichever CPU the kernel finds least busy, while
@@ -14,7 +15,7 @@
 
 namespace tessera::bench {
 
-/// The CPUs this process may run on, ascending (tessera's order for its workers).
+/// The CPUs this process may run on, in tessera's order for its workers (default_worker_cpus).
 std::vector<unsigned> process_cpus();
 
 /// Pins the calling thread to process_cpus()[worker % count]; best effort (false if refused).

@@ -16,9 +16,11 @@ tessera_settings tessera_settings::from(const flag_values& flags) {
 }
 
 std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_definition> own) {
-  own.push_back(bool_flag("pin", true,
-                          "pin worker i of every implementation (tessera's and the competitors') "
-                          "to the i-th CPU the process may run on"));
+  own.push_back(
+      bool_flag("pin", true,
+                "pin worker i of every implementation (tessera's and the competitors') "
+                "to tessera's CPU for worker i (the process's CPUs, one per core before SMT "
+                "siblings)"));
   own.push_back(int_flag("spin-us", runtime_options{}.spin_before_park.count(),
                          "tessera: microseconds an idle worker spins before it parks", 0,
                          10'000'000));

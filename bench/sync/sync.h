@@ -111,7 +111,7 @@ void check(const char* implementation, const workload& wl, const tally& t,
 struct config {
   unsigned workers = 1;
   unsigned lanes = 32;  ///< tessera: operations in flight per worker
-  bool pin = true;  ///< every implementation: worker i on the i-th CPU (common/placement.h)
+  bool pin = true;  ///< every implementation: worker i on tessera's CPU i (common/placement.h)
   bool runtime_stats = false;
   std::string label;  ///< for progress lines
   std::string mix;    ///< "95/5"

@@ -69,8 +69,16 @@ enum class task_allocator : std::uint8_t {
   system,  ///< operator new/delete (for comparison)
 };
 
+/// The CPUs a runtime's workers take when runtime_options::cpus is empty, worker 0's first: every
+/// CPU the process may run on, NUMA node by node, and within a node one hardware thread of each
+/// core before a second one of any core. So `workers = n` puts n workers on n distinct cores of
+/// the first node while it has them (SMT siblings share a core's caches and fill buffers, which
+/// tessera's prefetching keeps busy). Pin your own threads to these to compare on the same CPUs.
+std::vector<unsigned> default_worker_cpus();
+
 struct runtime_options {
   /// Number of workers; default: one per CPU the process may run on. Ignored if `cpus` is set.
+  /// Worker i runs on default_worker_cpus()[i], wrapping around when there are more workers.
   std::optional<unsigned> workers;
   /// Explicit OS CPU indices, one worker each, in this order.
   std::vector<unsigned> cpus;

@@ -10,6 +10,7 @@
 
 #include "memory/task_allocator.h"
 #include "runtime/scheduler.h"
+#include "runtime/topology.h"
 #include "sync/latch.h"
 #include "util/compiler.h"
 
@@ -90,6 +91,8 @@ void runtime::set_prefetch_distance(unsigned d) {
   }
   m_scheduler->set_prefetch_distance(d);
 }
+std::vector<unsigned> default_worker_cpus() { return detail::topology::get().worker_order(); }
+
 unsigned runtime::cpu_of(worker_id w) const {
   if (w.value >= workers()) throw std::out_of_range("tessera: cpu_of: no such worker");
   return m_scheduler->worker_at(w.value).cpu();

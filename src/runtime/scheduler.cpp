@@ -47,10 +47,10 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
   if (cpus.empty()) {
-    const auto& allowed = topo.allowed_cpus();
-    const unsigned n = options.workers.value_or(static_cast<unsigned>(allowed.size()));
+    const auto& order = topo.worker_order();  // cores before SMT siblings, node by node
+    const unsigned n = options.workers.value_or(static_cast<unsigned>(order.size()));
     if (n == 0) throw std::invalid_argument("tessera: runtime_options.workers must be at least 1");
-    for (unsigned i = 0; i < n; ++i) cpus.push_back(allowed[i % allowed.size()]);
+    for (unsigned i = 0; i < n; ++i) cpus.push_back(order[i % order.size()]);
   }
   if (cpus.size() > 65535) throw std::invalid_argument("tessera: at most 65535 workers");
   {

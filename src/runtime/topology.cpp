@@ -3,9 +3,12 @@
 #include <hwloc.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
+#include <utility>
 
 #if defined(TESSERA_HAVE_NUMA)
 #include <numa.h>
@@ -20,33 +23,121 @@ struct topology::impl {
 
 topology& topology::get() {
   // Loaded once: hwloc_topology_load costs milliseconds, and runtimes start and stop often.
-  static topology* t = new topology();
+  static topology* t = new topology(nullptr, {});
   return *t;
 }
 
-topology::topology() : m_impl(new impl) {
-  if (hwloc_topology_init(&m_impl->topo) == 0 && hwloc_topology_load(m_impl->topo) != 0) {
+topology topology::synthetic(const char* description, std::vector<unsigned> allowed) {
+  return topology(description, std::move(allowed));
+}
+
+topology::topology(topology&& other) noexcept
+    : m_impl(std::exchange(other.m_impl, nullptr)),
+      m_allowed(std::move(other.m_allowed)),
+      m_node_of_cpu(std::move(other.m_node_of_cpu)),
+      m_order(std::move(other.m_order)) {}
+
+topology::~topology() {
+  if (m_impl == nullptr) return;
+  if (m_impl->topo != nullptr) hwloc_topology_destroy(m_impl->topo);
+  delete m_impl;
+}
+
+topology::topology(const char* synthetic_description, std::vector<unsigned> allowed)
+    : m_impl(new impl) {
+  const bool synthetic = synthetic_description != nullptr;
+  if (hwloc_topology_init(&m_impl->topo) != 0) {
+    m_impl->topo = nullptr;
+  } else if ((synthetic &&
+              hwloc_topology_set_synthetic(m_impl->topo, synthetic_description) != 0) ||
+             hwloc_topology_load(m_impl->topo) != 0) {
     hwloc_topology_destroy(m_impl->topo);
     m_impl->topo = nullptr;
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) m_allowed.push_back(c);
+  if (synthetic) {
+    if (m_impl->topo == nullptr) {
+      delete m_impl;
+      throw std::invalid_argument(std::string("tessera: hwloc rejects the synthetic topology \"") +
+                                  synthetic_description + "\"");
+    }
+    hwloc_obj_t pu = nullptr;
+    while ((pu = hwloc_get_next_obj_by_type(m_impl->topo, HWLOC_OBJ_PU, pu)) != nullptr) {
+      if (allowed.empty() ||
+          std::find(allowed.begin(), allowed.end(), pu->os_index) != allowed.end())
+        m_allowed.push_back(pu->os_index);
+    }
+    std::sort(m_allowed.begin(), m_allowed.end());
+  } else {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) m_allowed.push_back(c);
+      }
     }
   }
   if (m_allowed.empty()) m_allowed.push_back(0);
-  unsigned max_cpu = m_allowed.back();
-  m_node_of_cpu.assign(max_cpu + 1, 0);
+  m_node_of_cpu.assign(m_allowed.back() + 1, 0);
+  bool nodes_known = false;
 #if defined(TESSERA_HAVE_NUMA)
-  if (numa_available() >= 0) {
+  if (!synthetic && numa_available() >= 0) {
     for (unsigned c : m_allowed) {
       int n = numa_node_of_cpu(static_cast<int>(c));
       m_node_of_cpu[c] = n < 0 ? 0 : static_cast<unsigned>(n);
     }
+    nodes_known = true;
   }
 #endif
+  if (!nodes_known && m_impl->topo != nullptr) {
+    // hwloc's NUMA nodes (memory children in hwloc 2): the one whose cpuset holds the CPU.
+    hwloc_obj_t node = nullptr;
+    while ((node = hwloc_get_next_obj_by_type(m_impl->topo, HWLOC_OBJ_NUMANODE, node)) != nullptr) {
+      for (unsigned c : m_allowed) {
+        if (node->cpuset != nullptr && hwloc_bitmap_isset(node->cpuset, c))
+          m_node_of_cpu[c] = node->os_index;
+      }
+    }
+  }
+  order_workers();
+}
+
+void topology::order_workers() {
+  std::vector<cpu_place> places;
+  places.reserve(m_allowed.size());
+  for (unsigned c : m_allowed) {
+    cpu_place p{.cpu = c, .node = node_of_cpu(c), .core = c, .rank = 0};
+    if (m_impl->topo != nullptr) {
+      hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(m_impl->topo, c);
+      hwloc_obj_t core = pu == nullptr
+                             ? nullptr
+                             : hwloc_get_ancestor_obj_by_type(m_impl->topo, HWLOC_OBJ_CORE, pu);
+      if (core != nullptr) {
+        p.core = core->logical_index;
+        // Rank among the core's allowed hardware threads, in hwloc's order.
+        hwloc_obj_t sibling = nullptr;
+        while ((sibling = hwloc_get_next_obj_inside_cpuset_by_type(
+                    m_impl->topo, core->cpuset, HWLOC_OBJ_PU, sibling)) != nullptr &&
+               sibling != pu) {
+          if (std::binary_search(m_allowed.begin(), m_allowed.end(), sibling->os_index)) ++p.rank;
+        }
+      }
+    }
+    places.push_back(p);
+  }
+  m_order = detail::worker_order(std::move(places));
+}
+
+std::vector<unsigned> worker_order(std::vector<cpu_place> places) {
+  std::stable_sort(places.begin(), places.end(), [](const cpu_place& a, const cpu_place& b) {
+    if (a.node != b.node) return a.node < b.node;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.core != b.core) return a.core < b.core;
+    return a.cpu < b.cpu;
+  });
+  std::vector<unsigned> order;
+  order.reserve(places.size());
+  for (const cpu_place& p : places) order.push_back(p.cpu);
+  return order;
 }
 
 unsigned topology::node_of_cpu(unsigned cpu) const noexcept {

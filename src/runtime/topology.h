@@ -1,8 +1,8 @@
 // src/runtime/topology.h — the machine as hwloc and libnuma see it, loaded once per process.
 //
 //   auto& topo = topology::get();
-//   std::vector<unsigned> cpus = topo.allowed_cpus();
-//   bool ok = topo.pin_this_thread(cpus[0]);
+//   std::vector<unsigned> cpus = topo.worker_order();  // where workers 0, 1, 2, ... go
+//   bool ok = topo.pin_this_thread(cpus[0], why);
 #pragma once
 
 #include <string>
@@ -10,23 +10,54 @@
 
 namespace tessera::detail {
 
+/// Where a CPU sits: its NUMA node, its core, and its rank among the allowed hardware threads
+/// of that core (0 for the first, 1 for its SMT sibling, ...).
+struct cpu_place {
+  unsigned cpu;   ///< OS index
+  unsigned node;  ///< NUMA node (OS index), 0 when unknown
+  unsigned core;  ///< the core's position in the machine (hwloc's logical index)
+  unsigned rank;  ///< hardware thread of that core, counted over allowed CPUs only
+};
+
+/// The order in which a runtime's workers take CPUs: NUMA node by node (ascending), and within a
+/// node one hardware thread of every core before a second one of any core (seed 001 §6: "the
+/// first 12 cores of each region are physical cores; from then, hyperthreading cores are added").
+/// Two workers thus share a core only once every core of their node has one. Pure: tested on
+/// made-up machines.
+std::vector<unsigned> worker_order(std::vector<cpu_place> places);
+
 class topology {
  public:
   static topology& get();
+  /// A topology of hwloc's synthetic description (e.g. "node:2 core:4 pu:2"), for tests: the
+  /// process may run on `allowed` (OS indices of its PUs; empty: all of them). Throws
+  /// std::invalid_argument if hwloc rejects the description.
+  static topology synthetic(const char* description, std::vector<unsigned> allowed = {});
+
+  topology(topology&& other) noexcept;
+  topology& operator=(topology&&) = delete;
+  ~topology();
 
   /// CPUs (OS indices) this process may run on, ascending.
   const std::vector<unsigned>& allowed_cpus() const noexcept { return m_allowed; }
+  /// The allowed CPUs in the order workers take them (see worker_order()); ascending when
+  /// hwloc could not load the topology.
+  const std::vector<unsigned>& worker_order() const noexcept { return m_order; }
   /// NUMA node of an OS CPU (0 when unknown).
   unsigned node_of_cpu(unsigned cpu) const noexcept;
   /// Binds the calling thread to `cpu`; false (and errno-based reason in `why`) if refused.
   bool pin_this_thread(unsigned cpu, std::string& why) const;
 
  private:
-  topology();
   struct impl;
+  topology(const char* synthetic_description, std::vector<unsigned> allowed);
+  /// m_order from hwloc's view of m_allowed (m_node_of_cpu filled first).
+  void order_workers();
+
   impl* m_impl;
   std::vector<unsigned> m_allowed;
   std::vector<unsigned> m_node_of_cpu;
+  std::vector<unsigned> m_order;
 };
 
 }  // namespace tessera::detail
