@@ -110,8 +110,10 @@ void print_cpus(const bench::flag_values& flags, const std::vector<unsigned>& wo
   const std::vector<unsigned> cpus = bench::process_cpus();
   const unsigned most = workers.empty() ? 0 : *std::max_element(workers.begin(), workers.end());
   std::string list;
-  for (unsigned i = 0; i < std::min<std::size_t>(most, cpus.size()); ++i)
-    list += (i ? "," : "") + std::to_string(cpus[i]);
+  for (unsigned i = 0; i < std::min<std::size_t>(most, cpus.size()); ++i) {
+    if (i > 0) list += ',';
+    list += std::to_string(cpus[i]);
+  }
   std::fprintf(out,
                "cpus: worker i on the i-th of CPUs %s%s (node by node, one thread per core "
                "before SMT siblings)\n",
