@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.h"
@@ -13,6 +14,9 @@ namespace tessera::test {
 namespace {
 
 class spawn_test : public runtime_fixture {};
+
+// A context is valid only inside execute: it cannot be copied out of it.
+static_assert(!std::is_copy_constructible_v<context> && !std::is_copy_assignable_v<context>);
 
 TEST_P(spawn_test, from_outside_every_task_runs_once) {
   auto& r = start();

@@ -26,6 +26,11 @@ struct resource_header;
 
 class context {
  public:
+  /// Not copyable: a context is the running task's view of its worker, valid only during
+  /// execute. A copy kept for later would spawn from another thread as if it were that worker.
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
   /// The worker running the task (kept in the context: one load, no call).
   worker_id worker() const noexcept { return worker_id{m_worker_index}; }
   numa_node_id node() const noexcept;
