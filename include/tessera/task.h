@@ -71,6 +71,7 @@ class task_state {
   friend struct task_access;
 
   enum : std::uint8_t { target_none = 0, target_worker = 1, target_node = 2 };
+  static constexpr std::uint8_t unspawned_slot = 0xFF;
 
   std::atomic<tessera::task*> m_next{nullptr};  // queue link, owned by the queue holding the task
   const void* m_data = nullptr;
@@ -86,7 +87,13 @@ class task_state {
   std::uint8_t m_is_resource = 0;
   std::uint8_t m_target_kind = target_none;
   std::uint8_t m_block = 0;       // the allocator's size class of the block, or new_block
-  std::uint8_t m_epoch_slot = 0;  // internal: reclamation epoch the task's operation started in
+  // internal: reclamation epoch the task's operation started in (0..3); with debug checks,
+  // unspawned_slot until the task is spawned, so that a second spawn is caught
+#if defined(TESSERA_DEBUG_CHECKS)
+  std::uint8_t m_epoch_slot = unspawned_slot;
+#else
+  std::uint8_t m_epoch_slot = 0;
+#endif
   std::uint16_t m_destroyer = 0;  // 0: trivially destructible, else see task_destroyers.h
 };
 }  // namespace detail

@@ -59,7 +59,17 @@ runtime::~runtime() { stop(); }
 void runtime::stop() { m_scheduler->stop(); }
 bool runtime::running() const noexcept { return m_scheduler->running(); }
 
-void runtime::discard(task* t) noexcept { m_scheduler->destroy(t); }
+void runtime::discard(task* t) noexcept {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (t->m_epoch_slot != task::unspawned_slot) {
+    std::fputs("tessera: discard of a task that was spawned (the runtime destroys it when it is "
+               "done)\n",
+               stderr);
+    std::abort();
+  }
+#endif
+  m_scheduler->destroy(t);
+}
 
 void runtime::spawn(task* t) { m_scheduler->spawn(t, worker_of(*m_scheduler)); }
 

@@ -721,6 +721,16 @@ void worker::reacquire_token(const task* t) noexcept {
 }
 
 void worker::finish(task* t, task* follow, const void* ran_on) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (follow != t) {
+    try {
+      scheduler::require_unspawned(follow, "follow-up");
+    } catch (...) {
+      fail(t, std::current_exception());  // `follow` belongs to whoever holds it: left alone
+      return;
+    }
+  }
+#endif
   if (!m_token) reacquire_token(t);
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;

@@ -1,0 +1,112 @@
+// Programmer errors that debug checks (TESSERA_DEBUG_CHECKS: the dev, asan and tsan presets) turn
+// into a clear error instead of a corrupted queue: a task handed to the runtime twice — spawned
+// twice, spawned while it runs, spawned and also returned as a follow-up or given to when_done.
+// The runtime owns a task from its spawn until it is done; the first hand-over wins and the task
+// runs exactly once.
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+#include "test_support.h"
+
+#if defined(TESSERA_DEBUG_CHECKS)
+
+namespace tessera::test {
+namespace {
+
+class misuse_test : public runtime_fixture {};
+
+/// Rethrows what wait(g) throws as a logic_error's message ("" if nothing was thrown).
+std::string error_of_wait(runtime& r, group g) {
+  try {
+    r.wait(g);
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_P(misuse_test, spawning_a_running_task_again_from_outside_is_an_error) {
+  auto& r = start();
+  gate held;
+  std::atomic<int> runs{0};
+  const group g = r.make_group();
+  auto* t = make_fn(r, [&, tok = live_token{}](context&) {
+    runs.fetch_add(1);
+    held.pass();
+  });
+  r.spawn(t, g);
+  held.wait_for_arrivals(1);  // t runs (and is alive) until the gate opens
+  try {
+    r.spawn(t);
+    ADD_FAILURE() << "the second spawn was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("spawned already"), std::string::npos) << e.what();
+  }
+  held.release();
+  r.wait(g);
+  EXPECT_EQ(runs.load(), 1);
+}
+
+/// One worker: a child spawned by a task stays queued behind it until the task returns, so the
+/// child is alive when the task hands it over a second time (with more workers another one could
+/// already run and free it, and the second hand-over would read freed memory).
+class misuse_one_worker : public runtime_fixture {};
+
+TEST_P(misuse_one_worker, spawning_a_child_twice_is_an_error_and_it_runs_once) {
+  auto& r = start();
+  std::atomic<int> child_runs{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) {
+        auto* child = make_fn(ctx, [&, tok2 = live_token{}](context&) { child_runs.fetch_add(1); });
+        ctx.spawn(child);
+        ctx.spawn(child);
+      },
+      g);
+  EXPECT_NE(error_of_wait(r, g).find("spawn of a task that was spawned already"),
+            std::string::npos);
+  EXPECT_EQ(child_runs.load(), 1);
+}
+
+TEST_P(misuse_one_worker, returning_a_spawned_task_as_follow_up_is_an_error_and_it_runs_once) {
+  auto& r = start();
+  std::atomic<int> child_runs{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) -> task* {
+        auto* child = make_fn(ctx, [&, tok2 = live_token{}](context&) { child_runs.fetch_add(1); });
+        ctx.spawn(child);
+        return child;  // the runtime holds it already
+      },
+      g);
+  EXPECT_NE(error_of_wait(r, g).find("follow-up of a task that was spawned already"),
+            std::string::npos);
+  EXPECT_EQ(child_runs.load(), 1);
+}
+
+TEST_P(misuse_one_worker, when_done_with_a_spawned_continuation_is_an_error) {
+  auto& r = start();
+  std::atomic<int> continuation_runs{0};
+  const group outer = r.make_group();
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) {
+        const group inner = ctx.runtime().make_group();
+        auto* cont =
+            make_fn(ctx, [&, tok2 = live_token{}](context&) { continuation_runs.fetch_add(1); });
+        ctx.spawn(cont);
+        ctx.when_done(inner, cont);  // throws: cont belongs to the runtime since its spawn
+      },
+      outer);
+  EXPECT_NE(error_of_wait(r, outer).find("when_done of a task that was spawned already"),
+            std::string::npos);
+  EXPECT_EQ(continuation_runs.load(), 1);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);
+INSTANTIATE_TEST_SUITE_P(one, misuse_one_worker, testing::Values(1u), worker_count_name);
+
+}  // namespace
+}  // namespace tessera::test
+
+#endif  // TESSERA_DEBUG_CHECKS
