@@ -103,6 +103,22 @@ TEST_P(misuse_one_worker, when_done_with_a_spawned_continuation_is_an_error) {
   EXPECT_EQ(continuation_runs.load(), 1);
 }
 
+TEST(misuse_death_test, discarding_a_spawned_task_stops_the_process_with_a_message) {
+  // discard is noexcept (it is how a task made but never spawned is given back), so the check
+  // aborts. The runtime lives in the child process of the death test only.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        runtime r({.workers = 1});
+        gate held;
+        auto* t = make_fn(r, [&](context&) { held.pass(); });
+        r.spawn(t);
+        held.wait_for_arrivals(1);
+        r.discard(t);
+      },
+      "discard of a task that was spawned");
+}
+
 TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);
 INSTANTIATE_TEST_SUITE_P(one, misuse_one_worker, testing::Values(1u), worker_count_name);
 
