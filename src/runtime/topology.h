@@ -20,10 +20,10 @@ struct cpu_place {
 };
 
 /// The order in which a runtime's workers take CPUs: NUMA node by node (ascending), and within a
-/// node one hardware thread of every core before a second one of any core (seed 001 §6: "the
-/// first 12 cores of each region are physical cores; from then, hyperthreading cores are added").
-/// Two workers thus share a core only once every core of their node has one. Pure: tested on
-/// made-up machines.
+/// node one hardware thread of every core before a second one of any core, the order in which
+/// seed 001's evaluation (§6) numbers its logical cores: the physical cores of a NUMA region
+/// first, then their hyperthreads. Two workers thus share a core only once every core of their
+/// node has one. Pure: tested on made-up machines.
 std::vector<unsigned> worker_order(std::vector<cpu_place> places);
 
 class topology {
@@ -40,8 +40,8 @@ class topology {
 
   /// CPUs (OS indices) this process may run on, ascending.
   const std::vector<unsigned>& allowed_cpus() const noexcept { return m_allowed; }
-  /// The allowed CPUs in the order workers take them (see worker_order()); ascending when
-  /// hwloc could not load the topology.
+  /// The allowed CPUs in the order workers take them (see worker_order()); node by node and
+  /// ascending within a node when hwloc could not load the topology.
   const std::vector<unsigned>& worker_order() const noexcept { return m_order; }
   /// NUMA node of an OS CPU (0 when unknown).
   unsigned node_of_cpu(unsigned cpu) const noexcept;
