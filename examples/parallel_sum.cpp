@@ -11,7 +11,7 @@
 
 // Runs after both halves: their results are visible here (the group's completion orders them).
 struct add_halves final : tessera::task {
-  explicit add_halves(long long* out) noexcept : out(out) {}
+  explicit add_halves(long long* result) noexcept : out(result) {}
   tessera::task* execute(tessera::context&) override {
     *out = left + right;
     return nullptr;
@@ -22,8 +22,8 @@ struct add_halves final : tessera::task {
 };
 
 struct sum_range final : tessera::task {
-  sum_range(const long long* first, std::size_t n, long long* out) noexcept
-      : first(first), n(n), out(out) {}
+  sum_range(const long long* from, std::size_t count, long long* result) noexcept
+      : first(from), n(count), out(result) {}
 
   tessera::task* execute(tessera::context& ctx) override {
     if (n <= 16384) {  // small enough: just do it
