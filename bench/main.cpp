@@ -16,13 +16,14 @@
 #include "common/placement.h"
 #include "common/registry.h"
 #include "common/reporter.h"
+#include "tessera/runtime.h"
 
 namespace bench = tessera::bench;
 
 namespace {
 
 unsigned usable_cpus() {
-  const auto n = static_cast<unsigned>(bench::process_cpus().size());
+  const auto n = static_cast<unsigned>(tessera::default_worker_cpus().size());
   return n > 0 ? n : 1;
 }
 
@@ -107,7 +108,7 @@ void print_cpus(const bench::flag_values& flags, const std::vector<unsigned>& wo
     std::fputs("cpus: not pinned (--no-pin)\n", out);
     return;
   }
-  const std::vector<unsigned> cpus = bench::process_cpus();
+  const std::vector<unsigned> cpus = tessera::default_worker_cpus();
   const unsigned most = workers.empty() ? 0 : *std::max_element(workers.begin(), workers.end());
   std::string list;
   for (unsigned i = 0; i < std::min<std::size_t>(most, cpus.size()); ++i) {

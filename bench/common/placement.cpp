@@ -3,15 +3,15 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <vector>
+
 #include "tessera/runtime.h"
 
 namespace tessera::bench {
 
-std::vector<unsigned> process_cpus() { return default_worker_cpus(); }
-
 bool pin_worker_thread(unsigned worker) {
   // The process's CPUs, read once: a pinned thread's own affinity would be one CPU only.
-  static const std::vector<unsigned> cpus = process_cpus();
+  static const std::vector<unsigned> cpus = default_worker_cpus();
   if (cpus.empty()) return false;
   // The CPU this thread was last pinned to: a oneTBB worker enters its arena again each time it
   // finds work after sleeping, and the observer calls this each time; no system call then.

@@ -8,17 +8,13 @@
 // tessera's stays put: on a shared VM, where one virtual CPU can run slower than another for
 // seconds, the ratio would then measure where the threads ran, not what they ran.
 //
-//   pin_worker_thread(2);    // the calling thread: third CPU of the process
+//   pin_worker_thread(2);    // the calling thread: onto tessera's CPU of worker 2
 #pragma once
-
-#include <vector>
 
 namespace tessera::bench {
 
-/// The CPUs this process may run on, in tessera's order for its workers (default_worker_cpus).
-std::vector<unsigned> process_cpus();
-
-/// Pins the calling thread to process_cpus()[worker % count]; best effort (false if refused).
+/// Pins the calling thread to tessera::default_worker_cpus()[worker % count]; best effort
+/// (false if refused).
 bool pin_worker_thread(unsigned worker);
 
 }  // namespace tessera::bench

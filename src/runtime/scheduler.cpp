@@ -118,23 +118,14 @@ void scheduler::report_pin_failure(const std::string& why) {
 
 // ---- spawning ----------------------------------------------------------------------------------
 
-void scheduler::require_unspawned(const task* t, const char* what) {
-#if defined(TESSERA_DEBUG_CHECKS)
-  if (t->m_epoch_slot != task::unspawned_slot) [[unlikely]] {
-    throw std::logic_error(std::string("tessera: ") + what +
-                           " of a task that was spawned already (the runtime owns a task from "
-                           "its spawn until it is done), or that make_task did not make");
-  }
-#else
-  (void)t;
-  (void)what;
-#endif
+void scheduler::handed_over_twice(const char* what) {
+  throw std::logic_error(std::string("tessera: ") + what +
+                         " of a task that was spawned already (the runtime owns a task from its "
+                         "spawn until it is done), or that make_task did not make");
 }
 
 void scheduler::spawn_external(task* t) {
-#if defined(TESSERA_DEBUG_CHECKS)
   require_unspawned(t, "spawn");  // before the stop check below, which would free t
-#endif
   // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
   // counted, or this spawn sees `stopping` and is refused (the task is destroyed: ownership
   // passed to the runtime with the call).
@@ -270,9 +261,7 @@ void scheduler::wait(group g) {
 }
 
 void scheduler::when_done(group g, task* continuation, worker& from) {
-#if defined(TESSERA_DEBUG_CHECKS)
   require_unspawned(continuation, "when_done");
-#endif
   if (!m_groups.current(g))
     throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_groups.slot(g);

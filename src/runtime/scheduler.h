@@ -96,9 +96,7 @@ class scheduler {
   /// spawn() from a worker of this scheduler (context::spawn): the scheduler is reached through
   /// the worker on the slow paths only.
   TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& from) {
-#if defined(TESSERA_DEBUG_CHECKS)
     require_unspawned(t, "spawn");
-#endif
     const task* parent = from.current_task();
     if (parent == nullptr) [[unlikely]] {
       from.m_sched.spawn_outside_task(t, from);
@@ -219,8 +217,18 @@ class scheduler {
  private:
   void spawn_external(task* t);
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what` (spawn, follow-up,
-  /// when_done), unless `t` was made by make_task and not spawned yet. Without, nothing.
-  static void require_unspawned(const task* t, const char* what);
+  /// when_done), unless `t` was made by make_task and not spawned yet. Without, nothing (it
+  /// compiles to no code).
+  TESSERA_ALWAYS_INLINE static void require_unspawned(const task* t, const char* what) {
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (t->m_epoch_slot != task::unspawned_slot) [[unlikely]]
+      handed_over_twice(what);
+#else
+    (void)t;
+    (void)what;
+#endif
+  }
+  [[noreturn]] static void handed_over_twice(const char* what);
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
   void spawn_outside_task(task* t, worker& from);
