@@ -802,7 +802,16 @@ bool worker::has_work_for_park() const noexcept {
 }
 
 void worker::idle() {
-  flush_group();
+  flush_group();  // first: a waiter of the group learns of its last completion without delay
+  // A quick poll before the rest of going idle: a task handed over by another worker (a
+  // round-robin, a serialized resource's pool, a reply) often arrives within a few hundred ns,
+  // and the bookkeeping below (a clock read, publishing the epoch counts that other workers
+  // read, the epoch advance) would otherwise stand between its arrival and its start. Spawn
+  // benchmark, round-robin between 2 workers on the 2-core VM: 270-290 -> 210-220 ns per task.
+  for (unsigned i = 0; i < quick_polls; ++i) {
+    if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) return;
+    cpu_relax();
+  }
   m_epoch.publish();
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
