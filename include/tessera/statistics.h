@@ -28,7 +28,7 @@ struct worker_statistics {
   std::uint64_t exceptions = 0;        ///< tasks whose execute threw
   std::uint64_t peers_woken = 0;       ///< parked workers this one woke to take its queued work
   std::uint64_t steal_walk_steps = 0;  ///< queued tasks looked at while answering thieves
-  std::uint64_t idle_ns = 0;           ///< time spent looking for work (spinning)
+  std::uint64_t idle_ns = 0;           ///< time spent spinning for work (after a ~1 µs poll)
   std::uint64_t parked_ns = 0;         ///< time spent asleep
 
   worker_statistics& operator+=(const worker_statistics& o) noexcept;
