@@ -3,17 +3,10 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 
-# libnuma has no pkg-config file on Debian 12; find it by hand.
-find_library(NUMA_LIBRARY numa)
-find_path(NUMA_INCLUDE_DIR numa.h)
-if(NUMA_LIBRARY AND NUMA_INCLUDE_DIR)
-  add_library(tessera_numa INTERFACE)
-  target_link_libraries(tessera_numa INTERFACE ${NUMA_LIBRARY})
-  target_include_directories(tessera_numa SYSTEM INTERFACE ${NUMA_INCLUDE_DIR})
-  target_compile_definitions(tessera_numa INTERFACE TESSERA_HAVE_NUMA=1)
-  set(TESSERA_HAVE_NUMA ON)
-else()
-  message(FATAL_ERROR "libnuma not found: run scripts/install-deps.sh (apt-get install libnuma-dev)")
+# libnuma-dev ships numa.pc (Debian 12: 2.0.16).
+pkg_check_modules(NUMA IMPORTED_TARGET numa)
+if(NOT NUMA_FOUND)
+  message(FATAL_ERROR "libnuma not found by pkg-config (numa.pc): run scripts/install-deps.sh (apt-get install libnuma-dev)")
 endif()
 
 if(TESSERA_BUILD_TESTS)

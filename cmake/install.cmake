@@ -12,9 +12,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TESSERA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tessera)
-# tessera_numa (libnuma, found by hand: Debian 12 ships no pkg-config file for it) is a private
-# link dependency of the static library, so it travels with it.
-install(TARGETS tessera tessera_numa EXPORT tesseraTargets
+install(TARGETS tessera EXPORT tesseraTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
