@@ -2,6 +2,7 @@
 # so that another project can use it with
 #   find_package(tessera REQUIRED)            # -DCMAKE_PREFIX_PATH=<dir>
 #   target_link_libraries(app PRIVATE tessera::tessera)
+# and, for other build systems, `pkg-config --cflags --libs tessera` (PKG_CONFIG_PATH=<dir>/lib/pkgconfig).
 # Only the library is installed: tests, benchmarks and the key-value store stay in the tree.
 # The install test (tests/install_test.cmake) installs a build and builds examples/consumer
 # against it.
@@ -24,3 +25,18 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/tesseraConfigVersion.cmak
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/tesseraConfig.cmake ${PROJECT_BINARY_DIR}/tesseraConfigVersion.cmake
         DESTINATION ${TESSERA_CMAKE_DIR})
+
+# The pkg-config file finds its prefix from where it lies (${pcfiledir}), so it stays right for
+# `cmake --install --prefix` elsewhere than CMAKE_INSTALL_PREFIX; it carries the same compile
+# definitions as the CMake package.
+file(RELATIVE_PATH TESSERA_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+string(REGEX REPLACE "/$" "" TESSERA_PC_TO_PREFIX "${TESSERA_PC_TO_PREFIX}")
+set(TESSERA_PC_DEFINES "")
+if(TESSERA_STATISTICS)
+  string(APPEND TESSERA_PC_DEFINES " -DTESSERA_STATISTICS=1")
+endif()
+if(TESSERA_DEBUG_CHECKS)
+  string(APPEND TESSERA_PC_DEFINES " -DTESSERA_DEBUG_CHECKS=1")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/tessera.pc.in ${PROJECT_BINARY_DIR}/tessera.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/tessera.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

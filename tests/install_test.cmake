@@ -1,7 +1,8 @@
-# ctest -R install: installs the build tree's library into a scratch prefix, then configures and
-# builds examples/consumer against it with find_package(tessera) and runs its program, which
-# must print 1000. Run with cmake -P; the variables come from tests/CMakeLists.txt.
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR BUILD_TYPE)
+# ctest -R install: installs the build tree's library into a scratch prefix, then builds the first
+# program against it twice, and runs each build, which must print 1000: examples/consumer with
+# find_package(tessera), and a plain compiler call with the flags of `pkg-config tessera`. Run
+# with cmake -P; the variables come from tests/CMakeLists.txt.
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR BUILD_TYPE CXX PKG_CONFIG LIBDIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "install_test.cmake: -D${var}=... is missing")
   endif()
@@ -31,4 +32,14 @@ run("running the consumer's first_program" ${WORK_DIR}/build/first_program)
 if(NOT last_output STREQUAL "1000\n")
   message(FATAL_ERROR "the consumer's first_program printed '${last_output}', expected 1000")
 endif()
-message(STATUS "installed to ${prefix}; examples/consumer built against it and printed 1000")
+
+run("pkg-config --cflags --libs tessera" ${CMAKE_COMMAND} -E env
+    PKG_CONFIG_PATH=${prefix}/${LIBDIR}/pkgconfig ${PKG_CONFIG} --cflags --libs tessera)
+separate_arguments(pc_flags UNIX_COMMAND "${last_output}")
+run("compiling with pkg-config's flags" ${CXX} -std=c++20 ${SOURCE_DIR}/examples/first_program.cpp
+    ${pc_flags} -o ${WORK_DIR}/first_program_pc)
+run("running the pkg-config build of first_program" ${WORK_DIR}/first_program_pc)
+if(NOT last_output STREQUAL "1000\n")
+  message(FATAL_ERROR "the pkg-config build of first_program printed '${last_output}', expected 1000")
+endif()
+message(STATUS "installed to ${prefix}; built against it with find_package and with pkg-config")
