@@ -5,12 +5,11 @@
 # and, for other build systems, `pkg-config --cflags --libs tessera` (PKG_CONFIG_PATH=<dir>/lib/pkgconfig).
 # Only the library is installed: tests, benchmarks and the key-value store stay in the tree.
 # The install test (tests/install_test.cmake) installs a build and builds examples/consumer
-# against it.
+# against it, and the first program again with pkg-config's flags.
 if(NOT TESSERA_INSTALL)
   return()
 endif()
-include(GNUInstallDirs)
-include(CMakePackageConfigHelpers)
+include(CMakePackageConfigHelpers)  # (GNUInstallDirs: cmake/options.cmake, src/ uses it too)
 
 set(TESSERA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tessera)
 install(TARGETS tessera EXPORT tesseraTargets

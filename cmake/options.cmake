@@ -8,7 +8,7 @@ set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 
 option(TESSERA_BUILD_TESTS "Build the GoogleTest suite" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_BUILD_BENCH "Build tessera-bench and the competitors" ${PROJECT_IS_TOP_LEVEL})
-option(TESSERA_INSTALL "Install rules and a package for find_package(tessera)" ${PROJECT_IS_TOP_LEVEL})
+option(TESSERA_INSTALL "Install rules, a package for find_package(tessera) and tessera.pc" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_STATISTICS "Keep per-worker timing statistics (idle/parked time, prefetches)" ON)
 option(TESSERA_DEBUG_CHECKS "Programmer-error assertions in release builds too" OFF)
 set(TESSERA_SANITIZER "" CACHE STRING "Sanitizer for the whole build: '', address, thread")
