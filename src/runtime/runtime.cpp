@@ -61,10 +61,11 @@ bool runtime::running() const noexcept { return m_scheduler->running(); }
 
 void runtime::discard(task* t) noexcept {
 #if defined(TESSERA_DEBUG_CHECKS)
-  if (t->m_epoch_slot != task::unspawned_slot) {
-    std::fputs("tessera: discard of a task that was spawned (the runtime destroys it when it is "
-               "done)\n",
-               stderr);
+  if (!detail::scheduler::unspawned(t)) {
+    std::fputs(
+        "tessera: discard of a task that was spawned (the runtime destroys it when it is "
+        "done)\n",
+        stderr);
     std::abort();
   }
 #endif

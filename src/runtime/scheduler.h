@@ -147,6 +147,12 @@ class scheduler {
     task_allocator::release(t, block);
   }
 
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// With TESSERA_DEBUG_CHECKS: `t` was made by make_task and not spawned yet (its epoch slot is
+  /// still task::unspawned_slot). The one test behind require_unspawned and runtime::discard.
+  static bool unspawned(const task* t) noexcept { return t->m_epoch_slot == task::unspawned_slot; }
+#endif
+
   // groups
   group make_group() { return m_groups.open(); }
   void wait(group g);
@@ -221,7 +227,7 @@ class scheduler {
   /// compiles to no code).
   TESSERA_ALWAYS_INLINE static void require_unspawned(const task* t, const char* what) {
 #if defined(TESSERA_DEBUG_CHECKS)
-    if (t->m_epoch_slot != task::unspawned_slot) [[unlikely]]
+    if (!unspawned(t)) [[unlikely]]
       handed_over_twice(what);
 #else
     (void)t;
@@ -229,6 +235,7 @@ class scheduler {
 #endif
   }
   [[noreturn]] static void handed_over_twice(const char* what);
+
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
   void spawn_outside_task(task* t, worker& from);
