@@ -28,14 +28,10 @@ install(FILES ${PROJECT_BINARY_DIR}/tesseraConfig.cmake ${PROJECT_BINARY_DIR}/te
 # The pkg-config file finds its prefix from where it lies (${pcfiledir}), so it stays right for
 # `cmake --install --prefix` elsewhere than CMAKE_INSTALL_PREFIX; it carries the same compile
 # definitions as the CMake package.
-file(RELATIVE_PATH TESSERA_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+# (/prefix: any absolute path; only the way up from <libdir>/pkgconfig to it matters.)
+file(RELATIVE_PATH TESSERA_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" TESSERA_PC_TO_PREFIX "${TESSERA_PC_TO_PREFIX}")
-set(TESSERA_PC_DEFINES "")
-if(TESSERA_STATISTICS)
-  string(APPEND TESSERA_PC_DEFINES " -DTESSERA_STATISTICS=1")
-endif()
-if(TESSERA_DEBUG_CHECKS)
-  string(APPEND TESSERA_PC_DEFINES " -DTESSERA_DEBUG_CHECKS=1")
-endif()
+list(TRANSFORM TESSERA_PUBLIC_DEFINITIONS PREPEND " -D" OUTPUT_VARIABLE TESSERA_PC_DEFINES)
+string(JOIN "" TESSERA_PC_DEFINES ${TESSERA_PC_DEFINES})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tessera.pc.in ${PROJECT_BINARY_DIR}/tessera.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tessera.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -11,5 +11,15 @@ option(TESSERA_BUILD_BENCH "Build tessera-bench and the competitors" ${PROJECT_I
 option(TESSERA_INSTALL "Install rules, a package for find_package(tessera) and tessera.pc" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_STATISTICS "Keep per-worker timing statistics (idle/parked time, prefetches)" ON)
 option(TESSERA_DEBUG_CHECKS "Programmer-error assertions in release builds too" OFF)
+# The definitions that code including tessera's headers needs as well: the library target's public
+# compile definitions (src/CMakeLists.txt) and tessera.pc's Cflags (cmake/install.cmake) both use
+# this one list.
+set(TESSERA_PUBLIC_DEFINITIONS "")
+if(TESSERA_STATISTICS)
+  list(APPEND TESSERA_PUBLIC_DEFINITIONS TESSERA_STATISTICS=1)
+endif()
+if(TESSERA_DEBUG_CHECKS)
+  list(APPEND TESSERA_PUBLIC_DEFINITIONS TESSERA_DEBUG_CHECKS=1)
+endif()
 set(TESSERA_SANITIZER "" CACHE STRING "Sanitizer for the whole build: '', address, thread")
 set(TESSERA_NATIVE OFF CACHE BOOL "Compile with -march=native (bench preset)")
