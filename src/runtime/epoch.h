@@ -34,12 +34,11 @@ struct alignas(64) epoch_counters {
   alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> completed{};
   // Owner-only: completions not yet published.
   std::array<std::uint64_t, epoch_slots> completed_local{};
-  // Written by the owner only: tasks that handed their count to their first child
-  // (worker::take_token): each is one execution and one spawn that neither `spawned` nor
-  // `completed` counts. For statistics and completions() only. Stored at each transfer, not with
-  // publish(): a transfer is followed by no completion on this worker when a thief runs the child,
-  // so quiescence may never wait for this worker's next publish (a CI run read 1951 of 2000
-  // executions after wait_idle() when it was published last, after `completed`).
+  // Owner-only: tasks that handed their count to their first child (worker::take_token): each is
+  // one execution and one spawn that neither `spawned` nor `completed` counts. For statistics and
+  // completions() only; published as `transferred` (publish_transfers) before the completions
+  // and before tasks leave the worker (worker::before_tasks_leave), see publish_transfers.
+  std::uint64_t transferred_local = 0;
   std::atomic<std::uint64_t> transferred{0};
 
   /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
@@ -48,23 +47,27 @@ struct alignas(64) epoch_counters {
                         std::memory_order_relaxed);
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
-  /// Owner-only. Relaxed: the child that now carries the count is completed after this store (by
-  /// this worker or, through a steal's acquire, by another), and that completion is published
-  /// with release; a reader that acquires the balanced counts (wait_idle) sees this store too.
-  void count_transfer() noexcept {
-    transferred.store(transferred.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  void count_transfer() noexcept { ++transferred_local; }
   /// Undoes count_transfer() of the running task (worker::reacquire_token).
-  void uncount_transfer() noexcept {
-    transferred.store(transferred.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
+  void uncount_transfer() noexcept { --transferred_local; }
   /// Owner-only: tasks completed so far, published or not (a monotone count between tasks).
   std::uint64_t completions() const noexcept {
-    std::uint64_t n = transferred.load(std::memory_order_relaxed);
+    std::uint64_t n = transferred_local;
     for (const std::uint64_t c : completed_local) n += c;
     return n;
   }
+  /// Relaxed: a reader that acquired the balanced counts (wait_idle) sees this store, because a
+  /// release follows it on every path to that balance. A transferred count ends with the
+  /// completion of a child, published with release either by this worker's publish(), which
+  /// stores this first (published after the completions, a CI run read 1951 of 2000 executions
+  /// after wait_idle), or, when the child left in a hand-over (a pool, a steal answer), by the
+  /// worker that took it: worker::before_tasks_leave stores this before the hand-over's release
+  /// (the giver may complete nothing more before the runtime is idle).
+  void publish_transfers() noexcept {
+    transferred.store(transferred_local, std::memory_order_relaxed);
+  }
   void publish() noexcept {
+    publish_transfers();
     for (unsigned s = 0; s < epoch_slots; ++s) {
       // release: a reader that sees the count also sees the spawns these tasks made.
       completed[s].store(completed_local[s], std::memory_order_release);

@@ -236,7 +236,7 @@ void worker::adopt_incoming() {
 }
 
 void worker::give_pool(pool* p, worker& to) {
-  flush_group();  // tasks counted only in our batch leave with the pool
+  before_tasks_leave();
   // Tasks of p already taken into the window go back to the front of p, in order.
   std::array<window_entry, window_slots> keep{};
   unsigned kept = 0;
@@ -283,7 +283,7 @@ void worker::answer_steal_request() {
   if (thief == no_thief || thief == m_index) return;
   worker& to = m_sched.worker_at(static_cast<unsigned>(thief));
   if (!to.m_active.load(std::memory_order_acquire)) return;  // it would only hand them back
-  flush_group();  // tasks counted only in our batch may leave below
+  before_tasks_leave();  // tasks may leave below
   // 1. The thief's own home pool goes back to it.
   for (pool* p : m_pools) {
     if (p->is_home && p->home_of == thief) {

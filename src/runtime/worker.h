@@ -180,6 +180,13 @@ class worker {
   void flush_group() noexcept;
   /// Flushes the batch of another group and starts one for `g`, counted in epoch slot `slot`.
   void open_group_batch(group g, unsigned slot) noexcept;
+  /// Before tasks of this worker's pools leave in a hand-over (give_pool, a steal answer): the
+  /// group batch, since they may be counted only there, and the transfer count, since the
+  /// worker that takes them may complete a child this worker's count passed to (epoch.h).
+  void before_tasks_leave() noexcept {
+    flush_group();
+    m_epoch.publish_transfers();
+  }
   /// Flushes if tasks of `g` are about to leave this worker.
   void flush_group_if(group g) noexcept {
     if (g == m_gcache) flush_group();
