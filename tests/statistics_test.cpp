@@ -117,6 +117,52 @@ TEST_P(statistics_test, transfers_are_counted_right_after_wait_idle) {
   }
 }
 
+/// Runs `runs` times in all, as follow-ups held on its worker's stack: returns itself, or (with
+/// `fresh`) a new task in its place; with `child`, spawns an empty child first, which takes the
+/// task's count (worker::take_token), so the follow-up needs a new one.
+class walker final : public task {
+ public:
+  walker(unsigned runs, bool fresh, bool child) noexcept
+      : m_runs(runs), m_fresh(fresh), m_child(child) {}
+  task* execute(context& ctx) override {
+    if (m_child) ctx.spawn([](context&) {});
+    if (--m_runs == 0) return nullptr;
+    if (m_fresh) return ctx.make_task<walker>(m_runs, m_fresh, m_child);
+    return this;
+  }
+
+ private:
+  unsigned m_runs;
+  bool m_fresh;
+  bool m_child;
+};
+
+// A follow-up held on the work-first stack carries its task's count, as a first child does
+// (worker::carry_count): the execution is counted as a transfer. The group completes and the
+// statistics are exact after wait_idle(), for each kind of follow-up, runs of more than
+// slot_run_limit (64) included, so that some go through the queue.
+TEST_P(statistics_test, follow_ups_are_counted_right_after_wait_idle) {
+  auto& r = start();
+  const unsigned rounds = static_cast<unsigned>(scaled(100, 20));
+  std::uint64_t expected = 0;
+  for (unsigned i = 0; i < rounds; ++i) {
+    const unsigned runs = 1 + (i * 37) % 150;
+    const bool fresh = i % 2 == 1;
+    const bool child = i % 4 >= 2;
+    const group g = r.make_group();
+    for (unsigned w = 0; w < r.workers(); ++w) {
+      auto* first = r.make_task<walker>(runs, fresh, child);
+      first->annotate(wid(w));
+      r.spawn(first, g);
+    }
+    r.wait(g);
+    r.wait_idle();
+    expected += std::uint64_t{runs} * (child ? 2 : 1) * r.workers();
+    ASSERT_EQ(r.statistics().total().executed, expected)
+        << "round " << i << ": " << runs << " runs, fresh " << fresh << ", child " << child;
+  }
+}
+
 TEST_P(statistics_test, exact_after_stop) {
   auto& r = start();
   const std::uint64_t n = scaled(3000, 300);

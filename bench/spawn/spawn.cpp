@@ -14,6 +14,7 @@ std::string_view to_string(pattern p) noexcept {
     case pattern::chain: return "chain";
     case pattern::tree: return "tree";
     case pattern::roundrobin: return "roundrobin";
+    case pattern::followup: return "followup";
   }
   return "?";
 }
@@ -32,7 +33,17 @@ namespace {
 pattern parse_pattern(const std::string& name) {
   if (name == "tree") return pattern::tree;
   if (name == "roundrobin") return pattern::roundrobin;
+  if (name == "followup") return pattern::followup;
   return pattern::chain;
+}
+
+/// Why the competitors sit out `shape` ("n/a: ..."), or nullptr if they run it.
+const char* tessera_only(pattern shape) noexcept {
+  switch (shape) {
+    case pattern::roundrobin: return "n/a: no way to place a task on a worker";
+    case pattern::followup: return "n/a: a task cannot hand back its successor";
+    default: return nullptr;
+  }
 }
 
 measurement run_implementation(const std::string& impl, const config& cfg) {
@@ -50,7 +61,7 @@ void run(const run_context& ctx) {
       // The implementations of one configuration take turns run by run (in_turns).
       std::vector<std::string> runs;
       for (const auto& impl : ctx.implementations)
-        if (shape != pattern::roundrobin || impl == "tessera") runs.push_back(impl);
+        if (tessera_only(shape) == nullptr || impl == "tessera") runs.push_back(impl);
       const std::vector<measurement> results = measure_in_turns(runs, [&](const std::string& impl) {
         const config cfg{.workers = w,
                          .tasks = tasks,
@@ -63,7 +74,7 @@ void run(const run_context& ctx) {
       for (const auto& impl : ctx.implementations) {
         const auto at = std::find(runs.begin(), runs.end(), impl);
         if (at == runs.end()) {
-          ctx.report.add(row::skipped("spawn", impl, w, "n/a: no way to place a task on a worker")
+          ctx.report.add(row::skipped("spawn", impl, w, tessera_only(shape))
                              .with("pattern", pattern_name));
           continue;
         }
@@ -79,12 +90,12 @@ void run(const run_context& ctx) {
 
 const registration spawn_benchmark({
     .name = "spawn",
-    .help = "millions of empty tasks (chain, tree, roundrobin): per-task scheduling overhead",
+    .help = "millions of empty tasks (chain, tree, roundrobin, followup): per-task scheduling overhead",
     .implementations = {"tessera", "onetbb", "openmp", "pool"},
     .reference = "onetbb",
     .flags = tessera_settings::add_flags(
         {int_flag("tasks", 4'000'000, "empty tasks per run (ops)", 1),
-         choice_list_flag("pattern", "all", {"chain", "tree", "roundrobin"},
+         choice_list_flag("pattern", "all", {"chain", "tree", "roundrobin", "followup"},
                           "task graph shapes to run")}),
     .run = run,
 });

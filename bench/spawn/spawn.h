@@ -21,7 +21,7 @@
 
 namespace tessera::bench::spawn {
 
-enum class pattern : std::uint8_t { chain, tree, roundrobin };
+enum class pattern : std::uint8_t { chain, tree, roundrobin, followup };
 
 std::string_view to_string(pattern p) noexcept;
 

@@ -31,6 +31,23 @@ class chain_link final : public task {
   worker_counters* m_counts;
 };
 
+/// followup: returns itself as its own follow-up (tessera's way to walk a structure: no
+/// allocation, no spawn), `remaining` times in all.
+class self_follow final : public task {
+ public:
+  self_follow(std::uint64_t remaining, worker_counters* counts) noexcept
+      : m_remaining(remaining), m_counts(counts) {}
+
+  task* execute(context& ctx) override {
+    m_counts->add(ctx.worker().value);
+    return --m_remaining != 0 ? this : nullptr;
+  }
+
+ private:
+  std::uint64_t m_remaining;
+  worker_counters* m_counts;
+};
+
 /// roundrobin: spawns its successor on worker (self + 1) % W.
 class link final : public task {
  public:
@@ -90,12 +107,15 @@ measurement run_tessera(const config& cfg) {
     if (cfg.shape == pattern::tree) {
       rt.spawn(rt.make_task<node>(0u, cfg.tasks, &counts), g);
     } else {
-      const unsigned step = cfg.shape == pattern::roundrobin ? 1 : 0;
       for (unsigned c = 0; c < cfg.workers; ++c) {
         const std::uint64_t length = chain_length(cfg.tasks, cfg.workers, c);
         if (length == 0) continue;
-        task* first = step == 0 ? static_cast<task*>(rt.make_task<chain_link>(length, &counts))
-                                : rt.make_task<link>(length, &counts, step, cfg.workers);
+        task* first = nullptr;
+        switch (cfg.shape) {
+          case pattern::chain: first = rt.make_task<chain_link>(length, &counts); break;
+          case pattern::followup: first = rt.make_task<self_follow>(length, &counts); break;
+          default: first = rt.make_task<link>(length, &counts, 1u, cfg.workers); break;
+        }
         first->annotate(worker_id{static_cast<std::uint16_t>(c)});  // chain c starts on worker c
         rt.spawn(first, g);
       }

@@ -109,8 +109,8 @@ class task : public detail::task_state {
   /// A follow-up with a data annotation is queued like a spawn, so its data is prefetched while
   /// other tasks run. One without data, placed nowhere else, runs next on this worker without a
   /// queue round-trip (scheduler bypass), unless a more urgent task is ready; after 64 such
-  /// follow-ups in a row with no task completing it is queued at the back, so a task that keeps
-  /// returning itself cannot starve the others.
+  /// follow-ups in a row (each returned by the one before) the next is queued at the back, so a
+  /// task that keeps returning itself, or a new task, cannot starve the others.
   virtual task* execute(context& ctx) = 0;
 
   // ---- annotations ---------------------------------------------------------------------------

@@ -469,19 +469,24 @@ void worker::requeue_next() noexcept {
   m_stack_top = nullptr;
 }
 
-bool worker::can_hold_follow_up(const task* f) noexcept {
+TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task* f) noexcept {
   if (f->m_data != nullptr || f->m_priority != stack_priority) return false;
   if (!scheduler::stays_home(f, *this) || more_urgent_queued(f->m_priority)) return false;
-  // A run of follow-ups ends when a task completes without one: counted here, on the follow-up's
-  // path, from the completion count (finish() counts a completion too, and m_follow_ups) instead
-  // of a store on every completion.
-  const std::uint64_t done = m_epoch.completions() - m_follow_ups;
-  if (done != m_slot_run_mark) {
-    m_slot_run_mark = done;
+  // A run of follow-ups goes on while each is returned by the one held before it (t came off the
+  // stack right after that hold: only its own spawns could have gone above it). Anything else
+  // starts a new run. A pointer compare and a store: the completion counts that this compared
+  // before (their sum, loaded as a vector straight after a scalar increment, is not forwarded
+  // from the store) cost a self-following task ~4 ns per re-run.
+  if (t != m_last_held) m_slot_run = 0;
+  if (m_slot_run >= slot_run_limit) {
+    // To the back of the queue: everything queued before it runs first, and it starts a new
+    // run when it comes back.
     m_slot_run = 0;
+    m_last_held = nullptr;
+    return false;
   }
-  if (m_slot_run >= slot_run_limit) return false;
   ++m_slot_run;
+  m_last_held = f;
   return true;
 }
 
@@ -720,6 +725,15 @@ void worker::reacquire_token(const task* t) noexcept {
   if (t->m_group.valid()) group_add(t->m_group, +1, t->m_epoch_slot);
 }
 
+TESSERA_ALWAYS_INLINE void worker::carry_count(group g, unsigned slot) noexcept {
+  if (m_token) {
+    m_epoch.count_transfer();
+  } else {
+    m_epoch.count_spawn(slot);
+    if (g.valid()) group_add(g, +1, slot);
+  }
+}
+
 void worker::finish(task* t, task* follow, const void* ran_on) {
 #if defined(TESSERA_DEBUG_CHECKS)
   if (follow != t) {
@@ -731,36 +745,49 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
     }
   }
 #endif
-  if (!m_token) reacquire_token(t);
+  // The common case first, with nothing to save: a task that runs again next on this worker
+  // (a traversal's next step, fib's recursion). The rest is out of line.
+  const bool hold = can_hold_follow_up(t, follow);
+  if (hold && follow == t) [[likely]] {
+    carry_count(t->m_group, t->m_epoch_slot);
+    hold_next(t);
+    return;
+  }
+  finish_other(t, follow, ran_on, hold);
+}
+
+TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ran_on, bool hold) {
   const group g = t->m_group;
   const unsigned slot = t->m_epoch_slot;
+  if (follow != t) {
+    follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
+    if (!follow->m_group.valid()) follow->m_group = g;
+  }
+  if (hold && follow->m_group == g) {
+    carry_count(g, slot);
+    hold_next(follow);
+    m_sched.destroy(t);  // follow != t: finish() took the other case
+    return;
+  }
+  if (!m_token) reacquire_token(t);
   // A follow-up on the object its task just ran on is routed with the header in cache.
   const bool header_hot =
       ran_on != nullptr && follow->m_data == ran_on && follow->m_is_resource != 0;
-  if (follow == t) {
-    m_epoch.count_spawn(slot);
-    if (can_hold_follow_up(t)) {
-      hold_next(t);
-    } else {
-      m_sched.route(t, this, false, header_hot);
-    }
+  // Another group is joined before the follow-up can run (and leave it).
+  const bool transferred = follow->m_group == g && g.valid();
+  if (follow->m_group != g) m_sched.m_groups.join(follow->m_group);
+  m_epoch.count_spawn(slot);
+  if (hold) {
+    hold_next(follow);
   } else {
-    follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
-    if (!follow->m_group.valid()) follow->m_group = g;
-    const bool transferred = follow->m_group == g && g.valid();
-    if (follow->m_group != g) m_sched.m_groups.join(follow->m_group);
-    m_epoch.count_spawn(slot);
-    if (can_hold_follow_up(follow)) {
-      hold_next(follow);
-    } else {
-      m_sched.route(follow, this, false, header_hot);
-    }
+    m_sched.route(follow, this, false, header_hot);
+  }
+  if (follow != t) {
     m_sched.destroy(t);
     if (g.valid() && !transferred) group_add(g, -1, slot);
   }
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
-  ++m_follow_ups;
 }
 
 // ---- batched group counts ---------------------------------------------------------------------

@@ -66,8 +66,9 @@ class worker {
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
   static constexpr unsigned window_slots = 32;
   static constexpr int no_thief = -1;
-  /// Follow-ups without data go onto the work-first stack at most this many times in a row, with
-  /// no task completing in between (a task that keeps returning itself cannot starve the queue).
+  /// Follow-ups without data go onto the work-first stack at most this many times in a row, each
+  /// returned by the follow-up held just before it (a task that keeps returning itself, or a new
+  /// task, cannot starve the queue); the next one goes to the back of the home pool.
   static constexpr unsigned slot_run_limit = 64;
   /// The one priority the work-first stack holds: every task on it is as urgent as any other,
   /// so its LIFO order never runs a task before a more urgent one (checked when popping).
@@ -208,8 +209,8 @@ class worker {
   void give_everything();
   /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
   window_entry next();
-  /// True (and counted) if follow-up `f` goes onto the work-first stack.
-  bool can_hold_follow_up(const task* f) noexcept;
+  /// True (and counted) if follow-up `f`, returned by `t`, goes onto the work-first stack.
+  TESSERA_ALWAYS_INLINE bool can_hold_follow_up(const task* t, const task* f) noexcept;
   /// Pushes `t` onto the work-first stack: a list linked through the tasks' own queue link
   /// (m_next, owned by whatever holds the task), newest first. A push and a pop are a load and two
   /// stores each: no index, no capacity, nothing to spill.
@@ -253,7 +254,14 @@ class worker {
   /// The running task `t` gave its count to a child and hands back a follow-up: it takes a fresh
   /// count (as a spawn into its own group), so finish() can treat it like any other task.
   void reacquire_token(const task* t) noexcept;
+  /// A follow-up held on the work-first stack carries t's count, as a first child does
+  /// (take_token): it stays here until it runs, or leaves in a hand-over, which publishes the
+  /// transfer first (before_tasks_leave). So this execution is counted as one transfer; or, if a
+  /// child took t's count already (and counted the transfer), the follow-up gets a new count.
+  TESSERA_ALWAYS_INLINE void carry_count(group g, unsigned slot) noexcept;
   void finish(task* t, task* follow, const void* ran_on);
+  /// finish() for everything but a task held to run again: `hold`, can_hold_follow_up's answer.
+  void finish_other(task* t, task* follow, const void* ran_on, bool hold);
   void idle();
   void park();
   bool has_work_for_park() const noexcept;
@@ -287,9 +295,8 @@ class worker {
   // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
   task* m_stack_top = nullptr;
-  unsigned m_slot_run = 0;            // follow-ups put on the stack since a task completed
-  std::uint64_t m_slot_run_mark = 0;  // completions without a follow-up when that run began
-  std::uint64_t m_follow_ups = 0;     // tasks completed with a follow-up (finish())
+  unsigned m_slot_run = 0;             // follow-ups held in a row (can_hold_follow_up)
+  const task* m_last_held = nullptr;   // the last of them; compared, never dereferenced
   context m_ctx;
   bool m_holds_home = false;  // owns(m_home), updated where pools change hands
   bool m_token = false;       // the running task still holds its count (take_token)
