@@ -1,12 +1,15 @@
 // bench/spawn/spawn.h — throughput of empty tasks: spawn + schedule + run + free, nothing else.
 //
-// Three shapes, each exactly `tasks` tasks:
+// Four shapes, each exactly `tasks` task executions:
 //   chain       one chain per worker; each task spawns the next, which stays on its worker (no
 //               placement: every implementation does the same user work, count + spawn)
 //   tree        a binary fan-out tree in heap order: task i spawns 2i+1 and 2i+2 while < tasks
 //   roundrobin  one chain per worker; each task spawns the next on worker (self+1) % workers
+//   followup    one task per worker that returns itself as its own follow-up, tasks/W times in
+//               all: each run is one task execution with no allocation and no spawn
 // Every task bumps its worker's counter (common/worker_counters.h); the sum must equal `tasks`
-// before a time is kept. roundrobin needs placement, which only tessera has.
+// before a time is kept. roundrobin needs placement and followup a task that hands back its
+// successor, which only tessera has.
 //
 //   spawn::config cfg{.workers = 2, .tasks = 1'000'000, .shape = spawn::pattern::tree};
 //   measurement m = spawn::run_tessera(cfg);
