@@ -397,6 +397,71 @@ TEST_P(spawn_test, a_task_is_destroyed_once_and_only_types_with_a_destructor_run
   EXPECT_EQ(shared.use_count(), 1) << "a finished task's destructor did not run";
 }
 
+/// Its destructor spawns a task (runtime::spawn from the worker that destroys it). What execute
+/// returns: nothing, a new follow-up (held on the worker's stack, or, with `hop`, placed on the
+/// next worker), or itself once.
+class spawns_when_destroyed final : public task {
+ public:
+  enum class ending { done, fresh_follow_up, self_once };
+  spawns_when_destroyed(runtime& rt, std::atomic<int>& spawned_ran, ending e, bool hop) noexcept
+      : m_rt(&rt), m_ran(&spawned_ran), m_ending(e), m_hop(hop) {}
+  ~spawns_when_destroyed() {
+    m_rt->spawn([ran = m_ran](context&) { ran->fetch_add(1); });
+  }
+  task* execute(context& ctx) override {
+    switch (m_ending) {
+      case ending::done: return nullptr;
+      case ending::self_once:
+        m_ending = ending::done;
+        return this;
+      case ending::fresh_follow_up: {
+        auto* f = ctx.make_task<spawns_when_destroyed>(*m_rt, *m_ran, ending::done, false);
+        if (m_hop) f->annotate(wid((ctx.worker().value + 1) % ctx.runtime().workers()));
+        return f;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  runtime* m_rt;
+  std::atomic<int>* m_ran;
+  ending m_ending;
+  bool m_hop;
+};
+
+// A destructor that spawns runs while its worker is between tasks, after the task's count was
+// settled (its completion counted, or passed to a child or a follow-up): the spawn must be
+// counted on its own, or the group or the runtime's balance is off by one (a wait that never
+// returns, or one that returns before the spawned task ran).
+TEST_P(spawn_test, a_destructor_may_spawn_whatever_its_task_returned) {
+  auto& r = start();
+  using ending = spawns_when_destroyed::ending;
+  const int rounds = static_cast<int>(scaled(200, 40));
+  std::atomic<int> ran{0};
+  int destroyed = 0;  // tasks destroyed = tasks spawned by destructors
+  std::uint64_t executions = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const group g = r.make_group();
+    const int kind = i % 4;
+    for (unsigned w = 0; w < r.workers(); ++w) {
+      const ending e = kind == 0 ? ending::done
+                       : kind == 3 ? ending::self_once
+                                   : ending::fresh_follow_up;
+      auto* t = r.make_task<spawns_when_destroyed>(r, ran, e, kind == 2);
+      t->annotate(wid(w));
+      r.spawn(t, g);
+      const int tasks = e == ending::fresh_follow_up ? 2 : 1;
+      destroyed += tasks;
+      executions += static_cast<std::uint64_t>(tasks + (e == ending::self_once ? 1 : 0)) + tasks;
+    }
+    r.wait(g);
+    r.wait_idle();
+    ASSERT_EQ(ran.load(), destroyed) << "round " << i << ", kind " << kind;
+    ASSERT_EQ(r.statistics().total().executed, executions) << "round " << i << ", kind " << kind;
+  }
+}
+
 TEST_P(spawn_test, prefetch_distance_changes_at_run_time) {
   auto& r = start({.prefetch_distance = 0});
   EXPECT_EQ(r.prefetch_distance(), 0u);

@@ -718,11 +718,11 @@ TESSERA_ALWAYS_INLINE void worker::count_completion(group g, unsigned slot) noex
   }
 }
 
-void worker::reacquire_token(const task* t) noexcept {
+void worker::reacquire_token(group g, unsigned slot) noexcept {
   m_token = true;
   m_epoch.uncount_transfer();
-  m_epoch.count_spawn(t->m_epoch_slot);
-  if (t->m_group.valid()) group_add(t->m_group, +1, t->m_epoch_slot);
+  m_epoch.count_spawn(slot);
+  if (g.valid()) group_add(g, +1, slot);
 }
 
 TESSERA_ALWAYS_INLINE void worker::carry_count(group g, unsigned slot) noexcept {
@@ -762,14 +762,19 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   if (follow != t) {
     follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
     if (!follow->m_group.valid()) follow->m_group = g;
+    // t's destructor runs first, while t still holds whatever count it holds: a task spawned
+    // from it is t's child (current_task() is t) and is counted as any other, the first one
+    // taking t's count (take_token) included. Run after t's count went to the follow-up or
+    // its completion, that child took a count t no longer had: one completion too many, and
+    // a wait that never returned (spawn_test.a_destructor_may_spawn_whatever_its_task_returned).
+    m_sched.destroy(t);
   }
-  if (hold && follow->m_group == g) {
+  if (hold && follow->m_group == g) {  // follow != t: finish() took the other case
     carry_count(g, slot);
     hold_next(follow);
-    m_sched.destroy(t);  // follow != t: finish() took the other case
     return;
   }
-  if (!m_token) reacquire_token(t);
+  if (!m_token) reacquire_token(g, slot);
   // A follow-up on the object its task just ran on is routed with the header in cache.
   const bool header_hot =
       ran_on != nullptr && follow->m_data == ran_on && follow->m_is_resource != 0;
@@ -782,10 +787,7 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   } else {
     m_sched.route(follow, this, false, header_hot);
   }
-  if (follow != t) {
-    m_sched.destroy(t);
-    if (g.valid() && !transferred) group_add(g, -1, slot);
-  }
+  if (follow != t && g.valid() && !transferred) group_add(g, -1, slot);
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
 }
