@@ -90,7 +90,7 @@ void run(const run_context& ctx) {
 
 const registration spawn_benchmark({
     .name = "spawn",
-    .help = "millions of empty tasks (chain, tree, roundrobin, followup): per-task scheduling overhead",
+    .help = "millions of empty tasks (chain, tree, roundrobin, followup): per-task overhead",
     .implementations = {"tessera", "onetbb", "openmp", "pool"},
     .reference = "onetbb",
     .flags = tessera_settings::add_flags(
