@@ -480,7 +480,9 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
   if (t != m_last_held) m_slot_run = 0;
   if (m_slot_run >= slot_run_limit) {
     // To the back of the queue: everything queued before it runs first, and it starts a new
-    // run when it comes back.
+    // run when it comes back. (Resetting m_last_held alone would do, since the next call then
+    // starts a new run; without the reset of m_slot_run here the follow-up benchmark ran 5.7
+    // instead of 5.2 ns per run, from code layout alone.)
     m_slot_run = 0;
     m_last_held = nullptr;
     return false;
@@ -718,19 +720,22 @@ TESSERA_ALWAYS_INLINE void worker::count_completion(group g, unsigned slot) noex
   }
 }
 
+TESSERA_ALWAYS_INLINE void worker::count_new(group g, unsigned slot) noexcept {
+  m_epoch.count_spawn(slot);
+  if (g.valid()) group_add(g, +1, slot);
+}
+
 void worker::reacquire_token(group g, unsigned slot) noexcept {
   m_token = true;
   m_epoch.uncount_transfer();
-  m_epoch.count_spawn(slot);
-  if (g.valid()) group_add(g, +1, slot);
+  count_new(g, slot);
 }
 
 TESSERA_ALWAYS_INLINE void worker::carry_count(group g, unsigned slot) noexcept {
   if (m_token) {
     m_epoch.count_transfer();
   } else {
-    m_epoch.count_spawn(slot);
-    if (g.valid()) group_add(g, +1, slot);
+    count_new(g, slot);
   }
 }
 
@@ -787,7 +792,7 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   } else {
     m_sched.route(follow, this, false, header_hot);
   }
-  if (follow != t && g.valid() && !transferred) group_add(g, -1, slot);
+  if (g.valid() && !transferred) group_add(g, -1, slot);  // (follow == t: transferred)
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
 }

@@ -254,6 +254,8 @@ class worker {
   /// The running task `t` gave its count to a child and hands back a follow-up: it takes a fresh
   /// count (as a spawn into its own group), so finish() can treat it like any other task.
   void reacquire_token(group g, unsigned slot) noexcept;
+  /// A new count in slot `slot` and group `g`: one spawn, and +1 in the group's batch.
+  TESSERA_ALWAYS_INLINE void count_new(group g, unsigned slot) noexcept;
   /// A follow-up held on the work-first stack carries t's count, as a first child does
   /// (take_token): it stays here until it runs, or leaves in a hand-over, which publishes the
   /// transfer first (before_tasks_leave). So this execution is counted as one transfer; or, if a
