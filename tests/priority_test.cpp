@@ -199,7 +199,7 @@ TEST_P(priority_test, local_spawns_on_each_worker_run_by_priority) {
   const int rounds = static_cast<int>(scaled(40, 10));
   const group grp = r.make_group();
   for (unsigned w = 0; w < n; ++w) {
-    auto* spawner = make_fn(r, [&log, w, rounds, tok = live_token{}](context& ctx) {
+    auto* spawner = make_fn(r, [&log, w, tok = live_token{}](context& ctx) {
       for (int i = 0; i < rounds; ++i) {
         for (priority p : interleaved) {
           auto* t = ctx.make_task<prio_task>(log, static_cast<int>(w));

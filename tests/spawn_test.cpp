@@ -146,7 +146,7 @@ TEST_P(spawn_test, lambda_spawned_from_inside_joins_the_parents_group) {
   std::vector<int> written(n, 0);  // plain writes: wait() must order them before the reads
   const group g = r.make_group();
   r.spawn(
-      [&written, n, t = live_token{}](context& ctx) {
+      [&written, t = live_token{}](context& ctx) {
         for (std::size_t i = 0; i < n; ++i) {
           ctx.spawn([&written, i, t2 = live_token{}](context&) { written[i] = 1; });
         }

@@ -175,7 +175,7 @@ class sync_test : public runtime_fixture {
     // the rest from this thread (inboxes, round-robin).
     for (std::uint32_t k = 0; k < generators; ++k) {
       r.spawn(
-          [&h, k, per_generator, tok = live_token{}](context& ctx) {
+          [&h, k, tok = live_token{}](context& ctx) {
             for (std::uint32_t i = 0; i < per_generator; ++i) {
               ctx.spawn(ctx.make_task<op_task>(h, k * per_generator + i));
             }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/openmp_runtime.h"
 #include "common/registry.h"
 
 namespace tessera::bench::spawn {
@@ -37,13 +38,18 @@ pattern parse_pattern(const std::string& name) {
   return pattern::chain;
 }
 
-/// Why the competitors sit out `shape` ("n/a: ..."), or nullptr if they run it.
-const char* tessera_only(pattern shape) noexcept {
+/// Why `impl` sits out `shape` at `workers` workers ("n/a: ..."), or nullptr if it runs it.
+const char* sits_out(const std::string& impl, pattern shape, unsigned workers) {
+  if (impl == "tessera") return nullptr;
   switch (shape) {
     case pattern::roundrobin: return "n/a: no way to place a task on a worker";
     case pattern::followup: return "n/a: a task cannot hand back its successor";
-    default: return nullptr;
+    default: break;
   }
+  if (impl == "openmp" && shape == pattern::chain && workers == 1 && openmp_runs_tasks_at_once())
+    return "n/a: this OpenMP runtime runs a task at once in a team of one thread: the chain "
+           "would recurse as deep as it is long";
+  return nullptr;
 }
 
 measurement run_implementation(const std::string& impl, const config& cfg) {
@@ -61,7 +67,7 @@ void run(const run_context& ctx) {
       // The implementations of one configuration take turns run by run (in_turns).
       std::vector<std::string> runs;
       for (const auto& impl : ctx.implementations)
-        if (tessera_only(shape) == nullptr || impl == "tessera") runs.push_back(impl);
+        if (sits_out(impl, shape, w) == nullptr) runs.push_back(impl);
       const std::vector<measurement> results = measure_in_turns(runs, [&](const std::string& impl) {
         const config cfg{.workers = w,
                          .tasks = tasks,
@@ -74,14 +80,17 @@ void run(const run_context& ctx) {
       for (const auto& impl : ctx.implementations) {
         const auto at = std::find(runs.begin(), runs.end(), impl);
         if (at == runs.end()) {
-          ctx.report.add(row::skipped("spawn", impl, w, tessera_only(shape))
+          ctx.report.add(row::skipped("spawn", impl, w, sits_out(impl, shape, w))
                              .with("pattern", pattern_name));
           continue;
         }
         row r("spawn", impl, w, results[static_cast<std::size_t>(at - runs.begin())]);
         r.with("pattern", pattern_name);
         if (impl == "openmp" && shape == pattern::tree)
-          r.with_remark("libgomp runs a new task inline once 64 x threads are queued");
+          r.with_remark(w == 1 && openmp_runs_tasks_at_once()
+                            ? "the OpenMP runtime runs every task at once in a team of one thread"
+                            : "a full task queue makes OpenMP run a new task inline (libgomp: "
+                              "64 x threads tasks)");
         ctx.report.add(std::move(r));
       }
     }

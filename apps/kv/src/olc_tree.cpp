@@ -52,7 +52,8 @@ void free_node(node* n) noexcept {
   std::byte* block = header_of(n);
   n->~node();
   std::launder(reinterpret_cast<olc_header*>(block))->~olc_header();
-  ::operator delete (block, node_bytes, std::align_val_t{header_bytes});
+  ::operator delete (block, std::align_val_t{header_bytes});  // unsized: clang < 19 has no
+  // sized deallocation without -fsized-deallocation
 }
 
 /// From n (whose low fence is <= k), the node of the same level that covers k, by right links.
