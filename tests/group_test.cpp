@@ -228,6 +228,79 @@ TEST_P(group_test, when_done_on_an_empty_group_spawns_the_continuation) {
   EXPECT_EQ(ran.load(), 1);
 }
 
+TEST_P(group_test, when_done_on_a_group_waited_for_already_throws_and_changes_nothing) {
+  // The second when_done throws before it touches anything: the continuation stays the task's
+  // (it discards it), and the outer group's count is exact, so wait(outer) returns. Until
+  // 2026-11-24 the continuation joined the outer group before the check, and wait(outer) never
+  // returned.
+  auto& r = start();
+  std::atomic<int> first_ran{0};
+  std::atomic<int> threw{0};
+  for (const bool catch_it : {true, false}) {
+    const group outer = r.make_group();
+    r.spawn(
+        [&, catch_it, tok = live_token{}](context& ctx) {
+          const group inner = ctx.runtime().make_group();
+          auto* child = make_fn(ctx, [tok2 = live_token{}](context&) {});
+          child->annotate(inner);
+          ctx.spawn(child);  // inner stays open until the child runs
+          ctx.when_done(inner, make_fn(ctx, [&, tok2 = live_token{}](context&) {
+                          first_ran.fetch_add(1);
+                        }));
+          auto* second = make_fn(ctx, [tok2 = live_token{}](context&) {});
+          if (!catch_it) {
+            // The error goes to the outer group's waiter; second is discarded first.
+            try {
+              ctx.when_done(inner, second);
+            } catch (...) {
+              ctx.runtime().discard(second);
+              throw;
+            }
+          }
+          try {
+            ctx.when_done(inner, second);
+          } catch (const std::logic_error&) {
+            threw.fetch_add(1);
+            ctx.runtime().discard(second);
+          }
+        },
+        outer);
+    if (catch_it) {
+      r.wait(outer);
+    } else {
+      EXPECT_THROW(r.wait(outer), std::logic_error);
+    }
+  }
+  r.wait_idle();
+  EXPECT_EQ(first_ran.load(), 2);
+  EXPECT_EQ(threw.load(), 1);
+}
+
+TEST_P(group_test, a_long_task_of_another_group_does_not_hold_up_a_finished_group) {
+  // One worker: g's only task, then a long task without a group, queued behind it. g's
+  // completion is batched on the worker; the batch goes out before the long task runs, so
+  // wait(g) returns while it still runs. Until 2026-11-24 the waiter waited for the long task.
+  // The long task ends when released or after 20 s (a fail-safe; the test checks an order of
+  // events, not a time).
+  auto& r = start(runtime_options{.workers = 1});
+  const group g = r.make_group();
+  std::atomic<bool> release{false};
+  std::atomic<bool> long_done{false};
+  std::atomic<bool> long_started{false};
+  r.spawn([tok = live_token{}](context&) {}, g);
+  r.spawn([&, tok = live_token{}](context&) {
+    long_started.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!release.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    long_done.store(true);
+  });
+  r.wait(g);
+  EXPECT_FALSE(long_done.load()) << "wait(g) returned only after the unrelated long task";
+  release.store(true);
+  r.wait_idle();
+  EXPECT_TRUE(long_started.load());
+}
+
 TEST_P(group_test, many_groups_reused_handles_never_repeat) {
   auto& r = start();
   const int rounds = static_cast<int>(scaled(5000, 500));

@@ -48,6 +48,45 @@ TEST_P(misuse_test, spawning_a_running_task_again_from_outside_is_an_error) {
   EXPECT_EQ(runs.load(), 1);
 }
 
+/// Runs once in the group it was spawned into, then moves itself to `to` and returns itself (or
+/// nothing).
+class group_mover final : public counted_task {
+ public:
+  group_mover(group from, group to, bool return_itself, std::atomic<int>& runs) noexcept
+      : m_from(from), m_to(to), m_return_itself(return_itself), m_runs(&runs) {}
+  task* execute(context&) override {
+    m_runs->fetch_add(1);
+    annotate(m_from);  // its own group again: allowed
+    annotate(m_to);
+    return m_return_itself ? this : nullptr;
+  }
+
+ private:
+  group m_from;
+  group m_to;
+  bool m_return_itself;
+  std::atomic<int>* m_runs;
+};
+
+TEST_P(misuse_test, changing_the_group_of_a_spawned_task_is_an_error) {
+  // A task counts in the group it was spawned into until it is done; moving itself to another
+  // group (then returning itself, or nothing, or spawning) would leave one group a count short
+  // and the other one over, and a wait would never return. The error reaches the task's own
+  // group, both groups complete, and the task ran once.
+  auto& r = start();
+  for (const bool return_itself : {true, false}) {
+    std::atomic<int> runs{0};
+    const group g1 = r.make_group();
+    const group g2 = r.make_group();
+    r.spawn(r.make_task<group_mover>(g1, g2, return_itself, runs), g1);
+    EXPECT_NE(error_of_wait(r, g1).find("annotate(group) on a task that was spawned already"),
+              std::string::npos);
+    EXPECT_EQ(error_of_wait(r, g2), "");
+    r.wait_idle();
+    EXPECT_EQ(runs.load(), 1);
+  }
+}
+
 /// One worker: a child spawned by a task stays queued behind it until the task returns, so the
 /// child is alive when the task hands it over a second time (with more workers another one could
 /// already run and free it, and the second hand-over would read freed memory).

@@ -46,7 +46,9 @@ class context {
   void spawn(F&& f);
 
   /// Registers `continuation` to be spawned when group `g` completes and closes `g` (this is the
-  /// one wait a group allows). Never blocks.
+  /// one wait a group allows). Never blocks. Throws std::logic_error if `g` is stale or was
+  /// waited for already; the continuation then stays the caller's (runtime::discard it), and
+  /// nothing else changed.
   void when_done(group g, task* continuation);
 
   /// Under optimistic reading: true if nothing was written to the resource since the task

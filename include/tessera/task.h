@@ -51,6 +51,10 @@ struct task_access;
 }  // namespace detail
 
 namespace detail {
+/// Throws std::logic_error: a spawned task's group was changed (task::annotate(group), debug
+/// checks only).
+[[noreturn]] void group_changed_after_spawn();
+
 /// The runtime's part of every task: queue link, annotations, allocator and epoch bookkeeping.
 /// A separate, non-polymorphic base so that `task` itself has no friends: its destructor is
 /// protected and not virtual, and a friend would make it "accessible" (GCC's -Wnon-virtual-dtor
@@ -130,11 +134,25 @@ class task : public detail::task_state {
     m_target = n.value;
     return *this;
   }
-  /// Bind to a group (see group.h); children spawned by this task join the same group.
+  /// Bind to a group (see group.h); children spawned by this task join the same group. Before
+  /// the spawn only: from its spawn on a task counts in its group until it is done, also when it
+  /// returns itself. To go on in another group, return (or spawn) a new task annotated with it.
+  /// With TESSERA_DEBUG_CHECKS, changing a spawned task's group throws std::logic_error (from
+  /// execute, it reaches the task's group's waiter); without, the counts of both groups go wrong
+  /// and a wait may never return.
+#if defined(TESSERA_DEBUG_CHECKS)
+  task& annotate(group g) {
+    if (g != m_group && m_epoch_slot != unspawned_slot) [[unlikely]]
+      detail::group_changed_after_spawn();
+    m_group = g;
+    return *this;
+  }
+#else
   task& annotate(group g) noexcept {
     m_group = g;
     return *this;
   }
+#endif
   /// The task touches `bytes` bytes of the resource `object` (created by make_resource) with
   /// `mode`. The runtime synchronizes the task with the resource's primitive and prefetches the
   /// header line and the bytes.

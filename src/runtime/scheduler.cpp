@@ -124,6 +124,13 @@ void scheduler::handed_over_twice(const char* what) {
                          "spawn until it is done), or that make_task did not make");
 }
 
+void group_changed_after_spawn() {
+  throw std::logic_error(
+      "tessera: annotate(group) on a task that was spawned already: its count is in the group it "
+      "was spawned into until it is done; return or spawn a new task annotated with the other "
+      "group");
+}
+
 void scheduler::spawn_external(task* t) {
   require_unspawned(t, "spawn");  // before the stop check below, which would free t
   // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
@@ -210,7 +217,12 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
     return;
   }
   if (from != nullptr) {
-    from->flush_group_if(t->m_group);  // t may be counted only in from's batch
+    // t may be counted only in from's batch; and it may carry a count that from's transfers
+    // hold (a child that took its parent's count, forwarded now to its resource's pool by
+    // execute_on_resource): the worker that runs t may complete it, and balance the epoch
+    // counts, before from publishes again (epoch_counters::publish_transfers).
+    from->flush_group_if(t->m_group);
+    from->counters().publish_transfers();
     bump(from->m_stats.spawned_remote);
   }
   p.inbox[t->m_priority].push(t);
@@ -265,14 +277,18 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
   if (!m_groups.current(g))
     throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_groups.slot(g);
-  // The continuation joins the running task's group now, so an outer wait covers it.
   task* parent = from.current_task();
-  if (!continuation->m_group.valid() && parent != nullptr) continuation->m_group = parent->m_group;
-  if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
-  continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
   {
     std::lock_guard lock(s.mutex);
+    // Before anything is touched: the continuation stays the caller's (to discard), and no
+    // group holds a count for it (until 2026-11-24 the join below came first, and the caller's
+    // group never completed).
     if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
+    // The continuation joins the running task's group now, so an outer wait covers it.
+    if (!continuation->m_group.valid() && parent != nullptr)
+      continuation->m_group = parent->m_group;
+    if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
+    continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
     s.closed = true;
     s.continuation = continuation;
   }

@@ -517,12 +517,12 @@ worker::window_entry worker::next() {
     if (t == nullptr) return {nullptr, nullptr};
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
-    if (t->m_data == nullptr) return {t, p};
+    if (t->m_data == nullptr) return from_pool({t, p});
     m_distance = m_sched.prefetch_distance();
-    if (m_distance == 0) return {t, p};
+    if (m_distance == 0) return from_pool({t, p});
     prefetch(t);
     // Nothing queued behind it (a chain, a lone request): run it now as well.
-    if (local_total() == 0) return {t, p};
+    if (local_total() == 0) return from_pool({t, p});
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }
@@ -538,7 +538,7 @@ worker::window_entry worker::next() {
   const window_entry e = m_window[m_wbegin];
   m_wbegin = (m_wbegin + 1) & (window_slots - 1);
   --m_wsize;
-  return e;
+  return from_pool(e);
 }
 
 void worker::prefetch(const task* t) noexcept {

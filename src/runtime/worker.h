@@ -209,6 +209,18 @@ class worker {
   void give_everything();
   /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
   window_entry next();
+  /// `e`, a task from the pools about to run. If it is of another group than the open batch,
+  /// the batch goes out first: the task may run long, and the batch may hold the last
+  /// completion of its group, whose waiter would wait for that task too. Tasks from the
+  /// work-first stack are not asked (their parent ran just before them, mostly in their group;
+  /// asking would cost every task a load and a compare); the batch's other flushes bound their
+  /// delay in tasks (docs/architecture.md, "Group counts").
+  TESSERA_ALWAYS_INLINE window_entry from_pool(window_entry e) noexcept {
+    if (e.t->m_group != m_gcache) [[unlikely]] {
+      flush_group();
+    }
+    return e;
+  }
   /// True (and counted) if follow-up `f`, returned by `t`, goes onto the work-first stack.
   TESSERA_ALWAYS_INLINE bool can_hold_follow_up(const task* t, const task* f) noexcept;
   /// Pushes `t` onto the work-first stack: a list linked through the tasks' own queue link
