@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/scheduler.h"
 #include "runtime/test_hooks.h"
 #include "runtime/worker.h"
 #include "test_support.h"
@@ -261,6 +262,77 @@ TEST_P(reclamation_test_two_workers, a_resource_outlives_every_task_that_could_h
       "the retired resource was not freed after the last task that could see it");
 }
 
+/// A task registering a when_done continuation, the group's task, and a worker for the rest.
+class reclamation_test_three_workers : public reclamation_test {};
+
+TEST_P(reclamation_test_three_workers, a_when_done_continuation_keeps_its_operation_open) {
+  // P, an operation of epoch A, unlinks and retires a resource and registers a continuation that
+  // reads it on a group whose only task belongs to a later operation. P then finishes, long
+  // before the continuation runs. Until 2026-11-24 the continuation was counted only when the
+  // group completed: slot A balanced, the epoch moved on by four and freed the resource under
+  // the waiting continuation.
+  auto& r = start_fast_epochs();
+  auto& sched = r.internals();
+  std::atomic<node*> link{r.make_resource<node>(hints_for(0))};
+  gate p_gate;
+  gate t_gate;
+  std::atomic<std::uint64_t> retired_by{0};  // the epoch after the retirement
+  std::atomic<std::int64_t> mark_seen{0};
+  const group g = r.make_group();
+  const group p_group = r.make_group();
+  const group cont_group = r.make_group();
+  // Empty operations on workers 0 and 2 (1 holds g's task): the epoch tries to advance.
+  auto nudge = [&](int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      const group n = r.make_group();
+      for (const unsigned w : {0u, 2u}) {
+        auto* t = make_fn(r, [tok = live_token{}](context&) {});
+        t->annotate(wid(w));
+        r.spawn(t, n);
+      }
+      r.wait(n);
+    }
+  };
+  auto* p = make_fn(r, [&, tok = live_token{}](context& ctx) {
+    node* n = link.exchange(nullptr);
+    ctx.runtime().retire_resource(n);
+    retired_by.store(sched.global_epoch());
+    p_gate.pass();  // the test starts g's task in a later epoch meanwhile
+    auto* continuation = make_fn(ctx, [&mark_seen, n, tok2 = live_token{}](context&) {
+      mark_seen.store(racy_load(n->mark));
+    });
+    continuation->annotate(cont_group);  // else it joins p_group, whose wait would wait for it
+    ctx.when_done(g, continuation);
+  });
+  p->annotate(wid(0));
+  r.spawn(p, p_group);
+  p_gate.wait_for_arrivals(1);
+  // Worker 2 alone advances the epoch past the retirement (P's own slot blocks only A + 4).
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  while (sched.global_epoch() <= retired_by.load()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the epoch did not advance";
+    const group n = r.make_group();
+    auto* t = make_fn(r, [tok = live_token{}](context&) {});
+    t->annotate(wid(2));
+    r.spawn(t, n);
+    r.wait(n);
+  }
+  auto* held = make_fn(r, [&, tok = live_token{}](context&) { t_gate.pass(); });
+  held->annotate(wid(1));
+  r.spawn(held, g);  // an operation of a later epoch than P's
+  t_gate.wait_for_arrivals(1);
+  p_gate.release();
+  r.wait(p_group);  // P registered the continuation and finished
+  nudge(static_cast<int>(scaled(300, 60)));
+  EXPECT_EQ(node::destroyed.load(), 0) << "freed while a continuation that may read it waited";
+  t_gate.release();
+  r.wait(cont_group);  // g's task, then the continuation
+  EXPECT_EQ(mark_seen.load(), live_mark);
+  nudge_until(
+      r, [&] { return node::destroyed.load() == 1; },
+      "the retired resource was not freed after the continuation ran");
+}
+
 TEST_P(reclamation_test, stop_releases_everything_still_retired) {
   // Many short lives, each ending right after its work: resources retired by tasks (some freed
   // by reclamation tasks, some still in a worker's list when stop() comes) and from outside.
@@ -338,6 +410,8 @@ TEST(reclamation_race, a_reclamation_task_made_while_stop_drains_still_frees) {
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);
 TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(reclamation_test_two_workers);
+INSTANTIATE_TEST_SUITE_P(three, reclamation_test_three_workers, testing::Values(3u),
+                         worker_count_name);
 
 }  // namespace
 }  // namespace tessera::test

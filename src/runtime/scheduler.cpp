@@ -289,6 +289,11 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
       continuation->m_group = parent->m_group;
     if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
     continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
+    // Counted as spawned now, in its operation's slot, not when the group completes: the group's
+    // remaining tasks may belong to other operations (other slots), and the registering task
+    // may finish first, so without this the slot could balance, and the epoch move on and free
+    // what the continuation may still read, while the continuation waits.
+    from.counters().count_spawn(continuation->m_epoch_slot);
     s.closed = true;
     s.continuation = continuation;
   }
@@ -319,12 +324,7 @@ void scheduler::complete_group(group g, worker* from) noexcept {
   m_groups.release(g);
   // The exception moves on to the group the continuation belongs to (or to the unhandled list).
   if (error) record_exception(cont->m_group, error);
-  if (from != nullptr) {
-    from->counters().count_spawn(cont->m_epoch_slot);
-  } else {
-    m_external_spawned[cont->m_epoch_slot].fetch_add(1, std::memory_order_relaxed);
-  }
-  route(cont, from);
+  route(cont, from);  // counted as spawned by when_done already
 }
 
 void scheduler::record_exception(group g, std::exception_ptr e) {
