@@ -9,6 +9,20 @@
 # `--repeat 1` for one round, or `--implementation all` to add tessera without prefetching.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then
+    echo "usage: scripts/run-benchmark.sh [tessera-bench ycsb flags]"
+    echo "Installs what is missing, builds the bench preset and runs tessera-bench ycsb"
+    echo "--repeat 3 --implementation tessera,threads,tbb, then the flags given here."
+    if [[ -x build/bench/bench/tessera-bench ]]; then
+      echo
+      exec build/bench/bench/tessera-bench ycsb --help
+    fi
+    echo "The flags are listed by 'build/bench/bench/tessera-bench ycsb --help' once it is built"
+    echo "(by this script's first run, or: cmake --preset bench && cmake --build --preset bench)."
+    exit 0
+  fi
+done
 scripts/install-deps.sh
 cmake --preset bench >/dev/null
 cmake --build --preset bench -j "$(nproc)" --target tessera-bench

@@ -46,9 +46,10 @@ class context {
   void spawn(F&& f);
 
   /// Registers `continuation` to be spawned when group `g` completes and closes `g` (this is the
-  /// one wait a group allows). Never blocks. Throws std::logic_error if `g` is stale or was
-  /// waited for already; the continuation then stays the caller's (runtime::discard it), and
-  /// nothing else changed.
+  /// one wait a group allows). Never blocks. The continuation joins its own group annotation, or
+  /// else the running task's group. Throws std::logic_error if `g` is stale or was waited for
+  /// already, or if the continuation would be in `g` itself (it would wait for itself); the
+  /// continuation then stays the caller's (runtime::discard it), and nothing else changed.
   void when_done(group g, task* continuation);
 
   /// Under optimistic reading: true if nothing was written to the resource since the task

@@ -127,6 +127,12 @@ class runtime {
       throw;
     }
     static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
+    // Blocks are aligned as operator new's (16 bytes); keep cache-line-aligned data in a
+    // resource (make_resource, up to 64) and point to it from the task.
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                  "task types may be aligned at most as operator new aligns (16 bytes on x86-64)");
+    // The runtime destroys tasks where nothing can take an exception (after execute).
+    static_assert(std::is_nothrow_destructible_v<T>, "a task's destructor must not throw");
     set_task_block(t, sizeof(T), mem.block, detail::destroyer_of<T>());
     return t;
   }
@@ -154,11 +160,12 @@ class runtime {
 
   // ---- groups --------------------------------------------------------------------------------
   group make_group();
-  /// Blocks the calling thread (which must not be a worker) without spinning until every task of
-  /// `g` finished, then closes `g`. Rethrows the first exception a task of `g` threw.
+  /// Blocks the calling thread (which must not be one of this runtime's workers) without spinning
+  /// until every task of `g` finished, then closes `g`. Rethrows the first exception a task of `g`
+  /// threw. A handle of another runtime's group is stale here (std::logic_error).
   void wait(group g);
-  /// Blocks until no task is queued or running anywhere (the calling thread must not be a
-  /// worker). Exceptions of grouped tasks stay with their groups.
+  /// Blocks until no task is queued or running anywhere (the calling thread must not be one of
+  /// this runtime's workers). Exceptions of grouped tasks stay with their groups.
   void wait_idle();
   /// Exceptions thrown by tasks without a group since the last call.
   std::vector<std::exception_ptr> take_unhandled_exceptions();
@@ -182,7 +189,8 @@ class runtime {
     return obj;
   }
   /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4).
-  /// Tasks that still name it must not be queued anymore when it is retired.
+  /// Tasks that still name it must not be queued anymore when it is retired. A second retire of
+  /// the same resource throws std::logic_error; after stop() the resource is freed at once.
   template <class T>
   void retire_resource(T* object) {
     retire(detail::resource_header::of(object));

@@ -122,13 +122,16 @@ class task : public detail::task_state {
     m_priority = static_cast<std::uint8_t>(p);
     return *this;
   }
-  /// Run on this worker (wins over every other placement rule).
+  /// Run on this worker (wins over every other placement rule). An id beyond the runtime's
+  /// workers wraps around (w % workers), so code that partitions by worker runs unchanged on a
+  /// smaller runtime.
   task& annotate(worker_id w) noexcept {
     m_target_kind = target_worker;
     m_target = w.value;
     return *this;
   }
-  /// Run on some worker of this NUMA node.
+  /// Run on some worker of this NUMA node; a node without workers (or no such node) places the
+  /// task as if it had no target.
   task& annotate(numa_node_id n) noexcept {
     m_target_kind = target_node;
     m_target = n.value;

@@ -1,8 +1,19 @@
 #include "runtime/group_table.h"
 
+#include <atomic>
 #include <stdexcept>
 
 namespace tessera::detail {
+
+namespace {
+std::uint32_t next_first_generation() noexcept {
+  static std::atomic<std::uint32_t> tables{0};
+  // Golden-ratio steps spread the tables' starts evenly over the 32-bit range.
+  return 1 + tables.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B9u;
+}
+}  // namespace
+
+group_table::group_table() : m_first_generation(next_first_generation()) {}
 
 group_table::~group_table() {
   for (auto& c : m_chunks) delete c.load(std::memory_order_relaxed);
@@ -21,7 +32,9 @@ group group_table::open() {
       i = m_used++;
       if (i % chunk_slots == 0) {
         // release: a thread indexing this chunk later sees it constructed.
-        m_chunks[i / chunk_slots].store(new chunk(), std::memory_order_release);
+        auto* c = new chunk();
+        for (group_slot& fresh : *c) fresh.generation.store(m_first_generation, std::memory_order_relaxed);
+        m_chunks[i / chunk_slots].store(c, std::memory_order_release);
       }
     }
   }

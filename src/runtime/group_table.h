@@ -39,7 +39,10 @@ class group_table {
   static constexpr std::uint32_t chunk_slots = 1024;
   static constexpr std::uint32_t max_chunks = 4096;
 
-  group_table() = default;
+  /// Each table's slots start at a generation of their own (spread by a large odd step per table
+  /// made in the process), so that a handle of another runtime's group, same index, is not
+  /// taken for one of this runtime's (wait would wait for, and close, the wrong group).
+  group_table();
   ~group_table();
 
   group open();
@@ -67,6 +70,7 @@ class group_table {
   std::mutex m_mutex;
   std::vector<std::uint32_t> m_free;  // guarded by m_mutex
   std::uint32_t m_used = 0;           // guarded by m_mutex
+  std::uint32_t m_first_generation;   // of every slot of this table
 };
 
 }  // namespace tessera::detail

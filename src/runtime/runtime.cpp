@@ -60,6 +60,7 @@ void runtime::stop() { m_scheduler->stop(); }
 bool runtime::running() const noexcept { return m_scheduler->running(); }
 
 void runtime::discard(task* t) noexcept {
+  if (t == nullptr) return;  // as delete nullptr
 #if defined(TESSERA_DEBUG_CHECKS)
   if (!detail::scheduler::unspawned(t)) {
     std::fputs(
@@ -72,7 +73,10 @@ void runtime::discard(task* t) noexcept {
   m_scheduler->destroy(t);
 }
 
-void runtime::spawn(task* t) { m_scheduler->spawn(t, worker_of(*m_scheduler)); }
+void runtime::spawn(task* t) {
+  if (t == nullptr) throw std::invalid_argument("tessera: spawn of nullptr");
+  m_scheduler->spawn(t, worker_of(*m_scheduler));
+}
 
 group runtime::make_group() { return m_scheduler->make_group(); }
 void runtime::wait(group g) { m_scheduler->wait(g); }

@@ -43,6 +43,10 @@ std::uint8_t weight_of(frequency f) noexcept {
 scheduler::scheduler(runtime& rt, const runtime_options& options)
     : m_runtime(rt), m_options(options), m_start(std::chrono::steady_clock::now()) {
   auto& topo = topology::get();
+  if (options.spin_before_park.count() < 0)
+    throw std::invalid_argument("tessera: runtime_options.spin_before_park must not be negative");
+  if (options.epoch_period.count() < 0)
+    throw std::invalid_argument("tessera: runtime_options.epoch_period must not be negative");
   m_spin_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
@@ -129,6 +133,10 @@ void group_changed_after_spawn() {
       "tessera: annotate(group) on a task that was spawned already: its count is in the group it "
       "was spawned into until it is done; return or spawn a new task annotated with the other "
       "group");
+}
+
+void scheduler::null_task(const char* what) {
+  throw std::invalid_argument(std::string("tessera: ") + what + " of nullptr");
 }
 
 void scheduler::spawn_external(task* t) {
@@ -244,10 +252,18 @@ bool scheduler::wake_a_parked_worker(unsigned except) noexcept {
 
 // ---- groups ------------------------------------------------------------------------------------
 
+bool scheduler::on_own_worker() const noexcept {
+  // A worker of another runtime may block on this one (a runtime made inside a task, say): it
+  // does not hold up any of this runtime's tasks.
+  const worker* w = current_worker();
+  return w != nullptr && w->owner() == this;
+}
+
 void scheduler::wait(group g) {
-  if (current_worker() != nullptr) {
+  if (on_own_worker()) {
     throw std::logic_error(
-        "tessera: runtime::wait(group) called from a worker; use context::when_done instead");
+        "tessera: runtime::wait(group) called from one of its own workers; use "
+        "context::when_done instead");
   }
   if (!m_groups.current(g)) throw std::logic_error("tessera: wait on a stale or unknown group");
   group_slot& s = m_groups.slot(g);
@@ -285,9 +301,15 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
     // group never completed).
     if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
     // The continuation joins the running task's group now, so an outer wait covers it.
-    if (!continuation->m_group.valid() && parent != nullptr)
-      continuation->m_group = parent->m_group;
-    if (continuation->m_group.valid()) m_groups.join(continuation->m_group);
+    const group joins =
+        continuation->m_group.valid() || parent == nullptr ? continuation->m_group : parent->m_group;
+    // In the group it waits for, the continuation would wait for itself.
+    if (joins == g)
+      throw std::logic_error(
+          "tessera: when_done(g, continuation) with the continuation in g (by its annotation, or "
+          "as a task of g, whose continuation joins its group): it would wait for itself");
+    continuation->m_group = joins;
+    if (joins.valid()) m_groups.join(joins);
     continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
     // Counted as spawned now, in its operation's slot, not when the group completes: the group's
     // remaining tasks may belong to other operations (other slots), and the registering task
@@ -378,8 +400,8 @@ bool scheduler::quiescent() const noexcept {
 }
 
 void scheduler::wait_idle() {
-  if (current_worker() != nullptr) {
-    throw std::logic_error("tessera: wait_idle() called from a worker");
+  if (on_own_worker()) {
+    throw std::logic_error("tessera: wait_idle() called from one of its own workers");
   }
   auto pause = std::chrono::microseconds(20);
   while (!quiescent()) {
@@ -434,6 +456,8 @@ void scheduler::free_resource(resource_header* h) noexcept {
 }
 
 void scheduler::retire(resource_header* h) {
+  if (h->retired.exchange(true, std::memory_order_relaxed))
+    throw std::logic_error("tessera: retire_resource of a resource that was retired already");
   {
     const unsigned p = h->pool.load(std::memory_order_relaxed);
     m_pools[p]->weight.fetch_sub(h->weight, std::memory_order_relaxed);
@@ -444,8 +468,14 @@ void scheduler::retire(resource_header* h) {
     return;
   }
   h->retired_epoch = global_epoch();
-  std::lock_guard lock(m_retired_mutex);
-  m_retired_external.push_back(h);
+  {
+    std::lock_guard lock(m_retired_mutex);
+    if (!m_retired_freed) {
+      m_retired_external.push_back(h);
+      return;
+    }
+  }
+  free_resource(h);  // the runtime stopped: no task can read it any more
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
@@ -505,7 +535,7 @@ runtime_statistics scheduler::statistics() const {
 void scheduler::stop() {
   std::lock_guard lock(m_stop_mutex);
   if (m_stopped) return;
-  if (current_worker() != nullptr && &current_worker()->m_sched == this) {
+  if (on_own_worker()) {
     std::fprintf(stderr, "tessera: runtime::stop() called from one of its own workers\n");
     std::abort();
   }
@@ -525,6 +555,7 @@ void scheduler::stop() {
     std::lock_guard rl(m_retired_mutex);
     for (auto* h : m_retired_external) free_resource(h);
     m_retired_external.clear();
+    m_retired_freed = true;  // from now on retire() frees at once
   }
   m_stopped = true;
 }

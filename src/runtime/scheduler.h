@@ -157,6 +157,8 @@ class scheduler {
   group make_group() { return m_groups.open(); }
   void wait(group g);
   void when_done(group g, task* continuation, worker& from);
+  /// The calling thread is one of this runtime's workers (it must not block on this runtime).
+  bool on_own_worker() const noexcept;
   void leave_group(group g, worker* from) noexcept;
   void record_exception(group g, std::exception_ptr e);
   void wait_idle();
@@ -227,6 +229,8 @@ class scheduler {
   /// compiles to no code).
   TESSERA_ALWAYS_INLINE static void require_unspawned(const task* t, const char* what) {
 #if defined(TESSERA_DEBUG_CHECKS)
+    if (t == nullptr) [[unlikely]]
+      null_task(what);
     if (!unspawned(t)) [[unlikely]]
       handed_over_twice(what);
 #else
@@ -235,6 +239,8 @@ class scheduler {
 #endif
   }
   [[noreturn]] static void handed_over_twice(const char* what);
+  /// Throws std::invalid_argument: `what` (spawn, follow-up...) of nullptr.
+  [[noreturn]] static void null_task(const char* what);
 
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
@@ -272,6 +278,7 @@ class scheduler {
 
   std::mutex m_retired_mutex;
   std::vector<resource_header*> m_retired_external;  // retired by non-worker threads
+  bool m_retired_freed = false;  // stop() freed the retired (guarded by m_retired_mutex)
 
   std::mutex m_unhandled_mutex;
   std::vector<std::exception_ptr> m_unhandled;

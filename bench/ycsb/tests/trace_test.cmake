@@ -1,5 +1,6 @@
 # Runs `tessera-bench ycsb` on a small run trace written here.
-#   MODE=good: a valid trace (every verb, keys loaded and not) must pass with status 0.
+#   MODE=good: a valid trace (every verb, keys loaded and not, a scan of 0 entries) must pass
+#              with status 0.
 #   MODE=bad:  line 3 is malformed: status 2 and exactly one stderr line
 #              "tessera-bench: --run-file: <file>:3: <reason>".
 #   cmake -DPROGRAM=tessera-bench -DDIR=/tmp -DMODE=bad -P trace_test.cmake
@@ -8,7 +9,8 @@ set(trace "${DIR}/ycsb_${MODE}_trace.txt")
 if(MODE STREQUAL "good")
   # key_of(0) = 6284781860667377211 and key_of(1) are loaded; 7 and 8 are not.
   file(WRITE "${trace}" "# a comment\nREAD 6284781860667377211\nUPDATE 6284781860667377211\n"
-                        "READ 7\nINSERT 8\nREAD 8\nSCAN 6284781860667377211 10\nRMW 6284781860667377211\n"
+                        "READ 7\nINSERT 8\nREAD 8\nSCAN 6284781860667377211 10\nSCAN 6284781860667377211 0\n"
+                        "RMW 6284781860667377211\n"
                         "DELETE 6284781860667377211\nREAD usertable user8\n")
   separate_arguments(extra UNIX_COMMAND "${EXTRA}")
   execute_process(COMMAND "${PROGRAM}" ycsb --records 100 --run-file "${trace}" --workers 1,2

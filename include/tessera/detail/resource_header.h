@@ -27,6 +27,8 @@ struct alignas(64) resource_header {
   void (*destroy)(void*) = nullptr;  ///< runs the object's destructor
   resource_header* retired_next = nullptr;
   std::uint64_t retired_epoch = 0;
+  /// Set by the first retire (a second one is an error, not a double free).
+  std::atomic<bool> retired{false};
 
   static resource_header* of(const void* object) noexcept {
     return reinterpret_cast<resource_header*>(const_cast<char*>(static_cast<const char*>(object)) -
