@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -200,6 +201,20 @@ int main(int argc, char** argv) {
   const bench::onetbb_workers_joined join_onetbb;  // see onetbb_workers.h
   try {
     b->run(ctx);
+  } catch (const std::bad_alloc&) {
+    finish(report, flags, workers, json);
+    std::fprintf(stderr,
+                 "tessera-bench: %s: FAILED: out of memory: the sizes asked for (records, "
+                 "operations, tasks) need more memory than this process may have\n",
+                 b->name.c_str());
+    return 1;
+  } catch (const std::length_error&) {
+    finish(report, flags, workers, json);
+    std::fprintf(stderr,
+                 "tessera-bench: %s: FAILED: the sizes asked for (records, operations, tasks) are "
+                 "larger than a container can hold\n",
+                 b->name.c_str());
+    return 1;
   } catch (const std::exception& e) {
     finish(report, flags, workers, json);
     std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(), e.what());

@@ -73,7 +73,12 @@ bool parse_value(const flag_definition& def, std::string_view text, flag_values:
             "expected an integer" + (range.empty() ? "" : " " + range) + ", got " + quoted(text);
         return false;
       }
-      if (r == integer_outcome::out_of_range || v < def.min || v > def.max) {
+      if (r == integer_outcome::out_of_range) {
+        problem = "beyond a 64-bit integer" + (range.empty() ? "" : " (must be " + range + ")") +
+                  ", got " + quoted(text);
+        return false;
+      }
+      if (v < def.min || v > def.max) {
         problem = "must be " + range + ", got " + quoted(text);
         return false;
       }
