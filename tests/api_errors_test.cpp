@@ -96,6 +96,15 @@ TEST(api_errors, negative_durations_in_the_options_are_rejected) {
                std::invalid_argument);
 }
 
+TEST(api_errors, a_cpu_the_machine_does_not_have_is_rejected) {
+  try {
+    runtime r({.cpus = {0, 1u << 20}});
+    ADD_FAILURE() << "a runtime on CPU 1048576 was made";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("names CPU 1048576"), std::string::npos) << e.what();
+  }
+}
+
 TESSERA_INSTANTIATE_WORKER_COUNTS(api_errors_test);
 
 }  // namespace

@@ -80,7 +80,8 @@ struct runtime_options {
   /// Number of workers; default: one per CPU the process may run on. Ignored if `cpus` is set.
   /// Worker i runs on default_worker_cpus()[i], wrapping around when there are more workers.
   std::optional<unsigned> workers;
-  /// Explicit OS CPU indices, one worker each, in this order.
+  /// Explicit OS CPU indices, one worker each, in this order. A CPU the machine does not have
+  /// throws std::invalid_argument; one this process may not use runs its worker unpinned.
   std::vector<unsigned> cpus;
   /// Pin each worker to its CPU with hwloc; if the OS refuses, run unpinned (said once on stderr).
   bool pin = true;

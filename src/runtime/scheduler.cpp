@@ -50,6 +50,17 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   m_spin_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
+  {
+    // A CPU the machine does not have is a mistake in the list; one it has but this process may
+    // not use is a refused pin (the worker runs unpinned and says so).
+    const long configured = sysconf(_SC_NPROCESSORS_CONF);
+    for (const unsigned c : cpus) {
+      if (configured > 0 && c >= static_cast<unsigned long>(configured))
+        throw std::invalid_argument("tessera: runtime_options.cpus names CPU " + std::to_string(c) +
+                                    ", but this machine has CPUs 0-" +
+                                    std::to_string(configured - 1));
+    }
+  }
   if (cpus.empty()) {
     const auto& order = topo.worker_order();  // cores before SMT siblings, node by node
     const unsigned n = options.workers.value_or(static_cast<unsigned>(order.size()));
