@@ -297,13 +297,21 @@ parse_result parse_flags(std::span<const flag_definition> defs,
     return result;
   };
 
+  std::string bare_boolean;  // the previous argument, if it was a boolean flag without a value
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
       result.status = parse_status::help;
       return result;
     }
-    if (arg.size() < 3 || !arg.starts_with("--")) return fail(arg, "unexpected argument");
+    if (arg.size() < 3 || !arg.starts_with("--")) {
+      if (!bare_boolean.empty())
+        return fail(arg, "unexpected argument (" + bare_boolean +
+                             " takes yes or no, or no value: " + bare_boolean + ", --no-" +
+                             bare_boolean.substr(2) + ")");
+      return fail(arg, "unexpected argument");
+    }
+    bare_boolean.clear();
 
     std::string_view name = arg.substr(2);
     std::string_view text;
@@ -331,7 +339,11 @@ parse_result parse_flags(std::span<const flag_definition> defs,
     if (!has_value && def->kind == flag_kind::boolean) {
       // `--name` alone is yes; a following yes/no is its value (positional words are errors).
       text = "yes";
-      if (i + 1 < args.size() && (args[i + 1] == "yes" || args[i + 1] == "no")) text = args[++i];
+      if (i + 1 < args.size() && (args[i + 1] == "yes" || args[i + 1] == "no")) {
+        text = args[++i];
+      } else {
+        bare_boolean = flag;
+      }
       has_value = true;
     }
     if (!has_value) {
