@@ -78,7 +78,7 @@ class checker {
 
   bool check_level(const std::vector<const node*>& nodes, std::size_t level,
                    std::vector<const node*>& children) {
-    key_t low = 0;
+    key_type low = 0;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const node* n = nodes[i];
       const std::string at = where(level, i, n);
@@ -90,7 +90,7 @@ class checker {
         fail(at + ": kind " + kind_name(n->kind()) + " does not match its level");
         return false;
       }
-      const key_t high = n->high_key();
+      const key_type high = n->high_key();
       const bool last = i + 1 == nodes.size();
       if (last != (high == key_infinity)) {
         fail(at + (last ? ": the rightmost node's high key is not +infinity"
@@ -115,10 +115,10 @@ class checker {
     return true;
   }
 
-  bool check_keys(const node& n, const std::string& at, key_t low, key_t high) {
+  bool check_keys(const node& n, const std::string& at, key_type low, key_type high) {
     const std::size_t count = n.count();
     for (std::size_t j = 0; j < count; ++j) {
-      const key_t k = n.key(j);
+      const key_type k = n.key(j);
       const std::string key_at = at + ": key[" + std::to_string(j) + "] = " + std::to_string(k);
       if (j > 0 && k <= n.key(j - 1)) {
         fail(key_at + " is not above key[" + std::to_string(j - 1) +
@@ -139,7 +139,7 @@ class checker {
     return true;
   }
 
-  bool check_children(const node& n, const std::string& at, key_t high,
+  bool check_children(const node& n, const std::string& at, key_type high,
                       std::vector<const node*>& children) {
     const std::size_t count = n.count();
     for (std::size_t j = 0; j <= count; ++j) {
@@ -148,7 +148,7 @@ class checker {
         fail(at + ": child " + std::to_string(j) + " is null");
         return false;
       }
-      const key_t bound = j < count ? n.key(j) : high;
+      const key_type bound = j < count ? n.key(j) : high;
       if (c->high_key() != bound) {
         fail(at + ": child " + std::to_string(j) + " has high key " +
              std::to_string(c->high_key()) + ", its parent bounds it by " + std::to_string(bound));

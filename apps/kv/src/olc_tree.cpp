@@ -57,7 +57,7 @@ void free_node(node* n) noexcept {
 }
 
 /// From n (whose low fence is <= k), the node of the same level that covers k, by right links.
-seen covering(node* n, key_t k) noexcept {
+seen covering(node* n, key_type k) noexcept {
   version_t v = lock_of(n).read_begin();
   while (must_move_right(*n, k)) {
     node* next = n->right();
@@ -68,7 +68,7 @@ seen covering(node* n, key_t k) noexcept {
 }
 
 /// The node at `level` that covers k, descending from the root; records the path if asked.
-seen find(const std::atomic<node*>& root, key_t k, std::uint8_t level, path_t* path) noexcept {
+seen find(const std::atomic<node*>& root, key_type k, std::uint8_t level, path_t* path) noexcept {
   // acquire: pairs with the store of a new root; its contents are visible.
   seen s = covering(root.load(std::memory_order_acquire), k);
   for (;;) {
@@ -86,7 +86,7 @@ seen find(const std::atomic<node*>& root, key_t k, std::uint8_t level, path_t* p
 }
 
 /// Locks the node that covers k, starting from s (as returned by find or covering).
-seen lock_covering(seen s, key_t k) noexcept {
+seen lock_covering(seen s, key_type k) noexcept {
   while (!lock_of(s.n).try_lock(s.version)) s = covering(s.n, k);
   return s;
 }
@@ -94,7 +94,7 @@ seen lock_covering(seen s, key_t k) noexcept {
 /// `left` is locked at its version and was just split at `separator` into left | right.
 /// Releases it and adds the separator one level up, splitting upward (or growing a new root)
 /// as needed; returns with no lock held. Allocation failure terminates (noexcept).
-void finish_split(std::atomic<node*>& root, seen left, key_t separator, node* right,
+void finish_split(std::atomic<node*>& root, seen left, key_type separator, node* right,
                   const path_t& path) noexcept {
   for (;;) {
     // relaxed: only the holder of the root's lock replaces the root; if left is it, that is us.
@@ -122,7 +122,7 @@ void finish_split(std::atomic<node*>& root, seen left, key_t separator, node* ri
       return;
     }
     node* parent_right = allocate_node(level);
-    const key_t up = split(*parent.n, *parent_right);
+    const key_type up = split(*parent.n, *parent_right);
     inner_insert(separator < up ? *parent.n : *parent_right, separator, right);
     left = parent;
     separator = up;
@@ -131,10 +131,10 @@ void finish_split(std::atomic<node*>& root, seen left, key_t separator, node* ri
 }
 
 /// `leaf` is locked and full; splits it, inserts (k, v), and publishes the split.
-void split_and_insert(std::atomic<node*>& root, seen leaf, key_t k, value_t v,
+void split_and_insert(std::atomic<node*>& root, seen leaf, key_type k, value_t v,
                       const path_t& path) noexcept {
   node* right = allocate_node(0);
-  const key_t separator = split(*leaf.n, *right);
+  const key_type separator = split(*leaf.n, *right);
   [[maybe_unused]] const insert_result r = leaf_insert(k < separator ? *leaf.n : *right, k, v);
   KV_ASSERT(r == insert_result::inserted, "insert after a split must succeed");
   finish_split(root, leaf, separator, right, path);
@@ -158,7 +158,7 @@ olc_tree::~olc_tree() {
   }
 }
 
-bool olc_tree::insert(key_t k, value_t v) {
+bool olc_tree::insert(key_type k, value_t v) {
   path_t path{};
   const seen leaf = lock_covering(find(m_root, k, 0, &path), k);
   const insert_result r = leaf_insert(*leaf.n, k, v);
@@ -174,7 +174,7 @@ bool olc_tree::insert(key_t k, value_t v) {
   return true;
 }
 
-std::optional<value_t> olc_tree::lookup(key_t k) const {
+std::optional<value_t> olc_tree::lookup(key_type k) const {
   seen s = find(m_root, k, 0, nullptr);
   for (;;) {
     const std::optional<value_t> result = leaf_lookup(*s.n, k);
@@ -183,7 +183,7 @@ std::optional<value_t> olc_tree::lookup(key_t k) const {
   }
 }
 
-bool olc_tree::update(key_t k, value_t v) {
+bool olc_tree::update(key_type k, value_t v) {
   const seen leaf = lock_covering(find(m_root, k, 0, nullptr), k);
   if (leaf_update(*leaf.n, k, v)) {
     lock_of(leaf.n).unlock(leaf.version);
@@ -193,7 +193,7 @@ bool olc_tree::update(key_t k, value_t v) {
   return false;
 }
 
-void olc_tree::upsert(key_t k, value_t v) {
+void olc_tree::upsert(key_type k, value_t v) {
   path_t path{};
   const seen leaf = lock_covering(find(m_root, k, 0, &path), k);
   if (leaf_upsert(*leaf.n, k, v) != upsert_result::full) {
@@ -203,7 +203,7 @@ void olc_tree::upsert(key_t k, value_t v) {
   split_and_insert(m_root, leaf, k, v, path);
 }
 
-bool olc_tree::remove(key_t k) {
+bool olc_tree::remove(key_type k) {
   const seen leaf = lock_covering(find(m_root, k, 0, nullptr), k);
   if (leaf_remove(*leaf.n, k)) {
     lock_of(leaf.n).unlock(leaf.version);
@@ -213,14 +213,14 @@ bool olc_tree::remove(key_t k) {
   return false;
 }
 
-std::size_t olc_tree::scan(key_t from, std::size_t max_count, entry* out) const {
+std::size_t olc_tree::scan(key_type from, std::size_t max_count, entry* out) const {
   if (max_count == 0) return 0;
   seen s = find(m_root, from, 0, nullptr);
   std::size_t produced = 0;
-  key_t k = from;  // every key below k has been produced or does not exist
+  key_type k = from;  // every key below k has been produced or does not exist
   for (;;) {
     const std::size_t got = leaf_scan(*s.n, k, out + produced, max_count - produced);
-    const key_t high = s.n->high_key();
+    const key_type high = s.n->high_key();
     node* next = s.n->right();
     if (!lock_of(s.n).validate(s.version)) {
       s = covering(s.n, k);  // overwrite what this attempt wrote

@@ -63,7 +63,7 @@ constexpr std::uint8_t max_right_moves = 2;
 /// since; walking that run costs one execution, and one trip through the queue, per leaf,
 /// while a fresh descent costs the height. Only for targets on level 0, which the root always
 /// reaches.
-bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std::uint8_t level,
+bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_type k, std::uint8_t level,
                   access mode, node** parent = nullptr,
                   std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
@@ -105,7 +105,7 @@ bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_t k, std
 /// covering `sep` (inner nodes are never freed).
 class link_task final : public tessera::task {
  public:
-  link_task(task_tree* tree, node* left, key_t sep, node* right, std::uint8_t child_level)
+  link_task(task_tree* tree, node* left, key_type sep, node* right, std::uint8_t child_level)
       : m_tree(tree), m_left(left), m_right(right), m_sep(sep), m_level(child_level) {
     // High: until the parent holds the separator, operations routed to `left` for keys now in
     // `right` take a detour; behind the queued operations the link would wait for all of them.
@@ -125,7 +125,7 @@ class link_task final : public tessera::task {
       return nullptr;
     }
     node* sibling = m_tree->make_node(n->kind(), n->level());
-    const key_t up = split(*n, *sibling);
+    const key_type up = split(*n, *sibling);
     inner_insert(m_sep < up ? *n : *sibling, m_sep, m_right);
     // Continue one level up with the new split, from the root.
     m_left = n;
@@ -160,14 +160,14 @@ class link_task final : public tessera::task {
   task_tree* m_tree;
   node* m_left;
   node* m_right;
-  key_t m_sep;
+  key_type m_sep;
   std::uint8_t m_level;
 };
 
 /// Removes an empty leaf (see kv/task_tree.h): unhook from the parent, kill, merge, retire.
 class unlink_task final : public tessera::task {
  public:
-  unlink_task(task_tree* tree, node* leaf, key_t key) : m_tree(tree), m_leaf(leaf), m_key(key) {}
+  unlink_task(task_tree* tree, node* leaf, key_type key) : m_tree(tree), m_leaf(leaf), m_key(key) {}
 
   tessera::task* execute(tessera::context&) override {
     switch (m_phase) {
@@ -233,8 +233,8 @@ class unlink_task final : public tessera::task {
   task_tree* m_tree;
   node* m_leaf;
   node* m_left = nullptr;
-  key_t m_key;
-  key_t m_sep = 0;
+  key_type m_key;
+  key_type m_sep = 0;
   phase m_phase = phase::unhook;
 };
 
@@ -247,7 +247,7 @@ class op_task final : public tessera::task {
     request& r = *m_req;
     node* n = node_of(*this);
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
-    const key_t k = r.type == request_type::scan ? r.scan_from : r.key;
+    const key_type k = r.type == request_type::scan ? r.scan_from : r.key;
     if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read, &m_parent,
                       &m_right_moves))
       return this;
@@ -268,7 +268,7 @@ class op_task final : public tessera::task {
         const std::size_t want = r.scan_count - r.scanned;
         const std::size_t got = leaf_scan(*n, k, r.scan_out + r.scanned, want);
         node* next = n->right();
-        const key_t high = n->high_key();
+        const key_type high = n->high_key();
         if (!ctx.validate()) return nullptr;
         r.scanned += static_cast<std::uint32_t>(got);
         if (r.scanned < r.scan_count && next != nullptr && high != key_infinity) {
@@ -314,7 +314,7 @@ class op_task final : public tessera::task {
       }
     }
     node* right = m_tree->make_node(node_kind::leaf, 0);
-    const key_t sep = split(leaf, *right);
+    const key_type sep = split(leaf, *right);
     const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
     (void)i;  // absent before the split, so inserted now
     r.status = request_status::ok;

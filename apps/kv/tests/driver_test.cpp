@@ -58,7 +58,7 @@ void expect_builds_tree(Driver& driver) {
   // A mixed batch: even indices update, odd indices look up; per-worker hit counters.
   std::vector<std::size_t> hits(driver.threads() * 8);  // padded: 8 counters per line
   driver.run(n, [&](std::size_t i, worker_id w) {
-    const key_t k = test::spread(i);
+    const key_type k = test::spread(i);
     if (i % 2 == 0) {
       if (tree.update(k, test::value_for(k, 2))) ++hits[8 * to_index(w)];
     } else if (tree.lookup(k) == test::value_for(k, 1)) {
@@ -69,7 +69,7 @@ void expect_builds_tree(Driver& driver) {
   for (std::size_t h : hits) total += h;
   EXPECT_EQ(total, n);
   for (std::size_t i = 0; i < n; ++i) {
-    const key_t k = test::spread(i);
+    const key_type k = test::spread(i);
     ASSERT_EQ(tree.lookup(k), test::value_for(k, i % 2 == 0 ? 2 : 1));
   }
 }

@@ -15,7 +15,8 @@ namespace kv::test {
 enum class point_op { insert, update, upsert, remove, lookup };
 
 template <class Tree>
-void apply_point_op(Tree& tree, std::map<key_t, value_t>& model, point_op op, key_t k, value_t v) {
+void apply_point_op(Tree& tree, std::map<key_type, value_t>& model, point_op op, key_type k,
+                    value_t v) {
   switch (op) {
     case point_op::insert:
       ASSERT_EQ(tree.insert(k, v), model.emplace(k, v).second) << "insert " << k;

@@ -18,9 +18,9 @@ namespace {
 std::unique_ptr<node> make_leaf() { return std::make_unique<node>(node_kind::leaf, 0); }
 
 /// A leaf holding `keys` (sorted, unique) with value = key * 10.
-std::unique_ptr<node> leaf_with(const std::vector<key_t>& keys) {
+std::unique_ptr<node> leaf_with(const std::vector<key_type>& keys) {
   auto n = make_leaf();
-  for (key_t k : keys) EXPECT_EQ(leaf_insert(*n, k, k * 10), insert_result::inserted);
+  for (key_type k : keys) EXPECT_EQ(leaf_insert(*n, k, k * 10), insert_result::inserted);
   return n;
 }
 
@@ -54,10 +54,10 @@ TEST(NodeLayout, FreshNodeCoversEverything) {
 TEST(NodeOps, LowerAndUpperBoundMatchTheStandardAlgorithms) {
   std::mt19937_64 rng(1);
   for (std::size_t len = 0; len <= node::leaf_capacity; ++len) {
-    std::vector<key_t> keys;
+    std::vector<key_type> keys;
     for (std::size_t i = 0; i < len; ++i) keys.push_back(10 * i + 5 + (rng() % 3));
     const auto n = leaf_with(keys);
-    for (key_t probe = 0; probe < 10 * len + 20; ++probe) {
+    for (key_type probe = 0; probe < 10 * len + 20; ++probe) {
       const auto lb = static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), probe) -
                                                keys.begin());
       const auto ub = static_cast<std::size_t>(std::upper_bound(keys.begin(), keys.end(), probe) -
@@ -70,10 +70,10 @@ TEST(NodeOps, LowerAndUpperBoundMatchTheStandardAlgorithms) {
 
 TEST(NodeOps, LeafInsertKeepsOrderAndReportsExistsAndFull) {
   auto n = make_leaf();
-  std::vector<key_t> keys;
+  std::vector<key_type> keys;
   for (std::size_t i = 0; i < node::leaf_capacity; ++i) keys.push_back(i * 7 + 1);
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(2));
-  for (key_t k : keys) ASSERT_EQ(leaf_insert(*n, k, k * 10), insert_result::inserted);
+  for (key_type k : keys) ASSERT_EQ(leaf_insert(*n, k, k * 10), insert_result::inserted);
   EXPECT_EQ(leaf_insert(*n, keys[3], 0), insert_result::exists);
   EXPECT_EQ(leaf_insert(*n, 2, 20), insert_result::full);
   EXPECT_TRUE(is_full(*n));
@@ -106,7 +106,7 @@ TEST(NodeOps, LeafLookupUpdateUpsertRemove) {
 
 TEST(NodeOps, LeafUpsertReportsFull) {
   auto n = make_leaf();
-  for (key_t k = 0; k < node::leaf_capacity; ++k)
+  for (key_type k = 0; k < node::leaf_capacity; ++k)
     ASSERT_EQ(leaf_upsert(*n, k, k), upsert_result::inserted);
   EXPECT_EQ(leaf_upsert(*n, 0, 7), upsert_result::updated);
   EXPECT_EQ(leaf_upsert(*n, 1000, 7), upsert_result::full);
@@ -132,11 +132,11 @@ TEST(NodeOps, LeafSplitMovesTheUpperHalfAndLinksTheSibling) {
   auto far_right = make_leaf();
   left->set_high_key(100000);
   left->set_right(far_right.get());
-  for (key_t k = 1; leaf_insert(*left, k * 2, k) == insert_result::inserted; ++k) {
+  for (key_type k = 1; leaf_insert(*left, k * 2, k) == insert_result::inserted; ++k) {
   }
   auto right = make_leaf();
   const std::size_t before = left->count();
-  const key_t sep = split(*left, *right);
+  const key_type sep = split(*left, *right);
   EXPECT_EQ(left->count() + right->count(), before);
   EXPECT_EQ(left->count(), before / 2);
   EXPECT_EQ(sep, right->key(0));
@@ -183,7 +183,7 @@ TEST(NodeOps, InnerSplitHandsTheMiddleSeparatorUp) {
   ASSERT_TRUE(is_full(left));
   node right(node_kind::branch, 1);
   const std::size_t count = left.count();
-  const key_t up = split(left, right);
+  const key_type up = split(left, right);
   const std::size_t mid = count / 2;
   EXPECT_EQ(up, 10 * (mid + 1));
   EXPECT_EQ(left.count(), mid);
@@ -193,7 +193,7 @@ TEST(NodeOps, InnerSplitHandsTheMiddleSeparatorUp) {
   EXPECT_EQ(left.right(), &right);
   // Every child is still reachable from exactly one side, in order.
   for (std::size_t i = 0; i <= count; ++i) {
-    const key_t probe = 10 * i + 5;
+    const key_type probe = 10 * i + 5;
     const node* expected = leaves[i].get();
     EXPECT_EQ(must_move_right(left, probe) ? child_for(right, probe) : child_for(left, probe),
               expected)
@@ -205,7 +205,7 @@ TEST(NodeOps, RacingReaderStaysInsideTheNode) {
   // A reader may see any count (a torn snapshot); the accessors clamp it to the capacity.
   // set_count() rejects such values, so poke the field (bytes 2-3 of the body, see node.h).
   auto n = make_leaf();
-  for (key_t k = 0; k < 5; ++k) ASSERT_EQ(leaf_insert(*n, k, k), insert_result::inserted);
+  for (key_type k = 0; k < 5; ++k) ASSERT_EQ(leaf_insert(*n, k, k), insert_result::inserted);
   store_relaxed(*reinterpret_cast<std::uint16_t*>(reinterpret_cast<std::byte*>(n.get()) + 2),
                 std::uint16_t{60000});
   EXPECT_EQ(n->count(), node::leaf_capacity);

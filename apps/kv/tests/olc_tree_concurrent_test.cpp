@@ -46,16 +46,16 @@ class OlcTreeConcurrent : public ::testing::TestWithParam<unsigned> {};
 TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
   const unsigned threads = GetParam();
   const std::size_t ops_per_thread = 80'000 * test::scale / threads;
-  const key_t keys_per_thread = 16'000 * test::scale / threads;
+  const key_type keys_per_thread = 16'000 * test::scale / threads;
   olc_tree tree;
-  std::vector<std::map<key_t, value_t>> models(threads);
+  std::vector<std::map<key_type, value_t>> models(threads);
   run_threads(threads, [&](unsigned t) {
-    std::map<key_t, value_t>& model = models[t];
+    std::map<key_type, value_t>& model = models[t];
     std::mt19937_64 rng(1000 + t);
     std::vector<entry> got(48);
     auto own_key = [&] { return (rng() % keys_per_thread) * threads + t; };
     for (std::size_t i = 0; i < ops_per_thread; ++i) {
-      const key_t k = own_key();
+      const key_type k = own_key();
       const value_t v = value_for(k, static_cast<std::uint32_t>(i));
       // 20% insert, 10% update, 10% upsert, 20% remove, 10% scan (draw 6), 30% lookup.
       static constexpr point_op mix[10] = {
@@ -66,7 +66,7 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
         case 6: {
           // The scan sees everyone's keys: ascending, legal values, and exactly our own keys
           // in the range it covers.
-          const key_t from = rng() % (keys_per_thread * threads);
+          const key_type from = rng() % (keys_per_thread * threads);
           const std::size_t want = 1 + rng() % got.size();
           const std::size_t n = tree.scan(from, want, got.data());
           ASSERT_LE(n, want);
@@ -95,7 +95,7 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
       }
     }
   });
-  std::map<key_t, value_t> all;
+  std::map<key_type, value_t> all;
   for (const auto& m : models) all.insert(m.begin(), m.end());
   expect_consistent(tree, all.size());
   std::vector<entry> got(all.size() + 1);
@@ -113,15 +113,15 @@ TEST_P(OlcTreeConcurrent, DifferentialOnInterleavedPartitions) {
 // values.
 TEST_P(OlcTreeConcurrent, ReadersSeeConsistentDataDuringSplits) {
   const unsigned readers = std::max(2u, GetParam() / 2);
-  const key_t evens = 4'000 * test::scale;
+  const key_type evens = 4'000 * test::scale;
   olc_tree tree;
-  for (key_t i = 0; i < evens; ++i) ASSERT_TRUE(tree.insert(2 * i, value_for(2 * i, 0)));
+  for (key_type i = 0; i < evens; ++i) ASSERT_TRUE(tree.insert(2 * i, value_for(2 * i, 0)));
   std::atomic<unsigned> writers_left{2};
   run_threads(2 + readers, [&](unsigned t) {
     if (t < 2) {
       // Writer 0 inserts odd keys ascending, writer 1 descending; both re-stamp even keys.
-      for (key_t i = 0; i < evens; ++i) {
-        const key_t odd = 2 * (t == 0 ? i : evens - 1 - i) + 1;
+      for (key_type i = 0; i < evens; ++i) {
+        const key_type odd = 2 * (t == 0 ? i : evens - 1 - i) + 1;
         tree.insert(odd, value_for(odd, 1));
         if (i % 4 == 0) tree.upsert(2 * (i / 2), value_for(2 * (i / 2), 2 + t));
       }
@@ -133,7 +133,7 @@ TEST_P(OlcTreeConcurrent, ReadersSeeConsistentDataDuringSplits) {
     // Keep reading until both writers are done (and at least a few rounds).
     for (std::size_t round = 0; round < 50 || writers_left.load() > 0; ++round) {
       for (int j = 0; j < 20; ++j) {
-        const key_t k = rng() % (2 * evens);
+        const key_type k = rng() % (2 * evens);
         const std::optional<value_t> found = tree.lookup(k);
         if (k % 2 == 0) {
           ASSERT_TRUE(found.has_value()) << "preloaded key " << k << " missing";
@@ -142,9 +142,9 @@ TEST_P(OlcTreeConcurrent, ReadersSeeConsistentDataDuringSplits) {
           ASSERT_EQ(key_of_value(*found), k);
         }
       }
-      const key_t from = rng() % (2 * evens);
+      const key_type from = rng() % (2 * evens);
       const std::size_t n = tree.scan(from, got.size(), got.data());
-      key_t next_even = from + from % 2;
+      key_type next_even = from + from % 2;
       for (std::size_t j = 0; j < n; ++j) {
         ASSERT_GE(got[j].key, from);
         if (j > 0) {
@@ -171,14 +171,14 @@ TEST_P(OlcTreeConcurrent, ContendedInsertsOfTheSameKeys) {
   olc_tree tree;
   std::atomic<std::size_t> wins{0};
   run_threads(threads, [&](unsigned t) {
-    std::vector<key_t> keys(n);
+    std::vector<key_type> keys(n);
     for (std::size_t i = 0; i < n; ++i) keys[i] = test::spread(i);
     std::shuffle(keys.begin(), keys.end(), std::mt19937_64(t));
     std::size_t mine = 0;
-    for (key_t k : keys) mine += tree.insert(k, value_for(k, t)) ? 1 : 0;
+    for (key_type k : keys) mine += tree.insert(k, value_for(k, t)) ? 1 : 0;
     // Hot keys: everyone updates the same few, which share one or two leaves.
     for (std::size_t i = 0; i < 2'000; ++i) {
-      const key_t k = keys[i % 16];
+      const key_type k = keys[i % 16];
       if (i % 2 == 0) {
         tree.upsert(k, value_for(k, t));
       } else {
@@ -199,21 +199,21 @@ TEST_P(OlcTreeConcurrent, ContendedInsertsOfTheSameKeys) {
 // Fill, remove everything, refill; each phase concurrent on interleaved partitions.
 TEST_P(OlcTreeConcurrent, RemoveEverythingThenRefill) {
   const unsigned threads = GetParam();
-  const key_t n = 12'000 * test::scale;
+  const key_type n = 12'000 * test::scale;
   olc_tree tree;
   auto phase = [&](auto op) {
     run_threads(threads, [&](unsigned t) {
-      for (key_t i = t; i < n; i += threads) op(test::spread(i));
+      for (key_type i = t; i < n; i += threads) op(test::spread(i));
     });
   };
-  phase([&](key_t k) { ASSERT_TRUE(tree.insert(k, value_for(k, 1))); });
+  phase([&](key_type k) { ASSERT_TRUE(tree.insert(k, value_for(k, 1))); });
   expect_consistent(tree, n);
-  phase([&](key_t k) { ASSERT_TRUE(tree.remove(k)); });
+  phase([&](key_type k) { ASSERT_TRUE(tree.remove(k)); });
   expect_consistent(tree, 0);
-  phase([&](key_t k) { ASSERT_TRUE(tree.insert(k, value_for(k, 2))); });
+  phase([&](key_type k) { ASSERT_TRUE(tree.insert(k, value_for(k, 2))); });
   expect_consistent(tree, n);
-  for (key_t i = 0; i < n; ++i) {
-    const key_t k = test::spread(i);
+  for (key_type i = 0; i < n; ++i) {
+    const key_type k = test::spread(i);
     ASSERT_EQ(tree.lookup(k), value_for(k, 2));
   }
 }

@@ -35,7 +35,7 @@ std::vector<entry> all_entries(const olc_tree& tree) {
   return out;
 }
 
-void expect_equal(const olc_tree& tree, const std::map<key_t, value_t>& model) {
+void expect_equal(const olc_tree& tree, const std::map<key_type, value_t>& model) {
   const std::vector<entry> got = all_entries(tree);
   ASSERT_EQ(got.size(), model.size());
   auto it = model.begin();
@@ -78,7 +78,7 @@ TEST(OlcTree, BasicOperations) {
 
 TEST(OlcTree, ExtremeKeys) {
   olc_tree tree;
-  for (key_t k = 0; k < 3 * node::leaf_capacity; ++k) ASSERT_TRUE(tree.insert(k * 1000, k));
+  for (key_type k = 0; k < 3 * node::leaf_capacity; ++k) ASSERT_TRUE(tree.insert(k * 1000, k));
   EXPECT_TRUE(tree.insert(key_infinity, 1));
   EXPECT_TRUE(tree.insert(key_infinity - 1, 2));
   EXPECT_FALSE(tree.insert(key_infinity, 3));
@@ -103,7 +103,7 @@ TEST(OlcTree, RootSplitsGrowThreeAndMoreLevels) {
   }
   expect_consistent(tree);
   EXPECT_EQ(tree.size(), n);
-  for (key_t k = 0; k < n; ++k) ASSERT_EQ(tree.lookup(k), k * 3);
+  for (key_type k = 0; k < n; ++k) ASSERT_EQ(tree.lookup(k), k * 3);
   EXPECT_EQ(tree.lookup(n), std::nullopt);
 }
 
@@ -114,11 +114,11 @@ TEST(OlcTree, DescendingAndRandomInsertOrders) {
   expect_consistent(down);
   EXPECT_EQ(down.size(), n);
   olc_tree random;
-  std::vector<key_t> keys;
+  std::vector<key_type> keys;
   for (std::size_t i = 0; i < n; ++i) keys.push_back(test::mix(i));
-  for (key_t k : keys) ASSERT_TRUE(random.insert(k, k ^ 1));
+  for (key_type k : keys) ASSERT_TRUE(random.insert(k, k ^ 1));
   expect_consistent(random);
-  for (key_t k : keys) ASSERT_EQ(random.lookup(k), k ^ 1);
+  for (key_type k : keys) ASSERT_EQ(random.lookup(k), k ^ 1);
   if constexpr (node_bytes <= 1024) {
     EXPECT_GE(random.height(), 3u);
   }
@@ -127,7 +127,7 @@ TEST(OlcTree, DescendingAndRandomInsertOrders) {
 TEST(OlcTree, ScanAcrossLeaves) {
   olc_tree tree;
   const std::size_t n = 2'000;
-  for (key_t k = 0; k < n; ++k) ASSERT_TRUE(tree.insert(2 * k + 1, k));  // odd keys
+  for (key_type k = 0; k < n; ++k) ASSERT_TRUE(tree.insert(2 * k + 1, k));  // odd keys
   std::vector<entry> out(300);
   // From an absent key, across many leaves, limited by max_count.
   ASSERT_EQ(tree.scan(100, 300, out.data()), 300u);
@@ -141,13 +141,13 @@ TEST(OlcTree, ScanAcrossLeaves) {
 
 TEST(OlcTree, SequentialDifferentialAgainstStdMap) {
   olc_tree tree;
-  std::map<key_t, value_t> model;
+  std::map<key_type, value_t> model;
   std::mt19937_64 rng(42);
   const std::size_t ops = 40'000 * test::scale;
-  const key_t key_space = 8'000 * test::scale;  // dense enough for hits, splits and removes
+  const key_type key_space = 8'000 * test::scale;  // dense enough for hits, splits and removes
   std::vector<entry> got(64);
   for (std::size_t i = 0; i < ops; ++i) {
-    const key_t k = rng() % key_space;
+    const key_type k = rng() % key_space;
     const value_t v = rng();
     // 25% insert, 12.5% update, upsert, remove, scan (draw 5), 25% lookup.
     static constexpr point_op mix[8] = {point_op::insert, point_op::insert, point_op::update,
@@ -179,12 +179,12 @@ TEST(OlcTree, SequentialDifferentialAgainstStdMap) {
 TEST(OlcTree, RemoveEverythingThenRefill) {
   olc_tree tree;
   const std::size_t n = 6'000 * test::scale;
-  std::vector<key_t> keys;
+  std::vector<key_type> keys;
   for (std::size_t i = 0; i < n; ++i) keys.push_back(test::mix(i) >> 1);
-  for (key_t k : keys) ASSERT_TRUE(tree.insert(k, 1));
+  for (key_type k : keys) ASSERT_TRUE(tree.insert(k, 1));
   const std::size_t height = tree.height();
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(3));
-  for (key_t k : keys) ASSERT_TRUE(tree.remove(k));
+  for (key_type k : keys) ASSERT_TRUE(tree.remove(k));
   EXPECT_EQ(tree.size(), 0u);
   entry out[2];
   EXPECT_EQ(tree.scan(0, 2, out), 0u);
@@ -193,8 +193,8 @@ TEST(OlcTree, RemoveEverythingThenRefill) {
   EXPECT_EQ(empty.stats.keys, 0u);
   EXPECT_EQ(empty.stats.empty_leaves, empty.stats.leaves) << "removal keeps empty leaves";
   EXPECT_EQ(tree.height(), height) << "removal does not shrink the tree";
-  for (key_t k : keys) ASSERT_TRUE(tree.insert(k, 2));
-  for (key_t k : keys) ASSERT_EQ(tree.lookup(k), 2u);
+  for (key_type k : keys) ASSERT_TRUE(tree.insert(k, 2));
+  for (key_type k : keys) ASSERT_EQ(tree.lookup(k), 2u);
   expect_consistent(tree);
   EXPECT_EQ(tree.size(), n);
 }

@@ -43,7 +43,8 @@ void run_all(tessera::runtime& rt, kv::task_tree& tree, std::vector<kv::request>
   ASSERT_EQ(state.pending.load(std::memory_order_acquire), 0u);
 }
 
-void expect_consistent(const kv::task_tree& tree, const std::map<kv::key_t, kv::value_t>& model) {
+void expect_consistent(const kv::task_tree& tree,
+                       const std::map<kv::key_type, kv::value_t>& model) {
   const kv::check_result check = kv::check_tree(tree.root());
   ASSERT_TRUE(check.ok) << check.message;
   ASSERT_EQ(tree.size(), model.size());
@@ -51,7 +52,7 @@ void expect_consistent(const kv::task_tree& tree, const std::map<kv::key_t, kv::
 
 /// Every entry of the tree, via one long scan, equals the model.
 void expect_equal_contents(tessera::runtime& rt, kv::task_tree& tree,
-                           const std::map<kv::key_t, kv::value_t>& model) {
+                           const std::map<kv::key_type, kv::value_t>& model) {
   std::vector<kv::entry> out(model.size() + 1);
   std::vector<kv::request> scan(1);
   scan[0].type = kv::request_type::scan;
@@ -84,13 +85,13 @@ class task_tree_test : public testing::TestWithParam<sync_case> {};
 TEST_P(task_tree_test, differential_against_std_map_under_concurrency) {
   tessera::runtime rt({.workers = GetParam().workers});
   kv::task_tree tree(rt, {.sync = GetParam().sync});
-  std::map<kv::key_t, kv::value_t> model;
+  std::map<kv::key_type, kv::value_t> model;
   std::mt19937_64 rng(42);
   const std::size_t keys = 3000 * scale;
   // Rounds of concurrent requests on distinct keys (so the model's outcome is determined),
   // mixing every operation; lookups and scans of keys untouched in the round are checked.
   for (int round = 0; round < 6; ++round) {
-    std::vector<kv::key_t> order(keys);
+    std::vector<kv::key_type> order(keys);
     for (std::size_t i = 0; i < keys; ++i) order[i] = i * 7 + 1;
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<kv::request> reqs(keys / 2);
@@ -113,7 +114,7 @@ TEST_P(task_tree_test, differential_against_std_map_under_concurrency) {
           break;
       }
     }
-    const std::map<kv::key_t, kv::value_t> before = model;
+    const std::map<kv::key_type, kv::value_t> before = model;
     run_all(rt, tree, reqs);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
       const kv::request& r = reqs[i];
@@ -158,7 +159,7 @@ TEST_P(task_tree_test, differential_against_std_map_under_concurrency) {
 TEST_P(task_tree_test, root_splits_and_delete_to_empty_then_refill) {
   tessera::runtime rt({.workers = GetParam().workers});
   kv::task_tree tree(rt, {.sync = GetParam().sync});
-  std::map<kv::key_t, kv::value_t> model;
+  std::map<kv::key_type, kv::value_t> model;
   const std::size_t n = 6000 * scale;  // several levels with ~58 keys a leaf
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<kv::request> ins(n);
@@ -225,7 +226,7 @@ TEST_P(task_tree_test, scans_cross_leaves_during_concurrent_splits) {
   run_all(rt, tree, mixed);
   for (auto& r : mixed) {
     if (r.type != kv::request_type::scan) continue;
-    kv::key_t expect_even = r.key;
+    kv::key_type expect_even = r.key;
     for (std::uint32_t j = 0; j < r.scanned; ++j) {
       const kv::entry e = r.scan_out[j];
       ASSERT_EQ(e.key, e.value);
@@ -272,7 +273,7 @@ TEST(task_tree, inserts_in_flight_at_once_take_a_few_descents_each) {
   const std::size_t n = 20'000 * scale;
   std::vector<kv::request> reqs(n);
   std::mt19937_64 rng(7);
-  std::map<kv::key_t, kv::value_t> model;
+  std::map<kv::key_type, kv::value_t> model;
   batch_state state;
   state.pending.store(n);
   for (auto& r : reqs) {

@@ -47,10 +47,10 @@ inline constexpr std::size_t scale = 4;
 
 /// A value that names its key: value_for(k, stamp) decodes back to k with key_of_value.
 /// Keys in the tests stay below 2^40.
-[[nodiscard]] constexpr value_t value_for(key_t k, std::uint32_t stamp) noexcept {
+[[nodiscard]] constexpr value_t value_for(key_type k, std::uint32_t stamp) noexcept {
   return (k << 24) | (stamp & 0xFFFFFFu);
 }
-[[nodiscard]] constexpr key_t key_of_value(value_t v) noexcept { return v >> 24; }
+[[nodiscard]] constexpr key_type key_of_value(value_t v) noexcept { return v >> 24; }
 
 /// splitmix64: a cheap, well-mixed stream for test keys.
 [[nodiscard]] constexpr std::uint64_t mix(std::uint64_t x) noexcept {
@@ -61,7 +61,7 @@ inline constexpr std::size_t scale = 4;
 }
 
 /// Distinct keys below 2^40 in a scattered order: i -> i * odd constant mod 2^40 is a bijection.
-[[nodiscard]] constexpr key_t spread(std::uint64_t i) noexcept {
+[[nodiscard]] constexpr key_type spread(std::uint64_t i) noexcept {
   return (i * 0x9E3779B97F4A7C15ull) & ((std::uint64_t{1} << 40) - 1);
 }
 

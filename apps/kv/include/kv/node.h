@@ -62,12 +62,12 @@
 
 namespace kv {
 
-using key_t = std::uint64_t;
+using key_type = std::uint64_t;
 using value_t = std::uint64_t;
 
 /// One key-value pair, the unit of scans.
 struct entry {
-  key_t key;
+  key_type key;
   value_t value;
   friend bool operator==(const entry&, const entry&) = default;
 };
@@ -76,7 +76,7 @@ inline constexpr std::size_t node_bytes = KV_NODE_BYTES;
 inline constexpr std::size_t header_bytes = 64;
 inline constexpr std::size_t body_bytes = node_bytes - header_bytes;
 /// High key of the rightmost node of each level: the range extends to +infinity.
-inline constexpr key_t key_infinity = std::numeric_limits<key_t>::max();
+inline constexpr key_type key_infinity = std::numeric_limits<key_type>::max();
 
 static_assert(node_bytes % header_bytes == 0, "KV_NODE_BYTES must be a multiple of 64");
 static_assert(node_bytes >= 256, "KV_NODE_BYTES must be at least 256");
@@ -108,10 +108,10 @@ class alignas(header_bytes) node {
  public:
   /// kind, level, count, reserved, high key, right: the first 24 bytes of the first line.
   static constexpr std::size_t meta_bytes = 24;
-  static constexpr std::size_t leaf_capacity = (body_bytes - meta_bytes) / (2 * sizeof(key_t));
+  static constexpr std::size_t leaf_capacity = (body_bytes - meta_bytes) / (2 * sizeof(key_type));
   /// Separators; an inner node has one child more.
   static constexpr std::size_t inner_capacity =
-      (body_bytes - meta_bytes - sizeof(std::uint64_t)) / (2 * sizeof(key_t));
+      (body_bytes - meta_bytes - sizeof(std::uint64_t)) / (2 * sizeof(key_type));
   static constexpr std::size_t slot_count = std::max(leaf_capacity, inner_capacity + 1);
 
   /// An empty node covering [low, +infinity) with no right sibling; the low fence is implicit.
@@ -139,8 +139,8 @@ class alignas(header_bytes) node {
   }
 
   /// Exclusive upper bound of the node's range; key_infinity means +infinity.
-  [[nodiscard]] key_t high_key() const noexcept { return load_relaxed(m_high_key); }
-  void set_high_key(key_t high) noexcept { store_relaxed(m_high_key, high); }
+  [[nodiscard]] key_type high_key() const noexcept { return load_relaxed(m_high_key); }
+  void set_high_key(key_type high) noexcept { store_relaxed(m_high_key, high); }
 
   /// A leaf unlinked by kv::task_tree's delete protocol: its range moved to the node
   /// `forward()` (stored in slot 0) or to a node right of it. Never cleared.
@@ -158,11 +158,11 @@ class alignas(header_bytes) node {
   [[nodiscard]] node* right() const noexcept { return load_relaxed(m_right); }
   void set_right(node* right) noexcept { store_relaxed(m_right, right); }
 
-  [[nodiscard]] key_t key(std::size_t i) const noexcept {
+  [[nodiscard]] key_type key(std::size_t i) const noexcept {
     KV_ASSERT(i < leaf_capacity, "key index out of range");
     return load_relaxed(m_keys[i]);
   }
-  void set_key(std::size_t i, key_t k) noexcept {
+  void set_key(std::size_t i, key_type k) noexcept {
     KV_ASSERT(i < leaf_capacity, "key index out of range");
     store_relaxed(m_keys[i], k);
   }
@@ -192,9 +192,9 @@ class alignas(header_bytes) node {
   std::uint8_t m_level;
   std::uint16_t m_count = 0;
   std::uint32_t m_reserved = 0;
-  key_t m_high_key = key_infinity;
+  key_type m_high_key = key_infinity;
   node* m_right = nullptr;
-  key_t m_keys[leaf_capacity] = {};
+  key_type m_keys[leaf_capacity] = {};
   /// Values of a leaf, or child pointers of an inner node (as integers: one array, no union).
   std::uint64_t m_slots[slot_count] = {};
 };

@@ -13,8 +13,9 @@
 // the caller's version check afterwards succeeds. No function here orders memory.
 //
 //   kv::node leaf(kv::node_kind::leaf, 0), right(kv::node_kind::leaf, 0);
-//   for (kv::key_t k = 1; kv::leaf_insert(leaf, k, k * 10) == kv::insert_result::inserted; ++k) {}
-//   const kv::key_t sep = kv::split(leaf, right);   // leaf = [0, sep), right = [sep, +inf)
+//   for (kv::key_type k = 1;
+//        kv::leaf_insert(leaf, k, k * 10) == kv::insert_result::inserted; ++k) {}
+//   const kv::key_type sep = kv::split(leaf, right);   // leaf = [0, sep), right = [sep, +inf)
 //   assert(kv::leaf_lookup(right, sep) == sep * 10 && leaf.right() == &right);
 //   assert(kv::must_move_right(leaf, sep) && !kv::must_move_right(right, sep));
 
@@ -26,15 +27,15 @@
 namespace kv {
 
 /// True if k lies beyond the node range whose exclusive upper bound is `high` (move right).
-[[nodiscard]] inline bool beyond_high_key(key_t k, key_t high) noexcept {
+[[nodiscard]] inline bool beyond_high_key(key_type k, key_type high) noexcept {
   return k >= high && high != key_infinity;
 }
-[[nodiscard]] inline bool must_move_right(const node& n, key_t k) noexcept {
+[[nodiscard]] inline bool must_move_right(const node& n, key_type k) noexcept {
   return beyond_high_key(k, n.high_key());
 }
 
 /// First index i < count() with key(i) >= k, or count(). Branch-free loop (cmov), log2 steps.
-[[nodiscard]] inline std::size_t lower_bound(const node& n, key_t k) noexcept {
+[[nodiscard]] inline std::size_t lower_bound(const node& n, key_type k) noexcept {
   std::size_t len = n.count();
   if (len == 0) return 0;
   std::size_t base = 0;
@@ -47,7 +48,7 @@ namespace kv {
 }
 
 /// First index i < count() with key(i) > k, or count().
-[[nodiscard]] inline std::size_t upper_bound(const node& n, key_t k) noexcept {
+[[nodiscard]] inline std::size_t upper_bound(const node& n, key_type k) noexcept {
   std::size_t len = n.count();
   if (len == 0) return 0;
   std::size_t base = 0;
@@ -60,10 +61,10 @@ namespace kv {
 }
 
 /// Branch/inner: index of the child whose range holds k (k must not be beyond the high key).
-[[nodiscard]] inline std::size_t child_index(const node& n, key_t k) noexcept {
+[[nodiscard]] inline std::size_t child_index(const node& n, key_type k) noexcept {
   return upper_bound(n, k);
 }
-[[nodiscard]] inline node* child_for(const node& n, key_t k) noexcept {
+[[nodiscard]] inline node* child_for(const node& n, key_type k) noexcept {
   return n.child(child_index(n, k));
 }
 
@@ -71,14 +72,14 @@ namespace kv {
 
 // ---- leaf readers --------------------------------------------------------------------------
 
-[[nodiscard]] inline std::optional<value_t> leaf_lookup(const node& leaf, key_t k) noexcept {
+[[nodiscard]] inline std::optional<value_t> leaf_lookup(const node& leaf, key_type k) noexcept {
   const std::size_t pos = lower_bound(leaf, k);
   if (pos < leaf.count() && leaf.key(pos) == k) return leaf.value(pos);
   return std::nullopt;
 }
 
 /// Copies up to `max_count` entries with key >= from, in key order, to out; returns how many.
-inline std::size_t leaf_scan(const node& leaf, key_t from, entry* out,
+inline std::size_t leaf_scan(const node& leaf, key_type from, entry* out,
                              std::size_t max_count) noexcept {
   const std::size_t count = leaf.count();
   std::size_t pos = lower_bound(leaf, from);
@@ -104,7 +105,7 @@ enum class upsert_result : std::uint8_t {
 };
 
 /// Inserts (k, v) at index pos (the lower bound of k); the leaf must not be full.
-inline void leaf_insert_at(node& leaf, std::size_t pos, key_t k, value_t v) noexcept {
+inline void leaf_insert_at(node& leaf, std::size_t pos, key_type k, value_t v) noexcept {
   const std::size_t count = leaf.count();
   KV_ASSERT(count < node::leaf_capacity && pos <= count, "leaf_insert_at on a full leaf");
   for (std::size_t i = count; i > pos; --i) {
@@ -116,7 +117,7 @@ inline void leaf_insert_at(node& leaf, std::size_t pos, key_t k, value_t v) noex
   leaf.set_count(count + 1);
 }
 
-inline insert_result leaf_insert(node& leaf, key_t k, value_t v) noexcept {
+inline insert_result leaf_insert(node& leaf, key_type k, value_t v) noexcept {
   const std::size_t pos = lower_bound(leaf, k);
   const std::size_t count = leaf.count();
   if (pos < count && leaf.key(pos) == k) return insert_result::exists;
@@ -125,7 +126,7 @@ inline insert_result leaf_insert(node& leaf, key_t k, value_t v) noexcept {
   return insert_result::inserted;
 }
 
-inline upsert_result leaf_upsert(node& leaf, key_t k, value_t v) noexcept {
+inline upsert_result leaf_upsert(node& leaf, key_type k, value_t v) noexcept {
   const std::size_t pos = lower_bound(leaf, k);
   const std::size_t count = leaf.count();
   if (pos < count && leaf.key(pos) == k) {
@@ -138,7 +139,7 @@ inline upsert_result leaf_upsert(node& leaf, key_t k, value_t v) noexcept {
 }
 
 /// Replaces the value of k; false if k is absent.
-inline bool leaf_update(node& leaf, key_t k, value_t v) noexcept {
+inline bool leaf_update(node& leaf, key_type k, value_t v) noexcept {
   const std::size_t pos = lower_bound(leaf, k);
   if (pos == leaf.count() || leaf.key(pos) != k) return false;
   leaf.set_value(pos, v);
@@ -146,7 +147,7 @@ inline bool leaf_update(node& leaf, key_t k, value_t v) noexcept {
 }
 
 /// Removes k; false if k is absent. The leaf may become empty; its range does not change.
-inline bool leaf_remove(node& leaf, key_t k) noexcept {
+inline bool leaf_remove(node& leaf, key_type k) noexcept {
   const std::size_t pos = lower_bound(leaf, k);
   const std::size_t count = leaf.count();
   if (pos == count || leaf.key(pos) != k) return false;
@@ -162,7 +163,7 @@ inline bool leaf_remove(node& leaf, key_t k) noexcept {
 
 /// Adds separator s with `right_child` covering [s, next separator): the child left of it,
 /// which covered s before, was split at s. The node must cover s and must not be full.
-inline void inner_insert(node& inner, key_t s, node* right_child) noexcept {
+inline void inner_insert(node& inner, key_type s, node* right_child) noexcept {
   const std::size_t count = inner.count();
   KV_ASSERT(!inner.is_leaf() && count < node::inner_capacity, "inner_insert on a full node");
   const std::size_t pos = upper_bound(inner, s);
@@ -177,7 +178,7 @@ inline void inner_insert(node& inner, key_t s, node* right_child) noexcept {
 }
 
 /// Fills a fresh root above a split former root: children left = [0, s) and right = [s, +inf).
-inline void make_root(node& root, node* left, key_t s, node* right) noexcept {
+inline void make_root(node& root, node* left, key_type s, node* right) noexcept {
   KV_ASSERT(root.count() == 0 && !root.is_leaf(), "make_root needs a fresh inner node");
   root.set_key(0, s);
   root.set_child(0, left);
@@ -194,13 +195,13 @@ inline void make_root(node& root, node* left, key_t s, node* right) noexcept {
 /// covers [low, s) and right covers [s, old high). A leaf keeps keys < s (s = right's first
 /// key); an inner node hands its middle separator s up and keeps the children left of it.
 /// Writes `left.right` last, so `right` is complete before it is reachable from `left`.
-inline key_t split(node& left, node& right) noexcept {
+inline key_type split(node& left, node& right) noexcept {
   KV_ASSERT(right.count() == 0 && right.kind() == left.kind() && right.level() == left.level(),
             "split needs a fresh right node of the same kind and level");
   const std::size_t count = left.count();
   KV_ASSERT(count >= 3, "split of a node with fewer than 3 entries");
   const std::size_t mid = count / 2;
-  key_t separator = 0;
+  key_type separator = 0;
   if (left.is_leaf()) {
     for (std::size_t i = mid; i < count; ++i) {
       right.set_key(i - mid, left.key(i));

@@ -47,16 +47,16 @@ class olc_tree {
   olc_tree& operator=(const olc_tree&) = delete;
 
   /// Adds (k, v); false (and no change) if k is present.
-  bool insert(key_t k, value_t v);
-  [[nodiscard]] std::optional<value_t> lookup(key_t k) const;
+  bool insert(key_type k, value_t v);
+  [[nodiscard]] std::optional<value_t> lookup(key_type k) const;
   /// Replaces the value of k; false (and no change) if k is absent.
-  bool update(key_t k, value_t v);
+  bool update(key_type k, value_t v);
   /// Inserts (k, v) or replaces the value of k.
-  void upsert(key_t k, value_t v);
+  void upsert(key_type k, value_t v);
   /// Removes k from its leaf; false if absent.
-  bool remove(key_t k);
+  bool remove(key_type k);
   /// Writes up to max_count entries with key >= from, in ascending key order, to out.
-  std::size_t scan(key_t from, std::size_t max_count, entry* out) const;
+  std::size_t scan(key_type from, std::size_t max_count, entry* out) const;
 
   /// Number of keys (walks the leaves).
   [[nodiscard]] std::size_t size() const;

@@ -54,7 +54,7 @@ namespace kv {
 
 /// Node metadata and keys: the part of a node an in-node search reads.
 inline constexpr std::size_t node_search_bytes =
-    node::meta_bytes + node::leaf_capacity * sizeof(key_t);
+    node::meta_bytes + node::leaf_capacity * sizeof(key_type);
 
 enum class request_type : std::uint8_t { lookup, insert, update, upsert, remove, scan };
 enum class request_status : std::uint8_t {
@@ -82,7 +82,7 @@ struct tree_options {
 
 struct request {
   request_type type = request_type::lookup;
-  key_t key = 0;
+  key_type key = 0;
   value_t value = 0;             ///< insert/update/upsert: the value; lookup: the result
   std::uint32_t scan_count = 0;  ///< scan: entries wanted
   entry* scan_out = nullptr;     ///< scan: room for scan_count entries
@@ -91,7 +91,7 @@ struct request {
   void (*on_done)(request&) = nullptr;  ///< called once, on a worker, when the request is done
   void* user = nullptr;                 ///< for the caller (e.g. its batch)
   // internal: scan progress
-  key_t scan_from = 0;
+  key_type scan_from = 0;
 };
 
 class task_tree {
