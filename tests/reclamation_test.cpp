@@ -364,6 +364,68 @@ TEST_P(reclamation_test, stop_releases_everything_still_retired) {
   }
 }
 
+/// A resource whose destructor retires another one (a composite that owns a part).
+struct holder {
+  runtime* rt;
+  node* part;
+  ~holder() { rt->retire_resource(part); }
+};
+
+/// Waits (with the runtime running) until `n` nodes were destroyed; false at the deadline.
+bool destroyed_eventually(long n) {
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  while (node::destroyed.load() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return node::destroyed.load() >= n;
+}
+
+/// Resources retired by a thread that is not a worker used to wait for stop(): a server's I/O
+/// thread retiring them would grow without bound. A worker takes them over now.
+TEST(reclamation_external, a_resource_retired_from_outside_is_freed_while_the_runtime_runs) {
+  node::reset();
+  runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
+  for (int i = 0; i < 3; ++i) r.retire_resource(r.make_resource<node>(hints_for(0)));
+  EXPECT_TRUE(destroyed_eventually(3))
+      << "resources retired from outside the workers were not freed while the runtime ran";
+  EXPECT_TRUE(r.running());
+}
+
+TEST(reclamation_external, a_resource_destructor_may_retire_another_one) {
+  node::reset();
+  runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
+  // retired from a task: the part is retired on a worker, from the reclamation task
+  holder* h = r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0)));
+  const group g = r.make_group();
+  r.spawn(make_fn(r, [h](context& ctx) { ctx.runtime().retire_resource(h); }), g);
+  r.wait(g);
+  EXPECT_TRUE(destroyed_eventually(1)) << "the part retired by a destructor was never freed";
+  // retired from outside
+  r.retire_resource(
+      r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0))));
+  EXPECT_TRUE(destroyed_eventually(2));
+}
+
+/// stop() frees what is still retired on the stopping thread; a destructor retiring another
+/// resource there used to lock the retired list's mutex that stop() held (a self-deadlock).
+TEST(reclamation_external, a_resource_destructor_may_retire_another_one_during_stop) {
+  node::reset();
+  {
+    runtime r({.workers = 2});
+    for (int i = 0; i < 8; ++i) {
+      r.retire_resource(
+          r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0))));
+    }
+    r.stop();
+    EXPECT_EQ(node::destroyed.load(), 8) << "stop() left parts retired by destructors";
+    // after stop(), a retire frees at once, from a destructor too
+    r.retire_resource(
+        r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0))));
+    EXPECT_EQ(node::destroyed.load(), 9);
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+}
+
 #if defined(TESSERA_DEBUG_CHECKS)
 /// The interleaving the fences in worker::maybe_reclaim and scheduler::stop() exist for, forced
 /// with a test hook (src/runtime/test_hooks.h): an idle worker makes a reclamation task, and

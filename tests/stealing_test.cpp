@@ -19,6 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/scheduler.h"
+#include "runtime/test_hooks.h"
+#include "runtime/worker.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -354,6 +357,111 @@ TEST(parking, a_busy_worker_wakes_a_parked_one_to_take_queued_work) {
   EXPECT_GT(woken, 0u) << "worker 0 never woke the parked worker 1";
   EXPECT_GT(ran[1].load(), 0u) << "worker 1 took no share of worker 0's queued tasks";
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// The interleaving forced with test hooks (src/runtime/test_hooks.h): worker 1 answers worker
+/// 2's steal request with tasks of its home pool and has checked that worker 2 is active; before
+/// it moves them, worker 2 is deactivated and hands its home pool to worker 0, which adopts it and
+/// parks. The tasks moved into that pool's inbox must wake its owner now, worker 0. They used to
+/// post mail to and wake worker 2, which went back to sleep, so they waited for worker 0's park
+/// timeout (50 ms; set to an hour here, so that only a real wake-up runs them).
+TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_owner) {
+  struct shared {
+    std::atomic<bool> blocker_started{false};
+    std::atomic<bool> release_blocker{false};
+    std::atomic<bool> requested{false};  // worker 2 asked worker 1 for work
+    std::atomic<bool> answering{false};  // worker 1 is about to move tasks to worker 2
+    std::atomic<bool> proceed{false};
+    std::atomic<const detail::scheduler*> sched{nullptr};
+    std::atomic<bool> first_child{true};
+    std::atomic<unsigned> children_ran{0};
+  };
+  static shared* st = nullptr;
+  shared s;
+  st = &s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  {
+    runtime_options options;
+    options.workers = 3;
+    options.pools_per_worker = 1;  // worker 2's only pool, its home, goes to worker 2 % 2 = 0
+    options.epoch_interval_tasks = 1;  // worker 1 publishes its queue length after every task
+    options.spin_before_park = std::chrono::microseconds{0};
+    runtime r(options);
+    const group g = r.make_group();
+    // Worker 0 is busy, so worker 2 asks worker 1, the only worker with queued tasks.
+    auto* blocker = make_fn(r, [](context&) {
+      st->blocker_started.store(true);
+      while (!st->release_blocker.load()) std::this_thread::yield();
+    });
+    blocker->annotate(wid(0));
+    r.spawn(blocker, g);
+    while (!s.blocker_started.load() && before_deadline()) std::this_thread::yield();
+    detail::test_hooks::park_timeout_ns.store(3'600'000'000'000ull);
+    detail::test_hooks::steal_requested.store(
+        +[](detail::worker& victim, unsigned thief) {
+          if (victim.index() == 1 && thief == 2) st->requested.store(true);
+        },
+        std::memory_order_release);
+    detail::test_hooks::steal_answering.store(
+        +[](detail::worker& victim, unsigned thief) {
+          if (victim.index() != 1 || thief != 2 || st->answering.exchange(true)) return;
+          st->sched.store(victim.owner());
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (!st->proceed.load() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::yield();
+          }
+        },
+        std::memory_order_release);
+    // Worker 1 runs three children from its work-first stack; the first one waits for worker
+    // 2's request, and the answer (after it) moves one of the other two.
+    auto* root = make_fn(r, [](context& ctx) {
+      for (int i = 0; i < 3; ++i) {
+        ctx.spawn([](context&) {
+          if (st->first_child.exchange(false)) {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (!st->requested.load() && std::chrono::steady_clock::now() < until) {
+              std::this_thread::yield();
+            }
+          }
+          st->children_ran.fetch_add(1);
+        });
+      }
+    });
+    root->annotate(wid(1));
+    r.spawn(root, g);
+    while (!s.answering.load() && before_deadline()) std::this_thread::yield();
+    const bool reached = s.answering.load();
+    if (reached) {
+      r.set_active_workers(2);  // worker 2 gives its home pool to worker 0
+      s.release_blocker.store(true);
+      const detail::scheduler& sched = *s.sched.load();
+      // Worker 0 adopts the pool, finds nothing to run and parks.
+      while ((sched.worker_at(2).home()->held_by.load() != 0 || sched.parked_workers() == 0) &&
+             before_deadline()) {
+        std::this_thread::yield();
+      }
+      EXPECT_EQ(sched.worker_at(2).home()->held_by.load(), 0u);
+      s.proceed.store(true);
+      while (s.children_ran.load() != 3 && before_deadline()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(s.children_ran.load(), 3u)
+          << "a task moved to the pool of a thief deactivated meanwhile waited for its new "
+             "owner's park timeout";
+    }
+    s.release_blocker.store(true);
+    s.proceed.store(true);
+    detail::test_hooks::steal_answering.store(nullptr);
+    detail::test_hooks::steal_requested.store(nullptr);
+    detail::test_hooks::park_timeout_ns.store(0);
+    EXPECT_TRUE(reached) << "worker 2 never asked worker 1 for tasks of its home pool";
+    r.stop();  // wakes every worker (stop() activates them all), so a failure does not hang
+    EXPECT_EQ(s.children_ran.load(), 3u);
+  }
+  st = nullptr;
+}
+#endif
 
 }  // namespace
 }  // namespace tessera::test

@@ -191,7 +191,10 @@ class runtime {
   }
   /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4).
   /// Tasks that still name it must not be queued anymore when it is retired. A second retire of
-  /// the same resource throws std::logic_error; after stop() the resource is freed at once.
+  /// the same resource throws std::logic_error; after stop() the resource is freed at once. Any
+  /// thread may retire (one that is not a worker hands the resource to the next worker that
+  /// looks). The destructor runs on a worker, or in stop() on the stopping thread: it may retire
+  /// other resources, but must not spawn tasks.
   template <class T>
   void retire_resource(T* object) {
     retire(detail::resource_header::of(object));

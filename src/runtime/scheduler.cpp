@@ -244,7 +244,11 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
     from->counters().publish_transfers();
     bump(from->m_stats.spawned_remote);
   }
-  p.inbox[t->m_priority].push(t);
+  push_inbox(p, t->m_priority, t, t);
+}
+
+void scheduler::push_inbox(pool& p, unsigned priority, task* first, task* last) noexcept {
+  p.inbox[priority].push_chain(first, last);
   // seq_cst: ordered after the push's exchange, so a pool handed over concurrently is seen with
   // its new owner (see worker::give_pool), and that owner's `sleeping` flag is read after it.
   const unsigned owner = p.owner.load(std::memory_order_seq_cst);
@@ -478,15 +482,23 @@ void scheduler::retire(resource_header* h) {
     w->retire(h);
     return;
   }
-  h->retired_epoch = global_epoch();
   {
     std::lock_guard lock(m_retired_mutex);
     if (!m_retired_freed) {
       m_retired_external.push_back(h);
+      m_has_external_retired.store(true, std::memory_order_relaxed);
       return;
     }
   }
   free_resource(h);  // the runtime stopped: no task can read it any more
+}
+
+std::vector<resource_header*> scheduler::take_external_retired() {
+  std::vector<resource_header*> taken;
+  std::lock_guard lock(m_retired_mutex);  // orders the retiring thread's writes before ours
+  taken.swap(m_retired_external);
+  m_has_external_retired.store(false, std::memory_order_relaxed);
+  return taken;
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
@@ -561,12 +573,21 @@ void scheduler::stop() {
   wait_idle();
   for (auto& w : m_workers) w->notify(worker::attention_exit);
   for (auto& w : m_workers) w->join();
+  // A resource's destructor may retire others: from here (not a worker) they join
+  // m_retired_external, freed below, outside the lock, until none is left.
   for (auto& w : m_workers) w->reclaim_all();
-  {
-    std::lock_guard rl(m_retired_mutex);
-    for (auto* h : m_retired_external) free_resource(h);
-    m_retired_external.clear();
-    m_retired_freed = true;  // from now on retire() frees at once
+  for (;;) {
+    std::vector<resource_header*> left;
+    {
+      std::lock_guard rl(m_retired_mutex);
+      left.swap(m_retired_external);
+      m_has_external_retired.store(false, std::memory_order_relaxed);
+      if (left.empty()) {
+        m_retired_freed = true;  // from now on retire() frees at once
+        break;
+      }
+    }
+    for (auto* h : left) free_resource(h);
   }
   m_stopped = true;
 }

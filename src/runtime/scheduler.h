@@ -169,6 +169,13 @@ class scheduler {
   resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
   static void free_resource(resource_header* h) noexcept;
   void retire(resource_header* h);
+  /// Resources retired by threads that are not workers of this runtime, for a worker to put on
+  /// its own retired list (worker::maybe_reclaim), so that they are reclaimed while the runtime
+  /// runs. Call it when has_external_retired().
+  std::vector<resource_header*> take_external_retired();
+  bool has_external_retired() const noexcept {
+    return m_has_external_retired.load(std::memory_order_relaxed);
+  }
   void move(resource_header* h, worker_id w);
   std::uint64_t global_epoch() const noexcept {
     return m_global_epoch.load(std::memory_order_acquire);
@@ -214,6 +221,10 @@ class scheduler {
   runtime_statistics statistics() const;
   std::uint64_t now_ns() const noexcept;
 
+  /// Pushes first..last (linked through m_next, all of `priority`) into p's inbox and tells the
+  /// worker that owns p now, not the one a caller looked at before: mail, and a wake-up if it
+  /// is parked. Every push into an inbox goes through here.
+  void push_inbox(pool& p, unsigned priority, task* first, task* last) noexcept;
   /// Picks the worker an idle thief should ask (the one with most queued tasks), or -1.
   int choose_victim(unsigned thief) const noexcept;
   /// Active workers asleep in park() right now. Relaxed: a hint for periodic(); a worker that
@@ -279,6 +290,9 @@ class scheduler {
   std::mutex m_retired_mutex;
   std::vector<resource_header*> m_retired_external;  // retired by non-worker threads
   bool m_retired_freed = false;  // stop() freed the retired (guarded by m_retired_mutex)
+  /// m_retired_external is not empty. Written under m_retired_mutex, read relaxed by workers
+  /// (take_external_retired): a stale false only leaves the resources for a later look.
+  std::atomic<bool> m_has_external_retired{false};
 
   std::mutex m_unhandled_mutex;
   std::vector<std::exception_ptr> m_unhandled;

@@ -10,6 +10,7 @@
 
 #if defined(TESSERA_DEBUG_CHECKS)
 #include <atomic>
+#include <cstdint>
 
 namespace tessera::detail {
 
@@ -21,6 +22,19 @@ namespace test_hooks {
 /// counted as spawned (which is when stop() can first see it). Acquire/release: the test's
 /// state set before the store is visible to the hook.
 inline std::atomic<void (*)(worker&)> reclaim_task_made{nullptr};
+
+/// Called by worker::request_steal on the thief's thread once its request is posted to
+/// `victim` (before the victim is notified).
+inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_requested{nullptr};
+
+/// Called by worker::answer_steal_request on the victim's thread when the answer will be tasks
+/// of its home pool (neither pool rule applied), after it checked that the thief is active and
+/// before it moves anything.
+inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_answering{nullptr};
+
+/// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
+/// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
+inline std::atomic<std::uint64_t> park_timeout_ns{0};
 
 }  // namespace test_hooks
 }  // namespace tessera::detail

@@ -98,6 +98,11 @@ bool worker::request_steal(int thief) noexcept {
   if (!m_steal_request.compare_exchange_strong(expected, thief, std::memory_order_acq_rel)) {
     return false;
   }
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::steal_requested.load(std::memory_order_acquire)) {
+    hook(*this, static_cast<unsigned>(thief));
+  }
+#endif
   notify(attention_steal);
   return true;
 }
@@ -315,6 +320,11 @@ void worker::answer_steal_request() {
   //    took 6-40 s on 2 cores, once over 300 s, walking the queue for each request).
   const std::uint64_t done = m_epoch.completions();
   if (done - m_scan_paid_at < m_scan_debt) return;
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::steal_answering.load(std::memory_order_acquire)) {
+    hook(*this, static_cast<unsigned>(thief));
+  }
+#endif
   std::size_t moved = 0;
   std::size_t steps = 0;
   auto movable = [](const task* t) {
@@ -355,17 +365,16 @@ void worker::answer_steal_request() {
     if (first != nullptr) {
       m_local_count[pr] = 0;
       for (pool* p : m_pools) m_local_count[pr] += p->local[pr].size();
-      to.home()->inbox[pr].push_chain(first, last);
-      to.post_mail();
+      // To the pool's owner, which is no longer `to` if `to` was deactivated since the check
+      // above and gave its pools away: told, `to` would only go back to sleep, and the new
+      // owner, parked, would find the tasks at its park timeout (50 ms).
+      m_sched.push_inbox(*to.home(), pr, first, last);
     }
   }
   m_scan_debt = steps > 4 * moved ? steps - 4 * moved : 0;  // a moved task pays for 4 steps
   m_scan_paid_at = done;
   bump(m_stats.steal_walk_steps, steps);
-  if (moved > 0) {
-    bump(m_stats.tasks_stolen, moved);
-    to.wake_if_sleeping();
-  }
+  if (moved > 0) bump(m_stats.tasks_stolen, moved);
 }
 
 void worker::try_steal() {
@@ -897,7 +906,13 @@ void worker::park() {
   // The timeout is a safety net only; every wake-up path is explicit. An active worker is counted
   // as parked, so that busy workers with queued work wake it (periodic()).
   if (m_active_local) m_sched.m_parked.fetch_add(1, std::memory_order_relaxed);
-  futex_wait(m_sleeping, 1, 50'000'000);
+  std::uint64_t timeout_ns = 50'000'000;
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (const std::uint64_t t = test_hooks::park_timeout_ns.load(std::memory_order_relaxed)) {
+    timeout_ns = t;
+  }
+#endif
+  futex_wait(m_sleeping, 1, static_cast<long>(timeout_ns));
   if (m_active_local) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
@@ -915,6 +930,12 @@ void worker::retire(resource_header* h) noexcept {
 }
 
 void worker::maybe_reclaim() {
+  // Resources retired by other threads become ours, stamped with the current epoch: their
+  // retiring threads stamped nothing we could order in our newest-first list, and a later
+  // epoch only frees them later, never too early.
+  if (m_sched.has_external_retired()) [[unlikely]] {
+    for (resource_header* h : m_sched.take_external_retired()) retire(h);
+  }
   if (m_retired == nullptr) return;
   const std::uint64_t e = m_sched.global_epoch();
   // The list is newest first: cut it at the first entry old enough; everything after is older.
