@@ -228,6 +228,20 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
   push(*p, t, from, newest_first);
 }
 
+void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
+  from.m_sched.m_groups.join(t->m_group);  // at once: the batch holds the parent's group only
+  from.counters().count_spawn(t->m_epoch_slot);
+  if (home) {
+    // To the front of the home pool, not onto the work-first stack: the parent's completion is
+    // batched, and only a task taken from a pool flushes the batch when its group differs
+    // (worker::from_pool). From the stack, t would run first and hold the parent's group open
+    // for as long as it runs.
+    from.push_local(*from.home(), t, newest_first);
+  } else {
+    from.m_sched.route_slow(t, &from, newest_first, false);
+  }
+}
+
 void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept {
   // `owner` names `from` as soon as a giver handed p over, before `from` adopted p under the
   // hand-over mutex: only a pool `from` holds (adopted) may take a plain local push.

@@ -130,7 +130,8 @@ class scheduler {
       }
       if (g.valid()) from.group_add(g, +1, slot);
     } else {
-      from.m_sched.m_groups.join(own);
+      spawn_into_other_group(t, from, no_data, home);
+      return;
     }
     from.counters().count_spawn(slot);
     if (home) {
@@ -256,6 +257,8 @@ class scheduler {
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
   void spawn_outside_task(task* t, worker& from);
+  /// spawn_from()'s case of a task given a group other than its parent's (out of line: rare).
+  static void spawn_into_other_group(task* t, worker& from, bool newest_first, bool home);
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
   void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;

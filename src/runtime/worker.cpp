@@ -801,7 +801,12 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   } else {
     m_sched.route(follow, this, false, header_hot);
   }
-  if (g.valid() && !transferred) group_add(g, -1, slot);  // (follow == t: transferred)
+  if (g.valid() && !transferred) {  // (follow == t: transferred)
+    group_add(g, -1, slot);
+    // A follow-up of another group held on the stack runs next, and nothing there checks
+    // groups (worker::from_pool does for queued tasks): g's batch goes out now, not after it.
+    if (hold) flush_group();
+  }
   // Counted last: everything this task caused is already counted as spawned.
   m_epoch.count_completion(slot);
 }
