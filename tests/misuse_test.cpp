@@ -3,7 +3,9 @@
 // twice, spawned while it runs, spawned and also returned as a follow-up or given to when_done.
 // The runtime owns a task from its spawn until it is done; the first hand-over wins and the task
 // runs exactly once.
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -156,6 +158,67 @@ TEST(misuse_death_test, discarding_a_spawned_task_stops_the_process_with_a_messa
         r.discard(t);
       },
       "discard of a task that was spawned");
+}
+
+struct plain {
+  int value;
+};
+
+/// Runs once unannotated, then annotates itself with `p` and returns itself.
+class self_annotating final : public counted_task {
+ public:
+  explicit self_annotating(plain* p) noexcept : m_p(p) {}
+  task* execute(context&) override {
+    if (m_ran) return nullptr;
+    m_ran = true;
+    annotate_resource(m_p, access::write);
+    return this;
+  }
+
+ private:
+  plain* m_p;
+  bool m_ran = false;
+};
+
+/// A resource annotation on memory that make_resource did not make: the runtime would read a
+/// primitive and a pool index out of whatever lies before it. An error at the spawn instead,
+/// from outside (the task stays the caller's), from a task and as a follow-up (both reach the
+/// group's waiter).
+TEST_P(misuse_test, annotate_resource_on_memory_make_resource_did_not_make_is_an_error) {
+  auto& r = start();
+  // The 64 bytes before `p` are readable (zeros): under ASan too, the check reads no redzone.
+  alignas(64) static std::array<std::byte, 256> memory{};
+  auto* p = reinterpret_cast<plain*>(memory.data() + 128);
+  std::atomic<int> ran{0};
+  auto* t = make_fn(r, [&ran, tok = live_token{}](context&) { ran.fetch_add(1); });
+  t->annotate_resource(p, access::write);
+  try {
+    r.spawn(t);
+    ADD_FAILURE() << "the spawn was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("make_resource"), std::string::npos) << e.what();
+  }
+  r.discard(t);
+  const group g = r.make_group();
+  r.spawn(
+      [p, &ran](context& ctx) {
+        auto* c = make_fn(ctx, [&ran, tok = live_token{}](context&) { ran.fetch_add(1); });
+        c->annotate_resource(p, access::read);
+        try {
+          ctx.spawn(c);
+        } catch (...) {
+          ctx.runtime().discard(c);
+          throw;
+        }
+      },
+      g);
+  EXPECT_NE(error_of_wait(r, g).find("make_resource"), std::string::npos);
+  // A task that re-annotates itself (a traversal's next step) and returns itself.
+  const group g2 = r.make_group();
+  r.spawn(r.make_task<self_annotating>(p), g2);
+  EXPECT_NE(error_of_wait(r, g2).find("make_resource"), std::string::npos);
+  r.wait_idle();
+  EXPECT_EQ(ran.load(), 0);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);

@@ -158,7 +158,8 @@ class task : public detail::task_state {
 #endif
   /// The task touches `bytes` bytes of the resource `object` (created by make_resource) with
   /// `mode`. The runtime synchronizes the task with the resource's primitive and prefetches the
-  /// header line and the bytes.
+  /// header line and the bytes. Any other memory is an error (std::logic_error at the spawn with
+  /// debug checks, undefined without): use annotate_data for it.
   template <class T>
   task& annotate_resource(T* object, access mode, std::size_t bytes = sizeof(T)) noexcept {
     m_data = object;

@@ -139,6 +139,13 @@ void scheduler::handed_over_twice(const char* what) {
                          "spawn until it is done), or that make_task did not make");
 }
 
+void scheduler::not_a_resource(const char* what) {
+  throw std::logic_error(std::string("tessera: ") + what +
+                         " of a task annotated with annotate_resource(p) where p was not made by "
+                         "runtime::make_resource, or was freed already (annotate_data is for "
+                         "plain memory: prefetched, not synchronized)");
+}
+
 void group_changed_after_spawn() {
   throw std::logic_error(
       "tessera: annotate(group) on a task that was spawned already: its count is in the group it "
@@ -480,6 +487,7 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
 
 void scheduler::free_resource(resource_header* h) noexcept {
   if (h->destroy != nullptr) h->destroy(h->object());
+  h->magic = 0;
   h->~resource_header();
   ::operator delete(static_cast<void*>(h), resource_alignment);
 }

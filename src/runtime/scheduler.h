@@ -149,6 +149,14 @@ class scheduler {
   }
 
 #if defined(TESSERA_DEBUG_CHECKS)
+  /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what`, if `t` is annotated with
+  /// a resource that make_resource did not make (or that was freed).
+  static void require_resource(const task* t, const char* what) {
+    if (t->has_resource() && resource_header::of(t->data())->magic != resource_header::live_magic)
+        [[unlikely]] {
+      not_a_resource(what);
+    }
+  }
   /// With TESSERA_DEBUG_CHECKS: `t` was made by make_task and not spawned yet (its epoch slot is
   /// still task::unspawned_slot). The one test behind require_unspawned and runtime::discard.
   static bool unspawned(const task* t) noexcept { return t->m_epoch_slot == task::unspawned_slot; }
@@ -245,12 +253,14 @@ class scheduler {
       null_task(what);
     if (!unspawned(t)) [[unlikely]]
       handed_over_twice(what);
+    require_resource(t, what);
 #else
     (void)t;
     (void)what;
 #endif
   }
   [[noreturn]] static void handed_over_twice(const char* what);
+  [[noreturn]] static void not_a_resource(const char* what);
   /// Throws std::invalid_argument: `what` (spawn, follow-up...) of nullptr.
   [[noreturn]] static void null_task(const char* what);
 

@@ -758,6 +758,13 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
       return;
     }
   }
+  try {
+    scheduler::require_resource(follow, "follow-up");  // t itself may have been re-annotated
+  } catch (...) {
+    if (follow != t) m_sched.destroy(follow);  // returned to the runtime: ours to free
+    fail(t, std::current_exception());
+    return;
+  }
 #endif
   // The common case first, with nothing to save: a task that runs again next on this worker
   // (a traversal's next step, fib's recursion). The rest is out of line.

@@ -29,6 +29,11 @@ struct alignas(64) resource_header {
   std::uint64_t retired_epoch = 0;
   /// Set by the first retire (a second one is an error, not a double free).
   std::atomic<bool> retired{false};
+  /// live_magic while the resource exists (cleared when it is freed): with debug checks, a task
+  /// annotated with annotate_resource on memory that make_resource did not make is an error at
+  /// its spawn instead of a primitive and a pool read out of garbage.
+  std::uint32_t magic = live_magic;
+  static constexpr std::uint32_t live_magic = 0x7E55E7A5;
 
   static resource_header* of(const void* object) noexcept {
     return reinterpret_cast<resource_header*>(const_cast<char*>(static_cast<const char*>(object)) -
