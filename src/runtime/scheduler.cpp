@@ -158,7 +158,7 @@ void scheduler::null_task(const char* what) {
 }
 
 void scheduler::spawn_external(task* t) {
-  require_unspawned(t, "spawn");  // before the stop check below, which would free t
+  require_spawnable(t, "spawn");  // before the stop check below, which would free t
   // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
   // counted, or this spawn sees `stopping` and is refused (the task is destroyed: ownership
   // passed to the runtime with the call).
@@ -325,7 +325,7 @@ void scheduler::wait(group g) {
 }
 
 void scheduler::when_done(group g, task* continuation, worker& from) {
-  require_unspawned(continuation, "when_done");
+  require_spawnable(continuation, "when_done");
   if (!m_groups.current(g))
     throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_groups.slot(g);

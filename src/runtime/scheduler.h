@@ -96,7 +96,7 @@ class scheduler {
   /// spawn() from a worker of this scheduler (context::spawn): the scheduler is reached through
   /// the worker on the slow paths only.
   TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& from) {
-    require_unspawned(t, "spawn");
+    require_spawnable(t, "spawn");
     const task* parent = from.current_task();
     if (parent == nullptr) [[unlikely]] {
       from.m_sched.spawn_outside_task(t, from);
@@ -246,17 +246,25 @@ class scheduler {
   void spawn_external(task* t);
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what` (spawn, follow-up,
   /// when_done), unless `t` was made by make_task and not spawned yet. Without, nothing (it
-  /// compiles to no code).
+  /// compiles to no code). The caller still owns `t` after the throw: not the runtime's.
   TESSERA_ALWAYS_INLINE static void require_unspawned(const task* t, const char* what) {
 #if defined(TESSERA_DEBUG_CHECKS)
     if (t == nullptr) [[unlikely]]
       null_task(what);
     if (!unspawned(t)) [[unlikely]]
       handed_over_twice(what);
-    require_resource(t, what);
 #else
     (void)t;
     (void)what;
+#endif
+  }
+  /// require_unspawned, then (with TESSERA_DEBUG_CHECKS) require_resource: what a spawn and
+  /// when_done check before anything changes. worker::finish makes the two checks apart (a
+  /// follow-up with a bad resource is the runtime's to free, one handed over twice is not).
+  TESSERA_ALWAYS_INLINE static void require_spawnable(const task* t, const char* what) {
+    require_unspawned(t, what);
+#if defined(TESSERA_DEBUG_CHECKS)
+    require_resource(t, what);
 #endif
   }
   [[noreturn]] static void handed_over_twice(const char* what);
