@@ -168,6 +168,12 @@ void scheduler::spawn_external(task* t) {
     destroy(t);
     throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
   }
+  // The slot is read before the spawn is counted in it. If the epoch moves meanwhile (this
+  // thread preempted), the count lands in an older slot, which only holds the epoch back (it
+  // cannot reach that slot again before the task completes); after four moves the slot is the
+  // current one again, as if read now. Either way no resource is freed under the task: a task
+  // from outside reaches resources only through what its execute reads (no outside thread is
+  // protected by the epochs, see retire_resource).
   const std::uint8_t slot = current_epoch_slot();
   t->m_epoch_slot = slot;
   if (t->m_group.valid()) {
