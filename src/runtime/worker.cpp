@@ -555,9 +555,7 @@ void worker::prefetch(const task* t) noexcept {
   // is in cache when its data prefetch is due (seed 000 §3.3, the two-step prefetch).
   if (task* after = local_queue::next_of(const_cast<task*>(t))) __builtin_prefetch(after, 0, 3);
   if (t->m_data == nullptr) return;
-  prefetch_plan plan = plan_prefetch(*t);
-  issue_prefetch(plan);
-  bump(m_stats.prefetches, plan.count);
+  bump(m_stats.prefetches, issue_prefetch(*t));
 }
 
 // ---- running a task -----------------------------------------------------------------------------
