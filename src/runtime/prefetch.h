@@ -13,7 +13,7 @@
 // goes (issue_prefetch) and the tests collect them (plan_prefetch). Until 2026-11-25 the worker
 // too built the plan, an array of up to 17 addresses written and then read back: ~158
 // instructions per task entering the window (callgrind, YCSB C at 100,000 records), a quarter of
-// tessera's instructions per operation there; now ~40.
+// tessera's instructions per operation there; now ~70.
 //
 //   const unsigned lines = issue_prefetch(*t);   // the instructions issued
 //   prefetch_plan plan = plan_prefetch(*t);      // the same addresses, collected
