@@ -66,9 +66,9 @@ inline prefetch_plan plan_prefetch(const void* data, std::size_t size, bool writ
                                    const resource_header* header) noexcept {
   prefetch_plan plan;
   plan.write = writer;
-  plan.count = for_each_prefetch_address(data, size, header, [&plan, i = 0u](const void* a) mutable {
-    plan.address[i++] = a;
-  });
+  unsigned i = 0;
+  plan.count =
+      for_each_prefetch_address(data, size, header, [&](const void* a) { plan.address[i++] = a; });
   return plan;
 }
 
@@ -92,11 +92,13 @@ inline void issue_prefetch(const prefetch_plan& plan) noexcept {
 /// Issues one prefetch; RW = 1 with write intent. A class template, not two lambdas: GCC 12 -O3
 /// compiled `mode == write ? for_each(..., [](a) { prefetch(a, 1) }) : for_each(..., [](a) {
 /// prefetch(a, 0) })` with every prefetch instruction dropped and only the count kept (seen
-/// 2026-11-25: YCSB at 10M records went from 463-554 to 672-889 ns per operation). Check the
-/// disassembly of worker::prefetch after changing this: nothing else notices.
+/// 2026-11-25: YCSB at 10M records went from 463-554 to 672-889 ns per operation). Nothing but
+/// the machine code shows it: the test prefetch.codegen (tests/prefetch_codegen.cpp) checks it.
 template <int RW>
 struct prefetch_line {
-  TESSERA_ALWAYS_INLINE void operator()(const void* a) const noexcept { __builtin_prefetch(a, RW, 3); }
+  TESSERA_ALWAYS_INLINE void operator()(const void* a) const noexcept {
+    __builtin_prefetch(a, RW, 3);
+  }
 };
 
 /// Issues t's prefetches (plan_prefetch(t)'s addresses) as they are computed; returns how many.
