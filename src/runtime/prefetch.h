@@ -80,15 +80,6 @@ inline prefetch_plan plan_prefetch(const task& t) noexcept {
   return plan_prefetch(t.data(), t.data_size(), t.mode() == access::write, prefetched_header(t));
 }
 
-/// Issues `plan`'s prefetches (tests: every address must be safe to prefetch).
-inline void issue_prefetch(const prefetch_plan& plan) noexcept {
-  if (plan.write) {
-    for (unsigned i = 0; i < plan.count; ++i) __builtin_prefetch(plan.address[i], 1, 3);
-  } else {
-    for (unsigned i = 0; i < plan.count; ++i) __builtin_prefetch(plan.address[i], 0, 3);
-  }
-}
-
 /// Issues one prefetch; RW = 1 with write intent. A class template, not two lambdas: GCC 12 -O3
 /// compiled `mode == write ? for_each(..., [](a) { prefetch(a, 1) }) : for_each(..., [](a) {
 /// prefetch(a, 0) })` with every prefetch instruction dropped and only the count kept (seen
@@ -100,6 +91,17 @@ struct prefetch_line {
     __builtin_prefetch(a, RW, 3);
   }
 };
+
+/// Issues `plan`'s prefetches (tests: every address must be safe to prefetch).
+inline void issue_prefetch(const prefetch_plan& plan) noexcept {
+  for (unsigned i = 0; i < plan.count; ++i) {
+    if (plan.write) {
+      prefetch_line<1>{}(plan.address[i]);
+    } else {
+      prefetch_line<0>{}(plan.address[i]);
+    }
+  }
+}
 
 /// Issues t's prefetches (plan_prefetch(t)'s addresses) as they are computed; returns how many.
 TESSERA_ALWAYS_INLINE unsigned issue_prefetch(const task& t) noexcept {
