@@ -467,8 +467,6 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
   return {nullptr, nullptr};
 }
 
-TESSERA_NOINLINE worker::window_entry worker::fetch() { return take(); }
-
 void worker::requeue_next() noexcept {
   if (m_stack_top == nullptr) return;
   // The stack is already linked newest first, the home pool's front order: one splice.
@@ -539,7 +537,7 @@ worker::window_entry worker::next() {
   }
   // Refill the window: a task entering at position k is k tasks away from running.
   while (m_wsize <= m_distance) {
-    const window_entry e = fetch();
+    const window_entry e = take();
     if (e.t == nullptr) break;
     prefetch(e.t);
     m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = e;

@@ -241,10 +241,11 @@ class worker {
   /// a thief looks at the queue, or a more urgent task waits).
   void requeue_next() noexcept;
   /// The next task from the owned pools (highest priority first, round-robin over pools, at
-  /// most pool_batch from one pool in a row; inboxes drained every 16 calls and when the
-  /// local queues are empty), or {nullptr, nullptr}. take() is the inline body, fetch() a call.
+  /// most pool_batch from one pool in a row; inboxes drained on mail, looked at every 16 calls,
+  /// and when the local queues are empty), or {nullptr, nullptr}. Inline in both of next()'s
+  /// call sites: as a call from the window's refill loop it was ~16 instructions more per task
+  /// entering the window (YCSB C at 100,000 records, callgrind, 2026-11-25).
   window_entry take();
-  window_entry fetch();
   std::size_t drain_inboxes(std::size_t limit);
   /// Drains the inboxes if mail was posted (post_mail), and posts it again to itself while
   /// tasks are left in them.
