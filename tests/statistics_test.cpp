@@ -175,6 +175,67 @@ TEST_P(statistics_multi_test, a_forwarded_child_carrying_a_transfer_is_counted_a
   r.retire_resource(object);
 }
 
+/// Runs once without data, then returns itself annotated with a resource serialized by scheduling:
+/// the follow-up is queued in this worker's home pool carrying the task's count (worker::finish,
+/// carry_count), and forwarded from there to the resource's pool on another worker when it is
+/// fetched. With `child`, an empty child spawned first takes the task's count, so the follow-up
+/// needs a new one.
+class hopper final : public counted_task {
+ public:
+  hopper(counter_object* o, bool child) noexcept : m_object(o), m_child(child) {}
+  task* execute(context& ctx) override {
+    if (data() != nullptr) {
+      ++m_object->value;
+      return nullptr;
+    }
+    if (m_child) ctx.spawn([](context&) {});
+    annotate_resource(m_object, access::write);
+    return this;
+  }
+
+ private:
+  counter_object* m_object;
+  bool m_child;
+};
+
+class hopper_parent final : public counted_task {
+ public:
+  hopper_parent(counter_object* o, bool child) noexcept : m_object(o), m_child(child) {}
+  task* execute(context& ctx) override {
+    ctx.spawn(ctx.make_task<hopper>(m_object, m_child));  // no target: stays on this worker
+    return nullptr;
+  }
+
+ private:
+  counter_object* m_object;
+  bool m_child;
+};
+
+// The same for a follow-up that carries its task's count through the home pool and is then
+// forwarded (2026-11-25: a task returning itself with data is queued by worker::finish, without
+// finish_other's spawn and completion counts). Its group completes, and executed is exact after
+// wait_idle, with and without a child that took the task's count before.
+TEST_P(statistics_multi_test, a_forwarded_follow_up_carrying_a_count_is_counted_after_wait_idle) {
+  auto& r = start(runtime_options{.workers = worker_count(), .pools_per_worker = 2});
+  auto* object = r.make_resource<counter_object>(resource_hints{.primitive = primitive::scheduling});
+  r.move_resource(object, wid(1));
+  const unsigned rounds = static_cast<unsigned>(scaled(20000, 2000));
+  std::uint64_t expected = r.statistics().total().executed;
+  for (unsigned i = 0; i < rounds; ++i) {
+    const bool child = i % 2 == 1;
+    auto* parent = r.make_task<hopper_parent>(object, child);
+    parent->annotate(wid(0));
+    const group g = r.make_group();
+    r.spawn(parent, g);
+    r.wait(g);
+    r.wait_idle();
+    expected += child ? 4 : 3;  // the parent, the hopper's two runs, the child
+    ASSERT_EQ(r.statistics().total().executed, expected) << "round " << i << ", child " << child;
+  }
+  EXPECT_EQ(object->value, static_cast<long>(rounds));
+  r.retire_resource(object);
+}
+
 /// Runs `runs` times in all, as follow-ups held on its worker's stack: returns itself, or (with
 /// `fresh`) a new task in its place; with `child`, spawns an empty child first, which takes the
 /// task's count (worker::take_token), so the follow-up needs a new one.
