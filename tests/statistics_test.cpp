@@ -150,7 +150,18 @@ class forwarding_parent final : public counted_task {
   counter_object* m_object;
 };
 
-class statistics_multi_test : public runtime_fixture {};
+/// Two or more workers; a counter serialized by scheduling in a pool of worker 1, so that its tasks
+/// spawned on worker 0 are forwarded there.
+class statistics_multi_test : public runtime_fixture {
+ protected:
+  counter_object* start_with_object_on_worker_1() {
+    auto& r = start(runtime_options{.workers = worker_count(), .pools_per_worker = 2});
+    auto* object =
+        r.make_resource<counter_object>(resource_hints{.primitive = primitive::scheduling});
+    r.move_resource(object, wid(1));
+    return object;
+  }
+};
 
 // A child that took its parent's count and then leaves for its resource's pool on another worker
 // (worker::execute_on_resource forwards it) carries a transfer of the worker it leaves. Until
@@ -158,9 +169,8 @@ class statistics_multi_test : public runtime_fixture {};
 // balancing the counts, before it did: executed was one short right after wait_idle (about 1 in
 // 2000 rounds with 3 to 5 workers).
 TEST_P(statistics_multi_test, a_forwarded_child_carrying_a_transfer_is_counted_after_wait_idle) {
-  auto& r = start(runtime_options{.workers = worker_count(), .pools_per_worker = 2});
-  auto* object = r.make_resource<counter_object>(resource_hints{.primitive = primitive::scheduling});
-  r.move_resource(object, wid(1));
+  counter_object* object = start_with_object_on_worker_1();
+  runtime& r = rt();
   const unsigned rounds = static_cast<unsigned>(scaled(20000, 2000));
   std::uint64_t expected = r.statistics().total().executed;
   for (unsigned i = 0; i < rounds; ++i) {
@@ -216,9 +226,8 @@ class hopper_parent final : public counted_task {
 // finish_other's spawn and completion counts). Its group completes, and executed is exact after
 // wait_idle, with and without a child that took the task's count before.
 TEST_P(statistics_multi_test, a_forwarded_follow_up_carrying_a_count_is_counted_after_wait_idle) {
-  auto& r = start(runtime_options{.workers = worker_count(), .pools_per_worker = 2});
-  auto* object = r.make_resource<counter_object>(resource_hints{.primitive = primitive::scheduling});
-  r.move_resource(object, wid(1));
+  counter_object* object = start_with_object_on_worker_1();
+  runtime& r = rt();
   const unsigned rounds = static_cast<unsigned>(scaled(20000, 2000));
   std::uint64_t expected = r.statistics().total().executed;
   for (unsigned i = 0; i < rounds; ++i) {

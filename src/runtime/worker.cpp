@@ -778,7 +778,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
     // follow-up stays on the stack (a forward to its resource's pool, a hand-over or a steal
     // answer publishes the transfers first), so it carries t's count the same way. On the
     // object t just ran on (header in cache), finish_other applies the resource's placement now.
-    if (scheduler::stays_home(t, *this) && (t->m_data != ran_on || t->m_is_resource == 0)) {
+    if (scheduler::stays_home(t, *this) && !header_hot(t, ran_on)) {
       carry_count(t->m_group, t->m_epoch_slot);
       push_local(*m_home, t, false);
       return;
@@ -806,9 +806,6 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
     return;
   }
   if (!m_token) reacquire_token(g, slot);
-  // A follow-up on the object its task just ran on is routed with the header in cache.
-  const bool header_hot =
-      ran_on != nullptr && follow->m_data == ran_on && follow->m_is_resource != 0;
   // Another group is joined before the follow-up can run (and leave it).
   const bool transferred = follow->m_group == g && g.valid();
   if (follow->m_group != g) m_sched.m_groups.join(follow->m_group);
@@ -816,7 +813,7 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   if (hold) {
     hold_next(follow);
   } else {
-    m_sched.route(follow, this, false, header_hot);
+    m_sched.route(follow, this, false, header_hot(follow, ran_on));
   }
   if (g.valid() && !transferred) {  // (follow == t: transferred)
     group_add(g, -1, slot);

@@ -275,6 +275,11 @@ class worker {
   /// child took t's count already (and counted the transfer), the follow-up gets a new count.
   TESSERA_ALWAYS_INLINE void carry_count(group g, unsigned slot) noexcept;
   void finish(task* t, task* follow, const void* ran_on);
+  /// Follow-up `f` is annotated with the resource its task just ran on (`ran_on`): the header is
+  /// in cache, so the resource's placement is applied at once (scheduler::route's header_hot).
+  static bool header_hot(const task* f, const void* ran_on) noexcept {
+    return ran_on != nullptr && f->m_data == ran_on && f->m_is_resource != 0;
+  }
   /// finish() for everything but a task held to run again: `hold`, can_hold_follow_up's answer.
   void finish_other(task* t, task* follow, const void* ran_on, bool hold);
   void idle();
