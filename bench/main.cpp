@@ -7,12 +7,14 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/flags.h"
+#include "common/handoff.h"
 #include "common/onetbb_workers.h"
 #include "common/placement.h"
 #include "common/registry.h"
@@ -122,10 +124,49 @@ void print_cpus(const bench::flag_values& flags, const std::vector<unsigned>& wo
                list.c_str(), most > cpus.size() ? ", wrapping around" : "");
 }
 
+/// The cache-line handoff latency (common/handoff.h) from worker 0's CPU to each other
+/// worker's, "27 ns" or "27-31 ns"; empty where there is nothing to measure (unpinned, one
+/// worker, one CPU) or a thread could not be pinned.
+std::string handoff_range(const bench::flag_values& flags, const std::vector<unsigned>& workers) {
+  if (!flags.defined("pin") || !flags.boolean("pin") || workers.empty()) return {};
+  const std::vector<unsigned> cpus = tessera::default_worker_cpus();
+  const unsigned most = *std::max_element(workers.begin(), workers.end());
+  double low = 0;
+  double high = 0;
+  bool any = false;
+  for (unsigned i = 1; i < std::min<std::size_t>(most, cpus.size()); ++i) {
+    const std::optional<double> ns = bench::handoff_ns(cpus[0], cpus[i]);
+    if (!ns) return {};
+    low = any ? std::min(low, *ns) : *ns;
+    high = any ? std::max(high, *ns) : *ns;
+    any = true;
+  }
+  if (!any) return {};
+  char text[64];
+  if (static_cast<long>(low + 0.5) == static_cast<long>(high + 0.5))
+    std::snprintf(text, sizeof text, "%.0f ns", low);
+  else
+    std::snprintf(text, sizeof text, "%.0f-%.0f ns", low, high);
+  return text;
+}
+
+/// Under the CPUs: the handoff latency measured before the runs and after them. A figure at 2
+/// or more workers rests on it, and on a VM it can change in the middle of a run.
+void print_handoff(const std::string& before, const std::string& after, std::FILE* out) {
+  if (before.empty() || after.empty()) return;
+  std::fprintf(out,
+               "handoff: a cache line from worker 0's CPU to another worker's takes %s one way "
+               "(before the runs; %s after)\n",
+               before.c_str(), after.c_str());
+}
+
 void finish(const bench::reporter& report, const bench::flag_values& flags,
-            const std::vector<unsigned>& workers, std::FILE* json) {
+            const std::vector<unsigned>& workers, const std::string& handoff_before,
+            std::FILE* json) {
+  const std::string handoff_after = handoff_range(flags, workers);
   std::fputs(report.table().c_str(), stdout);
   print_cpus(flags, workers, stdout);
+  print_handoff(handoff_before, handoff_after, stdout);
   std::fflush(stdout);
   if (json != nullptr) {
     report.write_json(json);
@@ -212,14 +253,15 @@ int main(int argc, char** argv) {
                                .implementations = flags.list("implementation"),
                                .report = report};
   const bench::onetbb_workers_joined join_onetbb;  // see onetbb_workers.h
+  const std::string handoff_before = handoff_range(flags, workers);
   try {
     b->run(ctx);
   } catch (const std::exception& e) {
-    finish(report, flags, workers, json);
+    finish(report, flags, workers, handoff_before, json);
     std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(),
                  failure_text(e).c_str());
     return 1;
   }
-  finish(report, flags, workers, json);
+  finish(report, flags, workers, handoff_before, json);
   return 0;
 }
