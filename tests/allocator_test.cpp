@@ -77,8 +77,8 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
     std::vector<void*> v;
     for (int i = 0; i < 5000; ++i) v.push_back(alloc::allocate(200));
     for (void* p : v) alloc::deallocate(p, 200);
-    EXPECT_LE(alloc::thread_cached_blocks(), 2 * alloc::batch_blocks)
-        << "a thread's free list grew past two batches";
+    EXPECT_LE(alloc::thread_cached_blocks(), alloc::push_limit)
+        << "a thread's free list grew past its limit";
     alloc::flush_thread_cache();
     EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
   });
@@ -97,8 +97,9 @@ TEST(task_allocator, the_inline_paths_keep_the_cached_count_exact) {
     std::size_t cached = alloc::thread_cached_blocks();
     ASSERT_LT(cached, alloc::batch_blocks);  // a batch from the heap may be a partial one
     std::set<void*> seen(live.begin(), live.end());
-    // Pops (inline where the build allows it) through two refills.
-    for (std::size_t i = 0; i < 2 * alloc::batch_blocks + 16; ++i) {
+    // Pops (inline where the build allows it) through many refills, enough blocks to pass the
+    // list's limit when they come back.
+    for (std::size_t i = 0; i < alloc::push_limit + alloc::batch_blocks + 16; ++i) {
       void* p = detail::task_cache_inline ? detail::task_cache_pop(c) : nullptr;
       if (p == nullptr) p = alloc::allocate(bytes);  // empty list (or sanitizer build): refill
       ASSERT_TRUE(seen.insert(p).second) << "a live block was handed out twice";
@@ -108,17 +109,20 @@ TEST(task_allocator, the_inline_paths_keep_the_cached_count_exact) {
           << "after a pop: " << now << " cached, " << cached << " before";
       cached = now;
     }
-    // Pushes past the limit: the list gives a batch back once it passes two batches.
+    // Pushes past the limit: the list gives a batch back once it passes push_limit.
     std::size_t most = cached;
+    unsigned give_backs = 0;
     for (void* p : live) {
       alloc::release(p, static_cast<std::uint8_t>(c));
       const std::size_t now = alloc::thread_cached_blocks();
       ASSERT_TRUE(now == cached + 1 || now == cached + 1 - alloc::batch_blocks)
           << "after a push: " << now << " cached, " << cached << " before";
+      if (now < cached) ++give_backs;
       cached = now;
       most = std::max(most, now);
     }
-    EXPECT_LE(most, 2 * alloc::batch_blocks);
+    EXPECT_LE(most, alloc::push_limit);
+    EXPECT_GT(give_backs, 0u) << "the list never gave a batch back";
     alloc::flush_thread_cache();
     EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
   });
@@ -238,7 +242,7 @@ TEST(task_allocator, one_way_cross_thread_frees_do_not_grow_os_memory) {
   const std::size_t growth = alloc::os_bytes() - after_warmup;
   EXPECT_LE(growth, 2 * alloc::chunk_bytes)
       << "memory freed on the consumer thread never came back to the producer";
-  EXPECT_LE(consumer_cache_max.load(), 2 * alloc::batch_blocks);
+  EXPECT_LE(consumer_cache_max.load(), alloc::push_limit);
 }
 
 TEST(task_allocator, many_threads_allocate_and_free_each_others_blocks) {

@@ -5,9 +5,9 @@
 //          blocks with the thread caches.
 // Level 3: the operating system: 1 MiB chunks, placed on the node with libnuma.
 //
-// A block freed on another thread goes to that thread's list; when a list grows past two batches,
-// one batch goes back to the thread's node heap, so cross-thread frees never pile up memory on one
-// thread without bound. Blocks over the largest class (1 KiB) come from operator new.
+// A block freed on another thread goes to that thread's list; when a list grows past push_limit
+// (32 batches), one batch goes back to the thread's node heap, so cross-thread frees never pile up
+// memory on one thread without bound. Blocks over the largest class (1 KiB) come from operator new.
 //
 //   void* p = tessera::detail::task_allocator::allocate(96);   // 128-byte class
 //   tessera::detail::task_allocator::deallocate(p, 96);
@@ -29,6 +29,8 @@ class task_allocator {
   static constexpr std::size_t class_count = task_cache::class_count;
   static constexpr std::size_t max_block = task_cache::max_block;
   static constexpr std::size_t batch_blocks = task_cache::batch_blocks;
+  /// The most blocks of one class a thread's list holds before it gives a batch back.
+  static constexpr std::size_t push_limit = task_cache::push_limit;
   static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
 
   /// The out-of-line paths: they refill and drain the thread cache and arm its exit flush

@@ -24,8 +24,14 @@ struct task_cache {
   static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
   static constexpr std::size_t max_block = 1024;
   static constexpr std::size_t batch_blocks = 64;
-  /// The inline push goes out of line when a list holds this many blocks (it gives a batch back).
-  static constexpr std::size_t push_limit = 2 * batch_blocks;
+  /// The inline push goes out of line when a list holds this many blocks (it gives a batch back
+  /// to the node heap). Large enough that a worker's own churn stays on the worker: with two
+  /// batches (the limit until 2026-11-25) a worker with ~1,000 tasks in flight (YCSB's two batch
+  /// slots of 500 requests) gave back and refilled batches all the time through the node heap it
+  /// shares with the other workers, so a block freed on one worker was next allocated on another,
+  /// and the first touch of every new task was a cache-line transfer between cores. Bounded
+  /// still: 2,048 blocks per class, 128 KiB of 64-byte blocks to 2 MiB of 1 KiB ones.
+  static constexpr std::size_t push_limit = 32 * batch_blocks;
 
   /// The depth of the closed floor: at least the push limit, so the inline push fails and takes
   /// the out-of-line path (one compare decides "class cached here, list not full, flush armed").
