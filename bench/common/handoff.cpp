@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <system_error>
 #include <thread>
 
 namespace tessera::bench {
@@ -73,7 +74,7 @@ std::optional<double> handoff_ns(unsigned cpu_a, unsigned cpu_b, handoff_limits 
       }
     }
   });
-  std::thread leader([&] {
+  auto lead = [&] {
     if (!pin_to(cpu_a)) c.failed.store(true, std::memory_order_relaxed);
     c.ready.fetch_add(1, std::memory_order_acq_rel);
     while (c.ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
@@ -97,8 +98,13 @@ std::optional<double> handoff_ns(unsigned cpu_a, unsigned cpu_b, handoff_limits 
       }
       if (!in_time) break;
     }
-  });
-  leader.join();
+  };
+  try {
+    std::thread leader(lead);
+    leader.join();
+  } catch (const std::system_error&) {  // no thread to be had: no measurement
+    c.failed.store(true, std::memory_order_relaxed);
+  }
   // The follower answers a hit still in flight (odd) before it looks at `done`, so it never
   // leaves a hit unanswered that nobody waits for any more; it leaves on an even value.
   c.done.store(true, std::memory_order_release);

@@ -26,7 +26,8 @@ struct handoff_limits {
 /// `cpu_a` and one pinned to `cpu_b`: the fastest of three blocks of round trips. nullopt if
 /// either thread could not be pinned. Returns within about the budget plus a scheduler time
 /// slice even when both CPUs are the same one or busy (a hop is then a context switch). Uses
-/// two threads of its own; the caller's affinity is left alone.
+/// two threads of its own; the caller's affinity is left alone. Throws std::system_error only if
+/// not even the first of them can be started.
 std::optional<double> handoff_ns(unsigned cpu_a, unsigned cpu_b, handoff_limits limits = {});
 
 }  // namespace tessera::bench
