@@ -135,15 +135,19 @@ std::string handoff_range(const bench::flag_values& flags, const std::vector<uns
   double low = 0;
   double high = 0;
   bool any = false;
-  for (unsigned i = 1; i < std::min<std::size_t>(most, cpus.size()); ++i) {
-    std::optional<double> ns;
+  const auto measure = [](unsigned a, unsigned b) -> std::optional<double> {
     try {
-      ns = bench::handoff_ns(cpus[0], cpus[i]);
+      return bench::handoff_ns(a, b);
     } catch (const std::system_error&) {  // no thread to be had: the line is left out
+      return std::nullopt;
     }
-    if (!ns) return {};
-    low = any ? std::min(low, *ns) : *ns;
-    high = any ? std::max(high, *ns) : *ns;
+  };
+  for (unsigned i = 1; i < std::min<std::size_t>(most, cpus.size()); ++i) {
+    const std::optional<double> ns = measure(cpus[0], cpus[i]);
+    if (!ns.has_value()) return {};
+    const double v = ns.value_or(0.0);
+    low = any ? std::min(low, v) : v;
+    high = any ? std::max(high, v) : v;
     any = true;
   }
   if (!any) return {};
