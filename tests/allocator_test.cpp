@@ -85,6 +85,52 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
   t.join();
 }
 
+/// A thread with ~1,000 tasks in flight (YCSB's two batch slots of 500) keeps the blocks it frees
+/// on its own list: another thread allocating meanwhile gets none of them, and the first thread
+/// gets every one of them back. With a limit of two batches (until 2026-11-25) they went through
+/// the shared node heap, so blocks freed on one worker were next allocated on another.
+TEST(task_allocator, a_thousand_freed_blocks_stay_with_the_thread_that_freed_them) {
+  constexpr std::size_t in_flight = 1000;
+  static_assert(in_flight < alloc::push_limit);
+  constexpr std::size_t bytes = 100;  // 128-byte class
+  std::atomic<int> stage{0};          // 1: a freed its blocks; 2: b took its own
+  std::set<void*> freed_by_a;
+  std::set<void*> taken_by_b;
+  std::set<void*> taken_again_by_a;
+  std::thread a([&] {
+    std::vector<void*> v;
+    for (std::size_t i = 0; i < in_flight; ++i) v.push_back(alloc::allocate(bytes));
+    for (void* p : v) alloc::deallocate(p, bytes);
+    freed_by_a.insert(v.begin(), v.end());
+    v.clear();
+    stage.store(1, std::memory_order_release);
+    stage.notify_all();
+    stage.wait(1, std::memory_order_acquire);
+    for (std::size_t i = 0; i < in_flight; ++i) v.push_back(alloc::allocate(bytes));
+    taken_again_by_a.insert(v.begin(), v.end());
+    for (void* p : v) alloc::deallocate(p, bytes);
+    alloc::flush_thread_cache();
+  });
+  std::thread b([&] {
+    stage.wait(0, std::memory_order_acquire);
+    std::vector<void*> v;
+    for (std::size_t i = 0; i < in_flight; ++i) v.push_back(alloc::allocate(bytes));
+    taken_by_b.insert(v.begin(), v.end());
+    for (void* p : v) alloc::deallocate(p, bytes);
+    alloc::flush_thread_cache();
+    stage.store(2, std::memory_order_release);
+    stage.notify_all();
+  });
+  a.join();
+  b.join();
+  std::size_t shared = 0;
+  for (void* p : taken_by_b) shared += freed_by_a.count(p);
+  EXPECT_EQ(shared, 0u) << "blocks freed on one thread were allocated on another";
+  std::size_t own = 0;
+  for (void* p : taken_again_by_a) own += freed_by_a.count(p);
+  EXPECT_EQ(own, in_flight) << "the thread did not get all of its own blocks back";
+}
+
 /// The inline pop writes no counter: a list's length lives in its top block. Interleaved inline
 /// pops and pushes (what make_task and the runtime's free path do), out-of-line refills and the
 /// give-back of a batch must keep it exact, and every block must come back once.
