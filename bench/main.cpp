@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -132,9 +133,8 @@ std::string handoff_range(const bench::flag_values& flags, const std::vector<uns
   if (!flags.defined("pin") || !flags.boolean("pin") || workers.empty()) return {};
   const std::vector<unsigned> cpus = tessera::default_worker_cpus();
   const unsigned most = *std::max_element(workers.begin(), workers.end());
-  double low = 0;
-  double high = 0;
-  bool any = false;
+  double low = std::numeric_limits<double>::infinity();
+  double high = 0;  // stays 0 while nothing was measured
   const auto measure = [](unsigned a, unsigned b) -> std::optional<double> {
     try {
       return bench::handoff_ns(a, b);
@@ -146,11 +146,10 @@ std::string handoff_range(const bench::flag_values& flags, const std::vector<uns
     const std::optional<double> ns = measure(cpus[0], cpus[i]);
     if (!ns.has_value()) return {};
     const double v = ns.value_or(0.0);
-    low = any ? std::min(low, v) : v;
-    high = any ? std::max(high, v) : v;
-    any = true;
+    low = std::min(low, v);
+    high = std::max(high, v);
   }
-  if (!any) return {};
+  if (high == 0) return {};
   char text[64];
   if (static_cast<long>(low + 0.5) == static_cast<long>(high + 0.5))
     std::snprintf(text, sizeof text, "%.0f ns", low);

@@ -1,27 +1,18 @@
 #include "common/handoff.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <limits>
 #include <system_error>
 #include <thread>
 
+#include "common/placement.h"
+
 namespace tessera::bench {
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-bool pin_to(unsigned cpu) {
-  if (cpu >= CPU_SETSIZE) return false;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-}
 
 // 128 bytes apart: AMD's and Intel's L2 fetch a line's neighbour with it, and the follower's
 // looks at `control` would pull the ball's line back and forth as well.
@@ -59,7 +50,7 @@ std::optional<double> handoff_ns(unsigned cpu_a, unsigned cpu_b, handoff_limits 
   double best = std::numeric_limits<double>::infinity();
 
   std::thread follower([&] {
-    if (!pin_to(cpu_b)) c.failed.store(true, std::memory_order_relaxed);
+    if (!pin_this_thread_to(cpu_b)) c.failed.store(true, std::memory_order_relaxed);
     c.ready.fetch_add(1, std::memory_order_acq_rel);
     for (unsigned spins = 1;; ++spins) {
       const std::uint64_t v = b.value.load(std::memory_order_acquire);
@@ -75,7 +66,7 @@ std::optional<double> handoff_ns(unsigned cpu_a, unsigned cpu_b, handoff_limits 
     }
   });
   auto lead = [&] {
-    if (!pin_to(cpu_a)) c.failed.store(true, std::memory_order_relaxed);
+    if (!pin_this_thread_to(cpu_a)) c.failed.store(true, std::memory_order_relaxed);
     c.ready.fetch_add(1, std::memory_order_acq_rel);
     while (c.ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
     if (c.failed.load(std::memory_order_relaxed)) return;

@@ -1,8 +1,5 @@
 #include "common/placement.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <vector>
 
 #include "tessera/runtime.h"
@@ -18,10 +15,7 @@ bool pin_worker_thread(unsigned worker) {
   thread_local long pinned_to = -1;
   const unsigned cpu = cpus[worker % cpus.size()];
   if (pinned_to == static_cast<long>(cpu)) return true;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) return false;
+  if (!pin_this_thread_to(cpu)) return false;
   pinned_to = cpu;
   return true;
 }

@@ -11,7 +11,20 @@
 //   pin_worker_thread(2);    // the calling thread: onto tessera's CPU of worker 2
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
+
 namespace tessera::bench {
+
+/// Pins the calling thread to `cpu`; false if refused (or `cpu` is beyond CPU_SETSIZE). Inline,
+/// so that harness code without the runtime (common/handoff.cpp, its tests) can use it.
+inline bool pin_this_thread_to(unsigned cpu) {
+  if (cpu >= CPU_SETSIZE) return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+}
 
 /// Pins the calling thread to tessera::default_worker_cpus()[worker % count]; best effort
 /// (false if refused).
