@@ -133,8 +133,8 @@ std::string handoff_range(const bench::flag_values& flags, const std::vector<uns
   if (!flags.defined("pin") || !flags.boolean("pin") || workers.empty()) return {};
   const std::vector<unsigned> cpus = tessera::default_worker_cpus();
   const unsigned most = *std::max_element(workers.begin(), workers.end());
-  double low = std::numeric_limits<double>::infinity();
-  double high = 0;  // stays 0 while nothing was measured
+  double low = std::numeric_limits<double>::infinity();  // stays above high until a measurement
+  double high = 0;
   const auto measure = [](unsigned a, unsigned b) -> std::optional<double> {
     try {
       return bench::handoff_ns(a, b);
@@ -145,11 +145,11 @@ std::string handoff_range(const bench::flag_values& flags, const std::vector<uns
   for (unsigned i = 1; i < std::min<std::size_t>(most, cpus.size()); ++i) {
     const std::optional<double> ns = measure(cpus[0], cpus[i]);
     if (!ns.has_value()) return {};
-    const double v = ns.value_or(0.0);
+    const double v = *ns;
     low = std::min(low, v);
     high = std::max(high, v);
   }
-  if (high == 0) return {};
+  if (low > high) return {};  // nothing measured
   char text[64];
   if (static_cast<long>(low + 0.5) == static_cast<long>(high + 0.5))
     std::snprintf(text, sizeof text, "%.0f ns", low);
