@@ -461,6 +461,84 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
   }
   st = nullptr;
 }
+
+/// The interleaving forced with test hooks: worker 1 is on its way to park (not yet counted as
+/// parked) when worker 0 publishes more than one queued task and checks for parked peers; it
+/// finds none and wakes nobody, then runs a task that waits for a thief. Worker 1 must ask
+/// worker 0 for work as it parks, instead of sleeping until the park timeout (50 ms; set to an
+/// hour here). Before, it slept: the queued tasks waited for the park timeout, or, in the test
+/// above, for ever (one failure in about ten repetitions).
+TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_for_it) {
+  struct shared {
+    std::atomic<bool> armed{true};
+    std::atomic<bool> parking{false};    // worker 1 is held at the start of park()
+    std::atomic<bool> published{false};  // worker 0 published its queue and checked for sleepers
+    std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
+    std::atomic<bool> first_child{true};
+    std::atomic<unsigned> children_ran{0};
+  };
+  static shared* st = nullptr;
+  shared s;
+  st = &s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  detail::test_hooks::park_timeout_ns.store(3'600'000'000'000ull);
+  detail::test_hooks::parking.store(
+      +[](detail::worker& w) {
+        if (w.index() != 1 || !st->armed.exchange(false)) return;
+        st->parking.store(true);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!st->published.load() && std::chrono::steady_clock::now() < until) {
+          std::this_thread::yield();
+        }
+      },
+      std::memory_order_release);
+  detail::test_hooks::steal_requested.store(
+      +[](detail::worker& victim, unsigned thief) {
+        if (victim.index() == 0 && thief == 1) st->requested.store(true);
+      },
+      std::memory_order_release);
+  {
+    runtime_options options;
+    options.workers = 2;
+    options.epoch_interval_tasks = 1;  // periodic() after every task
+    options.spin_before_park = std::chrono::microseconds{0};
+    runtime r(options);
+    const group g = r.make_group();
+    while (!s.parking.load() && before_deadline()) std::this_thread::yield();
+    const bool held = s.parking.load();
+    // Worker 0 runs three children from its work-first stack; periodic() after the root has
+    // published two queued (the stack's count) and found no parked peer by the time the first
+    // child starts. The first child waits for worker 1's request.
+    auto* root = make_fn(r, [](context& ctx) {
+      for (int i = 0; i < 3; ++i) {
+        ctx.spawn([](context&) {
+          if (st->first_child.exchange(false)) {
+            st->published.store(true);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (!st->requested.load() && std::chrono::steady_clock::now() < until) {
+              std::this_thread::yield();
+            }
+          }
+          st->children_ran.fetch_add(1);
+        });
+      }
+    });
+    root->annotate(wid(0));
+    r.spawn(root, g);
+    r.wait(g);
+    EXPECT_TRUE(held) << "worker 1 never parked";
+    EXPECT_TRUE(s.requested.load())
+        << "worker 1 parked without asking worker 0, which had queued tasks, for work";
+    EXPECT_EQ(s.children_ran.load(), 3u);
+    s.published.store(true);
+    detail::test_hooks::parking.store(nullptr);
+    detail::test_hooks::steal_requested.store(nullptr);
+    detail::test_hooks::park_timeout_ns.store(0);
+    r.stop();
+  }
+  st = nullptr;
+}
 #endif
 
 }  // namespace

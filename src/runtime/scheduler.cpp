@@ -567,7 +567,8 @@ int scheduler::choose_victim(unsigned thief) const noexcept {
   for (unsigned k = 0; k < n; ++k) {
     const unsigned i = (start + k) % n;
     if (i == thief) continue;
-    const std::uint32_t q = m_workers[i]->m_queued.load(std::memory_order_relaxed);
+    // seq_cst: a parking thief's read, after it counted itself parked (see worker::periodic)
+    const std::uint32_t q = m_workers[i]->m_queued.load(std::memory_order_seq_cst);
     if (q > most) {
       most = q;
       best = static_cast<int>(i);

@@ -236,9 +236,10 @@ class scheduler {
   void push_inbox(pool& p, unsigned priority, task* first, task* last) noexcept;
   /// Picks the worker an idle thief should ask (the one with most queued tasks), or -1.
   int choose_victim(unsigned thief) const noexcept;
-  /// Active workers asleep in park() right now. Relaxed: a hint for periodic(); a worker that
-  /// parks just after it was read is found at the next check (or wakes at the park timeout).
-  unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_relaxed); }
+  /// Active workers asleep in park() right now (or about to be). seq_cst: read by periodic()
+  /// after its seq_cst store of its queue length; a worker that parks just after it was read
+  /// sees that length and asks for work itself (worker::park).
+  unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_seq_cst); }
   /// Wakes one active parked worker other than `except`; false if none was asleep.
   bool wake_a_parked_worker(unsigned except) noexcept;
 

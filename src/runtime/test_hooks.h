@@ -32,6 +32,10 @@ inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_requested{nul
 /// before it moves anything.
 inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_answering{nullptr};
 
+/// Called by worker::park on the worker's thread when it starts, before anything of parking
+/// (the worker is neither marked asleep nor counted as parked yet).
+inline std::atomic<void (*)(worker&)> parking{nullptr};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};

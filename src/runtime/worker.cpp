@@ -165,18 +165,26 @@ void worker::periodic() {
       m_stack_top == nullptr ? 0
                              : 1 + (m_stack_top->m_next.load(std::memory_order_relaxed) != nullptr);
   const std::size_t queued = local_total() + stacked;
-  m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
   // started on another worker would sleep through it (until the park timeout). At most one
   // wake-up per peer_wake_interval_ns: queued tasks a thief may not take (worker targets,
   // serialized pools) would otherwise wake a peer for nothing every 50 tasks.
-  if (queued > 1 && m_sched.parked_workers() != 0) {
-    const std::uint64_t now = m_sched.now_ns();
-    if (now >= m_next_peer_wake_ns && m_sched.wake_a_parked_worker(m_index)) {
-      m_next_peer_wake_ns = now + peer_wake_interval_ns;
-      bump(m_stats.peers_woken);
+  if (queued > 1) {
+    // seq_cst store, then the seq_cst load of the parked count (Dekker with park(), which counts
+    // itself parked and then reads every m_queued in choose_victim): either this worker sees
+    // the parker and wakes one, or the parker sees this queue and asks it for work.
+    m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_seq_cst);
+    if (m_sched.parked_workers() != 0) {
+      const std::uint64_t now = m_sched.now_ns();
+      if (now >= m_next_peer_wake_ns && m_sched.wake_a_parked_worker(m_index)) {
+        m_next_peer_wake_ns = now + peer_wake_interval_ns;
+        bump(m_stats.peers_woken);
+      }
     }
+  } else {
+    // relaxed: nothing for a thief (choose_victim needs more than one)
+    m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   }
   m_distance = m_sched.prefetch_distance();
   // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
@@ -907,24 +915,32 @@ void worker::idle() {
 }
 
 void worker::park() {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::parking.load(std::memory_order_acquire)) hook(*this);
+#endif
   flush_group();
   m_epoch.publish();
   // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
   m_sleeping.store(1, std::memory_order_seq_cst);
-  if (has_work_for_park() && m_active_local) {
+  // An active worker is counted as parked, so that busy workers with queued work wake it
+  // (periodic()). seq_cst, before the checks below and the look for a victim: see periodic().
+  const bool active = m_active_local;
+  if (active) m_sched.m_parked.fetch_add(1, std::memory_order_seq_cst);
+  const bool stay_awake = active ? has_work_for_park()
+                                 : m_attention.load(std::memory_order_seq_cst) != 0;
+  if (stay_awake) {
+    if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
     m_sleeping.store(0, std::memory_order_relaxed);
     return;
   }
-  if (!m_active_local && m_attention.load(std::memory_order_seq_cst) != 0) {
-    m_sleeping.store(0, std::memory_order_relaxed);
-    return;
-  }
+  // A peer that published more than one queued task before we counted ourselves parked may have
+  // missed us (periodic() read the count first): ask it for work now. Its answer comes into our
+  // pools (an inbox push or a pool hand-over), which wakes us; an answer of nothing does not.
+  if (active && m_sched.worker_count() > 1) try_steal();
 #if defined(TESSERA_STATISTICS)
   const std::uint64_t start = m_sched.now_ns();
 #endif
-  // The timeout is a safety net only; every wake-up path is explicit. An active worker is counted
-  // as parked, so that busy workers with queued work wake it (periodic()).
-  if (m_active_local) m_sched.m_parked.fetch_add(1, std::memory_order_relaxed);
+  // The timeout is a safety net only; every wake-up path is explicit.
   std::uint64_t timeout_ns = 50'000'000;
 #if defined(TESSERA_DEBUG_CHECKS)
   if (const std::uint64_t t = test_hooks::park_timeout_ns.load(std::memory_order_relaxed)) {
@@ -932,7 +948,8 @@ void worker::park() {
   }
 #endif
   futex_wait(m_sleeping, 1, static_cast<long>(timeout_ns));
-  if (m_active_local) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
+  // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
+  if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.parked_ns, m_sched.now_ns() - start);
