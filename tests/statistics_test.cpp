@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/test_hooks.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -380,6 +381,24 @@ TEST(spin_before_park, an_idle_worker_spins_as_long_as_asked) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(parked_ns_after_waking_all(r), before) << "parked within 100 ms of a 30 s spin";
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+// A worker whose sleep ends by the safety timeout, with nothing to do, parks again at once: it
+// does not spin spin_before_park first (before, an idle runtime spun 200 µs of every 50 ms per
+// worker). Here the spin is 300 ms and the timeout 5 ms: parked ~700 ms of the first second with
+// the rule, ~15 ms without it.
+TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
+  detail::test_hooks::park_timeout_ns.store(5'000'000);
+  {
+    runtime r({.workers = 1, .spin_before_park = std::chrono::milliseconds(300)});
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const std::uint64_t parked = parked_ns_after_waking_all(r);
+    EXPECT_GT(parked, 300'000'000u) << "parked " << parked / 1'000'000
+                                    << " ms of 1 s: the worker spun after each timeout";
+  }
+  detail::test_hooks::park_timeout_ns.store(0);
+}
+#endif
 
 // With more workers than CPUs a spinner holds a CPU that a worker with work needs: the spin is
 // capped (50 µs), whatever spin_before_park asks for.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "memory/task_allocator.h"
 #include "runtime/prefetch.h"
@@ -890,7 +891,11 @@ void worker::idle() {
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  const std::uint64_t spin = m_sched.spin_before_park_ns();
+  // Spin only if the last sleep did not end by the safety timeout: a worker that wakes every
+  // 50 ms with nothing to do would otherwise spin 200 µs each time (~0.4 % of a core per idle
+  // worker), and anything the timeout rescues is in its inboxes already.
+  const bool after_timeout = std::exchange(m_slept_through, false);
+  const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
@@ -903,7 +908,7 @@ void worker::idle() {
 #if defined(TESSERA_STATISTICS)
         bump(m_stats.idle_ns, now - start);
 #endif
-        park();
+        m_slept_through = park();
         return;
       }
     }
@@ -914,7 +919,7 @@ void worker::idle() {
 #endif
 }
 
-void worker::park() {
+bool worker::park() {
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::parking.load(std::memory_order_acquire)) hook(*this);
 #endif
@@ -931,7 +936,7 @@ void worker::park() {
   if (stay_awake) {
     if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
     m_sleeping.store(0, std::memory_order_relaxed);
-    return;
+    return false;
   }
   // A peer that published more than one queued task before we counted ourselves parked may have
   // missed us (periodic() read the count first): ask it for work now. Its answer comes into our
@@ -948,12 +953,16 @@ void worker::park() {
   }
 #endif
   futex_wait(m_sleeping, 1, static_cast<long>(timeout_ns));
+  // Still 1: nobody woke us (a waker exchanges it to 0 before its futex wake); the timeout, or a
+  // spurious return. Relaxed: only this worker's own next idle() depends on it.
+  const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
   // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
   if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.parked_ns, m_sched.now_ns() - start);
 #endif
+  return timed_out;
 }
 
 // ---- reclamation -------------------------------------------------------------------------------

@@ -283,7 +283,9 @@ class worker {
   /// finish() for everything but a task held to run again: `hold`, can_hold_follow_up's answer.
   void finish_other(task* t, task* follow, const void* ran_on, bool hold);
   void idle();
-  void park();
+  /// Sleeps on the futex until woken (or the 50 ms safety timeout). True if the sleep ended
+  /// without a wake-up (idle() then parks again without spinning first).
+  bool park();
   bool has_work_for_park() const noexcept;
   bool owns(const pool* p) const noexcept {
     return p->held_by.load(std::memory_order_relaxed) == m_index;
@@ -335,6 +337,7 @@ class worker {
   resource_header* m_retired = nullptr;   // newest first
   std::uint64_t m_retired_count = 0;
   bool m_reclaim_pending = false;
+  bool m_slept_through = false;  // the last park() ended by its timeout, not a wake-up
   group m_gcache{};           // the group whose count is batched (invalid: none)
   std::int64_t m_gdelta = 0;  // its batched change
   std::uint8_t m_gslot = 0;   // epoch slot the open batch is counted in (as a pseudo-task)
