@@ -873,6 +873,10 @@ bool worker::has_work_for_park() const noexcept {
 }
 
 void worker::idle() {
+  // Spin below only if the last sleep did not end by the safety timeout with nothing found since:
+  // a worker that wakes every 50 ms with nothing to do would otherwise spin 200 µs each time
+  // (~0.4 % of a core per idle worker), and anything the timeout rescues is in its inboxes.
+  const bool after_timeout = std::exchange(m_slept_through, false);
   flush_group();  // first: a waiter of the group learns of its last completion without delay
   // A quick poll before the rest of going idle: a task handed over by another worker (a
   // round-robin, a serialized resource's pool, a reply) often arrives within a few hundred ns,
@@ -891,10 +895,6 @@ void worker::idle() {
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  // Spin only if the last sleep did not end by the safety timeout: a worker that wakes every
-  // 50 ms with nothing to do would otherwise spin 200 µs each time (~0.4 % of a core per idle
-  // worker), and anything the timeout rescues is in its inboxes already.
-  const bool after_timeout = std::exchange(m_slept_through, false);
   const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
