@@ -359,6 +359,13 @@ TEST(parking, a_busy_worker_wakes_a_parked_one_to_take_queued_work) {
 }
 
 #if defined(TESSERA_DEBUG_CHECKS)
+/// For a hook or a task that holds its worker at one point of an interleaving: yields until
+/// `flag` is set, or 20 s have passed (so that a failing test ends instead of hanging).
+void hold_until(const std::atomic<bool>& flag) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!flag.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
 /// The interleaving forced with test hooks (src/runtime/test_hooks.h): worker 1 answers worker
 /// 2's steal request with tasks of its home pool and has checked that worker 2 is active; before
 /// it moves them, worker 2 is deactivated and hands its home pool to worker 0, which adopts it and
@@ -407,10 +414,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
         +[](detail::worker& victim, unsigned thief) {
           if (victim.index() != 1 || thief != 2 || st->answering.exchange(true)) return;
           st->sched.store(victim.owner());
-          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-          while (!st->proceed.load() && std::chrono::steady_clock::now() < until) {
-            std::this_thread::yield();
-          }
+          hold_until(st->proceed);
         },
         std::memory_order_release);
     // Worker 1 runs three children from its work-first stack; the first one waits for worker
@@ -418,12 +422,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
     auto* root = make_fn(r, [](context& ctx) {
       for (int i = 0; i < 3; ++i) {
         ctx.spawn([](context&) {
-          if (st->first_child.exchange(false)) {
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (!st->requested.load() && std::chrono::steady_clock::now() < until) {
-              std::this_thread::yield();
-            }
-          }
+          if (st->first_child.exchange(false)) hold_until(st->requested);
           st->children_ran.fetch_add(1);
         });
       }
@@ -487,10 +486,7 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
       +[](detail::worker& w) {
         if (w.index() != 1 || !st->armed.exchange(false)) return;
         st->parking.store(true);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!st->published.load() && std::chrono::steady_clock::now() < until) {
-          std::this_thread::yield();
-        }
+        hold_until(st->published);
       },
       std::memory_order_release);
   detail::test_hooks::steal_requested.store(
@@ -515,10 +511,7 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
         ctx.spawn([](context&) {
           if (st->first_child.exchange(false)) {
             st->published.store(true);
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (!st->requested.load() && std::chrono::steady_clock::now() < until) {
-              std::this_thread::yield();
-            }
+            hold_until(st->requested);
           }
           st->children_ran.fetch_add(1);
         });
