@@ -941,7 +941,7 @@ bool worker::park() {
   // A peer that published more than one queued task before we counted ourselves parked may have
   // missed us (periodic() read the count first): ask it for work now. Its answer comes into our
   // pools (an inbox push or a pool hand-over), which wakes us; an answer of nothing does not.
-  if (active && m_sched.worker_count() > 1) try_steal();
+  if (active) try_steal();  // with one worker there is no victim: choose_victim gives -1
 #if defined(TESSERA_STATISTICS)
   const std::uint64_t start = m_sched.now_ns();
 #endif
