@@ -46,6 +46,13 @@ struct alignas(64) epoch_counters {
     spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
   }
+  /// count_spawn() as a seq_cst store, for the one spawn that must be ordered against a flag
+  /// without a fence: the reclamation task against `stopping` (worker::maybe_reclaim, with
+  /// scheduler::stop() and the seq_cst reads of scheduler::quiescent()).
+  void count_spawn_seq_cst(unsigned slot) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
+                        std::memory_order_seq_cst);
+  }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
   void count_transfer() noexcept { ++transferred_local; }
   /// Undoes count_transfer() of the running task (worker::reacquire_token).

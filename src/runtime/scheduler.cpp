@@ -435,8 +435,9 @@ bool scheduler::quiescent() const noexcept {
   }
   std::uint64_t spawned = 0;
   for (auto& c : m_external_spawned) spawned += c.load(std::memory_order_acquire);
+  // seq_cst, not just acquire: stop() relies on it (worker::maybe_reclaim)
   for (auto& w : m_workers) {
-    for (auto& c : w->m_epoch.spawned) spawned += c.load(std::memory_order_acquire);
+    for (auto& c : w->m_epoch.spawned) spawned += c.load(std::memory_order_seq_cst);
   }
   return spawned == completed;
 }
@@ -591,10 +592,10 @@ void scheduler::stop() {
     std::fprintf(stderr, "tessera: runtime::stop() called from one of its own workers\n");
     std::abort();
   }
-  m_stopping.store(true, std::memory_order_seq_cst);  // seq_cst: see spawn()
-  // Pairs with the fence in worker::maybe_reclaim: a reclamation task spawned from here on is
-  // either counted before wait_idle() reads the counts, or not spawned at all.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // seq_cst: see spawn(), and worker::maybe_reclaim: a reclamation task spawned from here on is
+  // either counted before wait_idle() reads the counts (seq_cst, in quiescent()), or not
+  // spawned at all.
+  m_stopping.store(true, std::memory_order_seq_cst);
   while (m_external_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   // Drain: every task spawned so far, and every task those spawn, runs. Resizing to all workers
   // first makes sure no pool is parked with an inactive worker.

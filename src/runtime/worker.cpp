@@ -996,12 +996,13 @@ void worker::maybe_reclaim() {
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::reclaim_task_made.load(std::memory_order_acquire)) hook(*this);
 #endif
-  m_epoch.count_spawn(t->m_epoch_slot);
-  // seq_cst fence, paired with the one in scheduler::stop() after `stopping` is set: either stop()
-  // sees this spawn (and waits for it before the workers exit), or we see `stopping` and reclaim
-  // here, since a task routed now could be left behind by workers that already exit.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (m_sched.m_stopping.load(std::memory_order_relaxed)) {
+  // Dekker with scheduler::stop(), all four seq_cst: this store of the spawn count, then the load
+  // of `stopping` below; stop() stores `stopping`, then quiescent() loads the counts. Either
+  // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
+  // reclaim here, since a task routed now could be left behind by workers that already exit.
+  // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
+  m_epoch.count_spawn_seq_cst(t->m_epoch_slot);
+  if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
     const unsigned slot = t->m_epoch_slot;
     t->execute(m_ctx);
     m_sched.destroy(t);
