@@ -532,6 +532,117 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
   }
   st = nullptr;
 }
+
+/// Waits until both workers of `r` are parked (counted in the scheduler), or 20 s have passed.
+bool both_parked(runtime& r) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (r.internals().parked_workers() < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  return r.internals().parked_workers() >= 2;
+}
+
+/// The hook that holds periodic() within its once-per-millisecond limit on waking parked peers,
+/// and the park timeout set to an hour, for the two tests below; both undone at the end.
+struct wake_limit_in_force {
+  wake_limit_in_force() {
+    detail::test_hooks::park_timeout_ns.store(3'600'000'000'000ull);
+    detail::test_hooks::peer_wake_limited.store(true);
+  }
+  ~wake_limit_in_force() {
+    detail::test_hooks::peer_wake_limited.store(false);
+    detail::test_hooks::park_timeout_ns.store(0);
+  }
+};
+
+/// Worker 1 parked blind (no peer had more than one task queued when it looked). Worker 0 then
+/// queues tasks while its limit on waking parked peers is in force (as within a millisecond of
+/// another wake-up), and its first task waits for worker 1 to ask for work. Worker 0 must wake
+/// worker 1 despite the limit: until 2026-11-25 it did not, and worker 1 slept until its park
+/// timeout (50 ms; an hour here) while the queued tasks waited.
+TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parked_blind) {
+  struct shared {
+    std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
+    std::atomic<bool> first_child{true};
+    std::atomic<unsigned> children_ran{0};
+  };
+  static shared* st = nullptr;
+  shared s;
+  st = &s;
+  detail::test_hooks::steal_requested.store(
+      +[](detail::worker& victim, unsigned thief) {
+        if (victim.index() == 0 && thief == 1) st->requested.store(true);
+      },
+      std::memory_order_release);
+  {
+    const wake_limit_in_force limit;
+    runtime_options options;
+    options.workers = 2;
+    options.epoch_interval_tasks = 1;  // periodic() after every task
+    options.spin_before_park = std::chrono::microseconds{0};
+    runtime r(options);
+    const group g = r.make_group();
+    EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
+    // Worker 0 is woken by the spawn (into its own pool) and runs three children from its
+    // work-first stack; periodic() after the root sees two queued, worker 1 parked, and the limit.
+    auto* root = make_fn(r, [](context& ctx) {
+      for (int i = 0; i < 3; ++i) {
+        ctx.spawn([](context&) {
+          if (st->first_child.exchange(false)) hold_until(st->requested);
+          st->children_ran.fetch_add(1);
+        });
+      }
+    });
+    root->annotate(wid(0));
+    r.spawn(root, g);
+    r.wait(g);
+    EXPECT_TRUE(s.requested.load())
+        << "worker 0 queued tasks and ran a long one without waking worker 1, parked blind";
+    EXPECT_EQ(s.children_ran.load(), 3u);
+    detail::test_hooks::steal_requested.store(nullptr);
+    s.requested.store(true);
+    r.stop();
+  }
+  st = nullptr;
+}
+
+/// The limit's purpose, kept: tasks that may not move (targeted at worker 0) queued on worker 0
+/// wake the parked worker 1 once (it parked blind), not at every periodic() of worker 0 (every
+/// task here). Worker 1 asks for work, gets none, and parks again; that park is not blind (it
+/// asked, or the queue it saw had more than one), so nothing wakes it again until the limit
+/// has passed, which the hook holds off.
+TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the_limit) {
+  const wake_limit_in_force limit;
+  runtime_options options;
+  options.workers = 2;
+  options.epoch_interval_tasks = 1;  // periodic() after every task
+  options.spin_before_park = std::chrono::microseconds{0};
+  runtime r(options);
+  const group g = r.make_group();
+  EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
+  std::atomic<unsigned> ran{0};
+  std::atomic<unsigned> ran_elsewhere{0};
+  constexpr unsigned tasks = 2000;
+  auto* root = make_fn(r, [&ran, &ran_elsewhere](context& ctx) {
+    for (unsigned i = 0; i < tasks; ++i) {
+      auto* t = make_fn(ctx, [&ran, &ran_elsewhere](context& c) {
+        if (c.worker().value != 0) ran_elsewhere.fetch_add(1, std::memory_order_relaxed);
+        pause_a_little(200);
+        ran.fetch_add(1, std::memory_order_relaxed);
+      });
+      t->annotate(wid(0));
+      ctx.spawn(t);
+    }
+  });
+  root->annotate(wid(0));
+  r.spawn(root, g);
+  r.wait(g);
+  r.wait_idle();  // the statistics are exact once the runtime is idle
+  EXPECT_EQ(ran.load(), tasks);
+  EXPECT_EQ(ran_elsewhere.load(), 0u) << "a task targeted at worker 0 ran on another";
+  EXPECT_LE(r.statistics().workers[0].peers_woken, 2u)
+      << "tasks that may not move woke the parked worker again and again";
+  r.stop();
+}
 #endif
 
 }  // namespace

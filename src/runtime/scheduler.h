@@ -240,6 +240,15 @@ class scheduler {
   /// after its seq_cst store of its queue length; a worker that parks just after it was read
   /// sees that length and asks for work itself (worker::park).
   unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_seq_cst); }
+  /// Blind parks so far: a worker parked without having seen a peer with more than one queued
+  /// task (worker::park), or a thief's request was answered by a victim with fewer than two
+  /// (worker::answer_steal_request). A busy worker that sees this count change wakes a parked
+  /// worker despite its once-per-millisecond limit (worker::periodic). seq_cst: Dekker with
+  /// periodic()'s store of its queue length, see worker::park.
+  std::uint32_t blind_parks() const noexcept {
+    return m_blind_parks.load(std::memory_order_seq_cst);
+  }
+  void count_blind_park() noexcept { m_blind_parks.fetch_add(1, std::memory_order_seq_cst); }
   /// Wakes one active parked worker other than `except`; false if none was asleep.
   bool wake_a_parked_worker(unsigned except) noexcept;
 
@@ -304,6 +313,7 @@ class scheduler {
   /// See parked_workers(). Its own line: it changes on every park, and the members above are
   /// read by busy workers.
   alignas(64) std::atomic<unsigned> m_parked{0};
+  std::atomic<std::uint32_t> m_blind_parks{0};  ///< see blind_parks(); changes with m_parked
 
   alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
   std::atomic<std::uint64_t> m_last_advance_ns{0};

@@ -36,6 +36,10 @@ inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_answering{nul
 /// (the worker is neither marked asleep nor counted as parked yet).
 inline std::atomic<void (*)(worker&)> parking{nullptr};
 
+/// While true, worker::periodic() acts as if it had woken a parked peer less than
+/// peer_wake_interval_ns ago (its once-per-millisecond limit in force), whatever the clock says.
+inline std::atomic<bool> peer_wake_limited{false};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};

@@ -169,16 +169,27 @@ void worker::periodic() {
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
   // started on another worker would sleep through it (until the park timeout). At most one
-  // wake-up per peer_wake_interval_ns: queued tasks a thief may not take (worker targets,
-  // serialized pools) would otherwise wake a peer for nothing every 50 tasks.
+  // wake-up per peer_wake_interval_ns, unless a worker parked blind since the last look (it saw
+  // no queue of more than one, so it has not seen this one): queued tasks a thief may not take
+  // (worker targets, serialized pools) would otherwise wake a peer for nothing every 50 tasks.
+  // A peer that parked after asking this worker for work, or after seeing its queue, is not
+  // blind: tasks that may not move wake it at most once per interval.
   if (queued > 1) {
-    // seq_cst store, then the seq_cst load of the parked count (Dekker with park(), which counts
-    // itself parked and then reads every m_queued in choose_victim): either this worker sees
-    // the parker and wakes one, or the parker sees this queue and asks it for work.
+    // seq_cst store, then the seq_cst loads of the parked count and of the blind parks (Dekker
+    // with park(), which counts itself parked, reads every m_queued in choose_victim, and if it
+    // found no victim counts a blind park and reads them again): either this worker sees the
+    // parker, blind or not, and wakes one, or the parker sees this queue and asks it for work.
     m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_seq_cst);
     if (m_sched.parked_workers() != 0) {
+      const std::uint32_t blind = m_sched.blind_parks();
+      const bool unseen = blind != m_seen_blind_parks;
+      m_seen_blind_parks = blind;
       const std::uint64_t now = m_sched.now_ns();
-      if (now >= m_next_peer_wake_ns && m_sched.wake_a_parked_worker(m_index)) {
+      bool limit_passed = now >= m_next_peer_wake_ns;
+#if defined(TESSERA_DEBUG_CHECKS)
+      if (test_hooks::peer_wake_limited.load(std::memory_order_relaxed)) limit_passed = false;
+#endif
+      if ((unseen || limit_passed) && m_sched.wake_a_parked_worker(m_index)) {
         m_next_peer_wake_ns = now + peer_wake_interval_ns;
         bump(m_stats.peers_woken);
       }
@@ -380,6 +391,11 @@ void worker::answer_steal_request() {
       m_sched.push_inbox(*to.home(), pr, first, last);
     }
   }
+  // Nothing moved because nothing was queued (fewer than two): the thief parks as if blind, and
+  // our next periodic() with more queued wakes it at once (counted after the walk, in program
+  // order before that periodic()). With two or more queued that may not move, it is not
+  // counted, so that those do not wake the thief for nothing every 50 tasks.
+  if (moved == 0 && local_total() < 2) m_sched.count_blind_park();
   m_scan_debt = steps > 4 * moved ? steps - 4 * moved : 0;  // a moved task pays for 4 steps
   m_scan_paid_at = done;
   bump(m_stats.steal_walk_steps, steps);
@@ -941,7 +957,19 @@ bool worker::park() {
   // A peer that published more than one queued task before we counted ourselves parked may have
   // missed us (periodic() read the count first): ask it for work now. Its answer comes into our
   // pools (an inbox push or a pool hand-over), which wakes us; an answer of nothing does not.
-  if (active) try_steal();  // with one worker there is no victim: choose_victim gives -1
+  if (active) {
+    try_steal();  // with one worker there is no victim: choose_victim gives -1
+    if (m_pending_victim < 0) {
+      // Parking blind: no peer had more than one task queued. A peer that publishes more from
+      // now on may be within its once-per-millisecond limit on wake-ups, so the blind park is
+      // counted (seq_cst) and the queues read again: a peer that publishes after that read sees
+      // the count changed and wakes us at once (periodic()); one that published before it is
+      // seen here and asked. Until 2026-11-25 that peer's wake-up waited for the limit, or for
+      // our park timeout if it ran a long task meanwhile.
+      m_sched.count_blind_park();
+      try_steal();
+    }
+  }
 #if defined(TESSERA_STATISTICS)
   const std::uint64_t start = m_sched.now_ns();
 #endif

@@ -331,6 +331,7 @@ class worker {
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
+  std::uint32_t m_seen_blind_parks = 0;   // scheduler::blind_parks() when periodic() last read it
   unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls
   unsigned m_clock_countdown = 1;         // calls until the next read
   std::uint64_t m_last_clock_ns = 0;      // the last read
