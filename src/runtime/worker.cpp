@@ -180,20 +180,7 @@ void worker::periodic() {
     // found no victim counts a blind park and reads them again): either this worker sees the
     // parker, blind or not, and wakes one, or the parker sees this queue and asks it for work.
     m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_seq_cst);
-    if (m_sched.parked_workers() != 0) {
-      const std::uint32_t blind = m_sched.blind_parks();
-      const bool unseen = blind != m_seen_blind_parks;
-      m_seen_blind_parks = blind;
-      const std::uint64_t now = m_sched.now_ns();
-      bool limit_passed = now >= m_next_peer_wake_ns;
-#if defined(TESSERA_DEBUG_CHECKS)
-      if (test_hooks::peer_wake_limited.load(std::memory_order_relaxed)) limit_passed = false;
-#endif
-      if ((unseen || limit_passed) && m_sched.wake_a_parked_worker(m_index)) {
-        m_next_peer_wake_ns = now + peer_wake_interval_ns;
-        bump(m_stats.peers_woken);
-      }
-    }
+    if (m_sched.parked_workers() != 0) wake_a_peer();
   } else {
     // relaxed: nothing for a thief (choose_victim needs more than one)
     m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
@@ -216,6 +203,21 @@ void worker::periodic() {
     m_sched.try_advance_epoch(now);
   }
   maybe_reclaim();
+}
+
+void worker::wake_a_peer() {
+  const std::uint32_t blind = m_sched.blind_parks();
+  const bool unseen = blind != m_seen_blind_parks;
+  m_seen_blind_parks = blind;
+  const std::uint64_t now = m_sched.now_ns();
+  bool limit_passed = now >= m_next_peer_wake_ns;
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (test_hooks::peer_wake_limited.load(std::memory_order_relaxed)) limit_passed = false;
+#endif
+  if ((unseen || limit_passed) && m_sched.wake_a_parked_worker(m_index)) {
+    m_next_peer_wake_ns = now + peer_wake_interval_ns;
+    bump(m_stats.peers_woken);
+  }
 }
 
 bool worker::attend() {

@@ -292,6 +292,10 @@ class worker {
   }
   void try_steal();
   void periodic();
+  /// periodic()'s wake-up of a parked peer (some are parked, more than one task queued here):
+  /// out of line, since it runs only while a worker is parked, and periodic() is inlined into
+  /// the worker loop.
+  [[gnu::noinline]] void wake_a_peer();
   void maybe_reclaim();
   std::size_t local_total() const noexcept {
     return m_local_count[0] + m_local_count[1] + m_local_count[2];
