@@ -366,6 +366,31 @@ void hold_until(const std::atomic<bool>& flag) {
   while (!flag.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
+/// A root task for worker `w` that spawns three children onto that worker's work-first stack, so
+/// that the worker has more than one task queued while they wait there. The first child to run
+/// sets `started` (if given) and then holds its worker until `requested` is set (hold_until).
+struct three_children {
+  std::atomic<bool> first{true};
+  std::atomic<unsigned> ran{0};  // children that ran
+
+  task* root(runtime& r, worker_id w, const std::atomic<bool>& requested,
+             std::atomic<bool>* started = nullptr) {
+    auto* t = make_fn(r, [this, &requested, started](context& ctx) {
+      for (int i = 0; i < 3; ++i) {
+        ctx.spawn([this, &requested, started](context&) {
+          if (first.exchange(false)) {
+            if (started != nullptr) started->store(true);
+            hold_until(requested);
+          }
+          ran.fetch_add(1);
+        });
+      }
+    });
+    t->annotate(w);
+    return t;
+  }
+};
+
 /// The interleaving forced with test hooks (src/runtime/test_hooks.h): worker 1 answers worker
 /// 2's steal request with tasks of its home pool and has checked that worker 2 is active; before
 /// it moves them, worker 2 is deactivated and hands its home pool to worker 0, which adopts it and
@@ -380,8 +405,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
     std::atomic<bool> answering{false};  // worker 1 is about to move tasks to worker 2
     std::atomic<bool> proceed{false};
     std::atomic<const detail::scheduler*> sched{nullptr};
-    std::atomic<bool> first_child{true};
-    std::atomic<unsigned> children_ran{0};
+    three_children children;
   };
   static shared* st = nullptr;
   shared s;
@@ -419,16 +443,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
         std::memory_order_release);
     // Worker 1 runs three children from its work-first stack; the first one waits for worker
     // 2's request, and the answer (after it) moves one of the other two.
-    auto* root = make_fn(r, [](context& ctx) {
-      for (int i = 0; i < 3; ++i) {
-        ctx.spawn([](context&) {
-          if (st->first_child.exchange(false)) hold_until(st->requested);
-          st->children_ran.fetch_add(1);
-        });
-      }
-    });
-    root->annotate(wid(1));
-    r.spawn(root, g);
+    r.spawn(s.children.root(r, wid(1), s.requested), g);
     while (!s.answering.load() && before_deadline()) std::this_thread::yield();
     const bool reached = s.answering.load();
     if (reached) {
@@ -442,10 +457,10 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
       }
       EXPECT_EQ(sched.worker_at(2).home()->held_by.load(), 0u);
       s.proceed.store(true);
-      while (s.children_ran.load() != 3 && before_deadline()) {
+      while (s.children.ran.load() != 3 && before_deadline()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      EXPECT_EQ(s.children_ran.load(), 3u)
+      EXPECT_EQ(s.children.ran.load(), 3u)
           << "a task moved to the pool of a thief deactivated meanwhile waited for its new "
              "owner's park timeout";
     }
@@ -456,7 +471,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
     detail::test_hooks::park_timeout_ns.store(0);
     EXPECT_TRUE(reached) << "worker 2 never asked worker 1 for tasks of its home pool";
     r.stop();  // wakes every worker (stop() activates them all), so a failure does not hang
-    EXPECT_EQ(s.children_ran.load(), 3u);
+    EXPECT_EQ(s.children.ran.load(), 3u);
   }
   st = nullptr;
 }
@@ -473,8 +488,7 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
     std::atomic<bool> parking{false};    // worker 1 is held at the start of park()
     std::atomic<bool> published{false};  // worker 0 published its queue and checked for sleepers
     std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
-    std::atomic<bool> first_child{true};
-    std::atomic<unsigned> children_ran{0};
+    three_children children;
   };
   static shared* st = nullptr;
   shared s;
@@ -506,24 +520,12 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
     // Worker 0 runs three children from its work-first stack; periodic() after the root has
     // published two queued (the stack's count) and found no parked peer by the time the first
     // child starts. The first child waits for worker 1's request.
-    auto* root = make_fn(r, [](context& ctx) {
-      for (int i = 0; i < 3; ++i) {
-        ctx.spawn([](context&) {
-          if (st->first_child.exchange(false)) {
-            st->published.store(true);
-            hold_until(st->requested);
-          }
-          st->children_ran.fetch_add(1);
-        });
-      }
-    });
-    root->annotate(wid(0));
-    r.spawn(root, g);
+    r.spawn(s.children.root(r, wid(0), s.requested, &s.published), g);
     r.wait(g);
     EXPECT_TRUE(held) << "worker 1 never parked";
     EXPECT_TRUE(s.requested.load())
         << "worker 1 parked without asking worker 0, which had queued tasks, for work";
-    EXPECT_EQ(s.children_ran.load(), 3u);
+    EXPECT_EQ(s.children.ran.load(), 3u);
     s.published.store(true);
     detail::test_hooks::parking.store(nullptr);
     detail::test_hooks::steal_requested.store(nullptr);
@@ -562,8 +564,7 @@ struct wake_limit_in_force {
 TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parked_blind) {
   struct shared {
     std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
-    std::atomic<bool> first_child{true};
-    std::atomic<unsigned> children_ran{0};
+    three_children children;
   };
   static shared* st = nullptr;
   shared s;
@@ -584,20 +585,11 @@ TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parke
     EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
     // Worker 0 is woken by the spawn (into its own pool) and runs three children from its
     // work-first stack; periodic() after the root sees two queued, worker 1 parked, and the limit.
-    auto* root = make_fn(r, [](context& ctx) {
-      for (int i = 0; i < 3; ++i) {
-        ctx.spawn([](context&) {
-          if (st->first_child.exchange(false)) hold_until(st->requested);
-          st->children_ran.fetch_add(1);
-        });
-      }
-    });
-    root->annotate(wid(0));
-    r.spawn(root, g);
+    r.spawn(s.children.root(r, wid(0), s.requested), g);
     r.wait(g);
     EXPECT_TRUE(s.requested.load())
         << "worker 0 queued tasks and ran a long one without waking worker 1, parked blind";
-    EXPECT_EQ(s.children_ran.load(), 3u);
+    EXPECT_EQ(s.children.ran.load(), 3u);
     detail::test_hooks::steal_requested.store(nullptr);
     s.requested.store(true);
     r.stop();
