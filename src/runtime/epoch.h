@@ -42,16 +42,10 @@ struct alignas(64) epoch_counters {
   std::atomic<std::uint64_t> transferred{0};
 
   /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
-  void count_spawn(unsigned slot) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
-  }
-  /// count_spawn() as a seq_cst store, for the one spawn that must be ordered against a flag
-  /// without a fence: the reclamation task against `stopping` (worker::maybe_reclaim, with
-  /// scheduler::stop() and the seq_cst reads of scheduler::quiescent()).
-  void count_spawn_seq_cst(unsigned slot) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
-                        std::memory_order_seq_cst);
+  /// The one exception passes seq_cst: the reclamation task, ordered against `stopping` without
+  /// a fence (worker::maybe_reclaim, with scheduler::stop() and scheduler::quiescent()).
+  void count_spawn(unsigned slot, std::memory_order order = std::memory_order_relaxed) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1, order);
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
   void count_transfer() noexcept { ++transferred_local; }

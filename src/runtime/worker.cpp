@@ -1031,7 +1031,7 @@ void worker::maybe_reclaim() {
   // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
   // reclaim here, since a task routed now could be left behind by workers that already exit.
   // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
-  m_epoch.count_spawn_seq_cst(t->m_epoch_slot);
+  m_epoch.count_spawn(t->m_epoch_slot, std::memory_order_seq_cst);
   if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
     const unsigned slot = t->m_epoch_slot;
     t->execute(m_ctx);
