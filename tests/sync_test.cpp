@@ -430,7 +430,11 @@ TEST_P(sync_test, placement_spreads_weight_over_the_resource_pools) {
   auto& s = r.internals();
   const unsigned ppw = s.options().pools_per_worker;
   std::vector<record*> objs;
-  const unsigned n = static_cast<unsigned>(scaled(1200, 300));
+  // 32 resources per pool that takes them: two random choices keep every pool within a few of
+  // the mean (the gap grows with log log pools), so at this mean a factor of two holds at any
+  // pool count; at a mean of 3 (300 resources over the 99 pools of 33 workers) it never did.
+  const unsigned takers = ppw > 1 ? r.workers() * (ppw - 1) : s.pool_count();
+  const unsigned n = 32 * takers;
   for (unsigned i = 0; i < n; ++i) objs.push_back(r.make_resource<record>(resource_hints{}));
   for (auto* o : objs) EXPECT_EQ(runtime::primitive_of(o), primitive::optimistic_latch);
   const auto count = resources_per_pool(s, objs);
