@@ -635,6 +635,60 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
       << "tasks that may not move woke the parked worker again and again";
   r.stop();
 }
+
+/// Workers 0 and 1 have movable tasks queued (3 and 4 of low priority, plus the task that runs
+/// next) and are each held inside a task; workers 2 and 3 are idle thieves. A victim answers only
+/// between two tasks, so the first thief's request to worker 1 (the most queued) waits. The
+/// other thief must pass over worker 1 and ask worker 0: until 2026-11-26 it asked worker 1 again
+/// at every try, was refused, and never asked worker 0 (on a 16-core VM thieves that collided so
+/// idled a quarter of a 16-worker tree's time; docs/architecture.md, "Load balancing").
+TEST(stealing_race, a_thief_passes_over_a_victim_another_thief_is_waiting_for) {
+  static std::atomic<bool> release{false};
+  static std::array<std::atomic<bool>, 2> holding{};
+  release.store(false);
+  for (auto& h : holding) h.store(false);
+  runtime_options options;
+  options.workers = 4;
+  options.pools_per_worker = 1;
+  options.epoch_interval_tasks = 1;  // queue lengths published after every task
+  runtime r(options);
+  const group g = r.make_group();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // Worker 1 first: once it holds, its published count (5) stays above worker 0's (4), so a
+  // thief that chooses by queue length alone always chooses worker 1.
+  for (unsigned w : {1u, 0u}) {
+    auto* root = make_fn(r, [w](context& ctx) {
+      for (unsigned i = 0; i < 3 + w; ++i) {
+        auto* t = make_fn(ctx, [](context&) {});
+        t->annotate(priority::low);  // queued in the home pool, where a thief may take it
+        ctx.spawn(t);
+      }
+      ctx.spawn([w](context&) {  // normal priority: runs next, before the queued ones
+        holding[w].store(true);
+        hold_until(release);
+      });
+    });
+    root->annotate(wid(w));
+    r.spawn(root, g);
+    while (!holding[w].load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+  const detail::scheduler& sched = r.internals();
+  auto asked = [&](unsigned w) {
+    return sched.worker_at(w).steal_requested_by() != detail::worker::no_thief;
+  };
+  while (!(holding[0].load() && holding[1].load() && asked(0) && asked(1)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(holding[0].load() && holding[1].load()) << "a worker never ran its holding task";
+  EXPECT_TRUE(asked(1)) << "no thief asked worker 1, the worker with the most queued";
+  EXPECT_TRUE(asked(0)) << "the second thief never asked worker 0 while worker 1 kept it waiting";
+  release.store(true);
+  r.wait(g);
+  r.stop();
+}
 #endif
 
 }  // namespace

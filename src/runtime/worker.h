@@ -150,6 +150,11 @@ class worker {
   }
   /// Any thread: ask this worker for work on behalf of `thief`. False if another request waits.
   bool request_steal(int thief) noexcept;
+  /// Any thread: the thief whose request waits for this worker's answer, or no_thief (relaxed:
+  /// a snapshot, for tests and statistics).
+  int steal_requested_by() const noexcept {
+    return m_steal_request.load(std::memory_order_relaxed);
+  }
 
   void set_active(bool a) noexcept;
   /// Any thread: true once the runtime asked this worker to exit (stop(), after the drain) and
