@@ -234,8 +234,10 @@ class scheduler {
   /// worker that owns p now, not the one a caller looked at before: mail, and a wake-up if it
   /// is parked. Every push into an inbox goes through here.
   void push_inbox(pool& p, unsigned priority, task* first, task* last) noexcept;
-  /// Picks the worker an idle thief should ask (the one with most queued tasks), or -1.
-  int choose_victim(unsigned thief) const noexcept;
+  /// Picks the worker an idle thief should ask (the one with most queued tasks that no other
+  /// thief has asked yet), or -1. Out of line: only idle workers call it, and inlined, its size
+  /// moved the workers' hot loop (the 1-worker tree: 9.5 -> 10.1 ns from the layout alone).
+  [[gnu::noinline]] int choose_victim(unsigned thief) const noexcept;
   /// Active workers asleep in park() right now (or about to be). seq_cst: read by periodic()
   /// after its seq_cst store of its queue length; a worker that parks just after it was read
   /// sees that length and asks for work itself (worker::park).
