@@ -640,8 +640,9 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
 /// next) and are each held inside a task; workers 2 and 3 are idle thieves. A victim answers only
 /// between two tasks, so the first thief's request to worker 1 (the most queued) waits. The
 /// other thief must pass over worker 1 and ask worker 0: until 2026-11-26 it asked worker 1 again
-/// at every try, was refused, and never asked worker 0 (on a 16-core VM thieves that collided so
-/// idled a quarter of a 16-worker tree's time; docs/architecture.md, "Load balancing").
+/// at every try, was refused, and never asked worker 0 (on a 16-core VM, passing over such
+/// victims cut a 16-worker tree's idle time by about a fifth; docs/architecture.md, "Load
+/// balancing").
 TEST(stealing_race, a_thief_passes_over_a_victim_another_thief_is_waiting_for) {
   static std::atomic<bool> release{false};
   static std::array<std::atomic<bool>, 2> holding{};

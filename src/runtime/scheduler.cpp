@@ -571,9 +571,9 @@ int scheduler::choose_victim(unsigned thief) const noexcept {
     // seq_cst: a parking thief's read, after it counted itself parked (see worker::periodic)
     const std::uint32_t q = m_workers[i]->m_queued.load(std::memory_order_seq_cst);
     // A victim that another thief has asked already is passed over: our request would be
-    // refused, and the next ask comes only a spin's 256 rounds later. relaxed: a hint (a stale
-    // answer costs one refused or one skipped request), on the line just read.
-    if (q > most && m_workers[i]->m_steal_request.load(std::memory_order_relaxed) == worker::no_thief) {
+    // refused, and the next ask comes only a spin's 256 rounds later. A relaxed load, a hint (a
+    // stale answer costs one refused or one skipped request), of the line just read.
+    if (q > most && m_workers[i]->steal_requested_by() == worker::no_thief) {
       most = q;
       best = static_cast<int>(i);
     }

@@ -151,7 +151,7 @@ class worker {
   /// Any thread: ask this worker for work on behalf of `thief`. False if another request waits.
   bool request_steal(int thief) noexcept;
   /// Any thread: the thief whose request waits for this worker's answer, or no_thief (relaxed:
-  /// a snapshot, for tests and statistics).
+  /// a snapshot; scheduler::choose_victim passes over a worker that has one).
   int steal_requested_by() const noexcept {
     return m_steal_request.load(std::memory_order_relaxed);
   }
