@@ -6,7 +6,9 @@
 #include <string>
 #include <thread>
 
+#include "runtime/scheduler.h"
 #include "runtime/test_hooks.h"
+#include "runtime/worker.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -327,6 +329,8 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
                       .exceptions = 8,
                       .peers_woken = 11,
                       .steal_walk_steps = 12,
+                      .steal_requests = 13,
+                      .steal_answers_empty = 14,
                       .idle_ns = 9,
                       .parked_ns = 10};
   worker_statistics b = a;
@@ -341,12 +345,54 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
   EXPECT_EQ(b.exceptions, 16u);
   EXPECT_EQ(b.peers_woken, 22u);
   EXPECT_EQ(b.steal_walk_steps, 24u);
+  EXPECT_EQ(b.steal_requests, 26u);
+  EXPECT_EQ(b.steal_answers_empty, 28u);
   EXPECT_EQ(b.idle_ns, 18u);
   EXPECT_EQ(b.parked_ns, 20u);
   runtime_statistics rs;
   rs.workers = {a, a, a};
   EXPECT_EQ(rs.total().executed, 3u);
   EXPECT_EQ(rs.total().parked_ns, 30u);
+}
+
+/// A thief's request and an answer of nothing are counted: on worker 0 a task spawns four tasks
+/// targeted at worker 0 (they may not move); the last, which runs next, holds the worker until
+/// worker 1, idle, has asked it for work. The answer is nothing.
+TEST(statistics, steal_requests_and_empty_answers_are_counted) {
+  runtime_options options;
+  options.workers = 2;
+  options.epoch_interval_tasks = 1;  // worker 0 publishes its queue length after every task
+  runtime r(options);
+  const detail::scheduler& sched = r.internals();
+  std::atomic<bool> asked{false};
+  const group g = r.make_group();
+  auto* root = make_fn(r, [&sched, &asked](context& ctx) {
+    for (int i = 0; i < 3; ++i) {
+      auto* t = make_fn(ctx, [](context&) {});
+      t->annotate(wid(0));
+      ctx.spawn(t);
+    }
+    auto* holder = make_fn(ctx, [&sched, &asked](context&) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (sched.worker_at(0).steal_requested_by() == detail::worker::no_thief &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      asked.store(sched.worker_at(0).steal_requested_by() == 1);
+    });
+    holder->annotate(wid(0));  // may not move either; spawned last, it runs next (the stack)
+    ctx.spawn(holder);
+  });
+  root->annotate(wid(0));
+  r.spawn(root, g);
+  r.wait(g);
+  r.wait_idle();  // the statistics are exact once the runtime is idle
+  EXPECT_TRUE(asked.load()) << "worker 1 never asked worker 0 for work";
+  const auto s = r.statistics();
+  EXPECT_GE(s.workers[1].steal_requests, 1u);
+  EXPECT_GE(s.workers[0].steal_answers_empty, 1u) << "a request answered with nothing";
+  EXPECT_EQ(s.workers[0].tasks_stolen, 0u) << "a task targeted at worker 0 was handed away";
+  EXPECT_EQ(s.total().steal_requests, s.workers[0].steal_requests + s.workers[1].steal_requests);
 }
 
 #if defined(TESSERA_STATISTICS)

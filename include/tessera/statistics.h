@@ -28,6 +28,8 @@ struct worker_statistics {
   std::uint64_t exceptions = 0;        ///< tasks whose execute threw
   std::uint64_t peers_woken = 0;       ///< parked workers this one woke to take its queued work
   std::uint64_t steal_walk_steps = 0;  ///< queued tasks looked at while answering thieves
+  std::uint64_t steal_requests = 0;    ///< requests for work this worker posted as a thief
+  std::uint64_t steal_answers_empty = 0;  ///< thieves' requests this worker answered with nothing
   std::uint64_t idle_ns = 0;           ///< time spent spinning for work (after a ~1 µs poll)
   std::uint64_t parked_ns = 0;         ///< time spent asleep
 

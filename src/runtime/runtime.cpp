@@ -189,6 +189,8 @@ worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noe
   exceptions += o.exceptions;
   peers_woken += o.peers_woken;
   steal_walk_steps += o.steal_walk_steps;
+  steal_requests += o.steal_requests;
+  steal_answers_empty += o.steal_answers_empty;
   idle_ns += o.idle_ns;
   parked_ns += o.parked_ns;
   return *this;
@@ -203,14 +205,15 @@ worker_statistics runtime_statistics::total() const noexcept {
 std::string runtime_statistics::to_string() const {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-7s %12s %12s %12s %10s %12s %8s %8s %10s %6s %6s %10s %10s\n",
-                "worker", "executed", "spawn-local", "spawn-remote", "retries", "prefetches",
-                "pools-in", "tasks-out", "walked", "exc", "woke", "idle-ms", "parked-ms");
+  std::snprintf(line, sizeof line,
+                "%-7s %12s %12s %12s %10s %12s %8s %8s %10s %8s %8s %6s %6s %10s %10s\n", "worker",
+                "executed", "spawn-local", "spawn-remote", "retries", "prefetches", "pools-in",
+                "tasks-out", "walked", "asked", "empty", "exc", "woke", "idle-ms", "parked-ms");
   out << line;
   auto row = [&](const std::string& name, const worker_statistics& w) {
     std::snprintf(line, sizeof line,
-                  "%-7s %12llu %12llu %12llu %10llu %12llu %8llu %8llu %10llu %6llu %6llu %10.1f "
-                  "%10.1f\n",
+                  "%-7s %12llu %12llu %12llu %10llu %12llu %8llu %8llu %10llu %8llu %8llu %6llu "
+                  "%6llu %10.1f %10.1f\n",
                   name.c_str(), static_cast<unsigned long long>(w.executed),
                   static_cast<unsigned long long>(w.spawned_local),
                   static_cast<unsigned long long>(w.spawned_remote),
@@ -219,6 +222,8 @@ std::string runtime_statistics::to_string() const {
                   static_cast<unsigned long long>(w.pools_stolen),
                   static_cast<unsigned long long>(w.tasks_stolen),
                   static_cast<unsigned long long>(w.steal_walk_steps),
+                  static_cast<unsigned long long>(w.steal_requests),
+                  static_cast<unsigned long long>(w.steal_answers_empty),
                   static_cast<unsigned long long>(w.exceptions),
                   static_cast<unsigned long long>(w.peers_woken), w.idle_ns / 1e6,
                   w.parked_ns / 1e6);

@@ -309,7 +309,10 @@ void worker::answer_steal_request() {
   const int thief = m_steal_request.exchange(no_thief, std::memory_order_acq_rel);
   if (thief == no_thief || thief == m_index) return;
   worker& to = m_sched.worker_at(static_cast<unsigned>(thief));
-  if (!to.m_active.load(std::memory_order_acquire)) return;  // it would only hand them back
+  if (!to.m_active.load(std::memory_order_acquire)) {  // it would only hand them back
+    bump(m_stats.steal_answers_empty);
+    return;
+  }
   before_tasks_leave();  // tasks may leave below
   // 1. The thief's own home pool goes back to it.
   for (pool* p : m_pools) {
@@ -341,7 +344,10 @@ void worker::answer_steal_request() {
   //    one step per task amortized; before, a test queueing 150,000 tasks on one worker of five
   //    took 6-40 s on 2 cores, once over 300 s, walking the queue for each request).
   const std::uint64_t done = m_epoch.completions();
-  if (done - m_scan_paid_at < m_scan_debt) return;
+  if (done - m_scan_paid_at < m_scan_debt) {
+    bump(m_stats.steal_answers_empty);
+    return;
+  }
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::steal_answering.load(std::memory_order_acquire)) {
     hook(*this, static_cast<unsigned>(thief));
@@ -401,7 +407,11 @@ void worker::answer_steal_request() {
   m_scan_debt = steps > 4 * moved ? steps - 4 * moved : 0;  // a moved task pays for 4 steps
   m_scan_paid_at = done;
   bump(m_stats.steal_walk_steps, steps);
-  if (moved > 0) bump(m_stats.tasks_stolen, moved);
+  if (moved > 0) {
+    bump(m_stats.tasks_stolen, moved);
+  } else {
+    bump(m_stats.steal_answers_empty);
+  }
 }
 
 void worker::try_steal() {
@@ -423,6 +433,7 @@ void worker::try_steal() {
   if (victim < 0) return;
   if (m_sched.worker_at(static_cast<unsigned>(victim)).request_steal(m_index)) {
     m_pending_victim = victim;
+    bump(m_stats.steal_requests);
   }
 }
 
@@ -1074,6 +1085,8 @@ worker_statistics worker::statistics() const noexcept {
   s.exceptions = m_stats.exceptions.load(std::memory_order_relaxed);
   s.peers_woken = m_stats.peers_woken.load(std::memory_order_relaxed);
   s.steal_walk_steps = m_stats.steal_walk_steps.load(std::memory_order_relaxed);
+  s.steal_requests = m_stats.steal_requests.load(std::memory_order_relaxed);
+  s.steal_answers_empty = m_stats.steal_answers_empty.load(std::memory_order_relaxed);
   s.idle_ns = m_stats.idle_ns.load(std::memory_order_relaxed);
   s.parked_ns = m_stats.parked_ns.load(std::memory_order_relaxed);
   return s;

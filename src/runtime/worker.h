@@ -44,6 +44,8 @@ struct worker_counters {
   std::atomic<std::uint64_t> exceptions{0};
   std::atomic<std::uint64_t> peers_woken{0};
   std::atomic<std::uint64_t> steal_walk_steps{0};
+  std::atomic<std::uint64_t> steal_requests{0};
+  std::atomic<std::uint64_t> steal_answers_empty{0};
   // flushed batches (pseudo-tasks in the epoch counts)
   std::atomic<std::uint64_t> group_batches{0};
   std::atomic<std::uint64_t> idle_ns{0};
