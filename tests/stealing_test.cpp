@@ -636,6 +636,130 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
   r.stop();
 }
 
+/// Workers 1 and 2 both parked blind (idle from the start: nobody had anything queued). Worker 0
+/// then queues three movable tasks behind a task that keeps returning itself (so that worker 0
+/// checks for parked peers after every run) until worker 2 has asked it for work; the wake limit
+/// is held in force, so only the blind parks can wake anyone. Worker 1 is woken, asks, and is
+/// held by the task it gets. Worker 2 must be woken too. Until 2026-11-26 a busy worker woke one
+/// parked worker per change of the scheduler's blind-park count, the first asleep in index
+/// order: worker 1 took that wake-up, and worker 2 slept until its park timeout (50 ms; an hour
+/// here) while worker 0 kept tasks queued.
+TEST(stealing_race, every_worker_that_parked_blind_is_woken_for_queued_work) {
+  struct shared {
+    std::atomic<bool> asked_by_2{false};
+    std::atomic<unsigned> ran{0};
+  };
+  static shared* st = nullptr;
+  shared s;
+  st = &s;
+  detail::test_hooks::steal_requested.store(
+      +[](detail::worker& victim, unsigned thief) {
+        if (victim.index() == 0 && thief == 2) st->asked_by_2.store(true);
+      },
+      std::memory_order_release);
+  {
+    const wake_limit_in_force limit;
+    runtime_options options;
+    options.workers = 3;
+    options.pools_per_worker = 1;
+    options.epoch_interval_tasks = 1;  // periodic() after every task
+    options.spin_before_park = std::chrono::microseconds{0};
+    runtime r(options);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (r.internals().parked_workers() < 3 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    EXPECT_EQ(r.internals().parked_workers(), 3u) << "the idle workers never parked";
+    const group g = r.make_group();
+    auto* root = make_fn(r, [deadline](context& ctx) {
+      for (int i = 0; i < 3; ++i) {
+        auto* t = make_fn(ctx, [](context& c) {
+          if (c.worker().value == 1) hold_until(st->asked_by_2);  // worker 1 asks no more
+          st->ran.fetch_add(1);
+        });
+        t->annotate(priority::low);  // queued in the home pool, where a thief may take it
+        ctx.spawn(t);
+      }
+      // Runs before the low-priority ones, again and again (a follow-up without data stays on
+      // the worker), until worker 2 has asked.
+      struct until_asked final : task {
+        std::chrono::steady_clock::time_point until;
+        explicit until_asked(std::chrono::steady_clock::time_point u) : until(u) {}
+        task* execute(context&) override {
+          if (st->asked_by_2.load() || std::chrono::steady_clock::now() >= until) return nullptr;
+          std::this_thread::yield();
+          return this;
+        }
+      };
+      ctx.spawn(ctx.make_task<until_asked>(deadline));
+    });
+    root->annotate(wid(0));
+    r.spawn(root, g);
+    r.wait(g);
+    EXPECT_TRUE(s.asked_by_2.load())
+        << "worker 2, parked blind, slept while worker 0 kept movable tasks queued";
+    EXPECT_EQ(s.ran.load(), 3u);
+    detail::test_hooks::steal_requested.store(nullptr);
+    r.stop();
+  }
+  st = nullptr;
+}
+
+/// Worker 1 asks worker 0 for work while worker 0 has only tasks that may not move queued (39
+/// targeted at it): the answer is nothing, and worker 1 sleeps. The last of those tasks queues
+/// ten movable ones, which keep returning themselves until one has run on worker 1 (so that worker
+/// 0 keeps checking for parked peers and answering requests); the wake limit is held in force.
+/// Worker 1 must be woken to ask again once worker 0 has paid for the walk that found nothing
+/// (it ran as many tasks as the walk looked at). Until 2026-11-26 nothing woke it before the
+/// limit passed (1 ms; here, the park timeout of an hour), and worker 0 ran every task alone.
+TEST(stealing_race, a_thief_answered_with_nothing_is_woken_when_movable_work_follows) {
+  static std::atomic<unsigned> ran_on_1{0};
+  ran_on_1.store(0);
+  const wake_limit_in_force limit;
+  runtime_options options;
+  options.workers = 2;
+  options.epoch_interval_tasks = 1;  // periodic() after every task
+  options.spin_before_park = std::chrono::microseconds{0};
+  runtime r(options);
+  EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
+  const group g = r.make_group();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  struct movable final : task {
+    std::chrono::steady_clock::time_point until;
+    explicit movable(std::chrono::steady_clock::time_point u) : until(u) {}
+    task* execute(context& ctx) override {
+      if (ctx.worker().value == 1) {
+        ran_on_1.fetch_add(1);
+        return nullptr;
+      }
+      if (ran_on_1.load() != 0 || std::chrono::steady_clock::now() >= until) return nullptr;
+      std::this_thread::yield();
+      return this;  // low priority: queued again behind the others
+    }
+  };
+  auto* root = make_fn(r, [deadline](context& ctx) {
+    // Normal priority, spawned first to last, run last to first: task 0 runs last.
+    for (int i = 0; i < 40; ++i) {
+      auto* t = make_fn(ctx, [i, deadline](context& c) {
+        pause_a_little(50);
+        if (i != 0) return;
+        for (int k = 0; k < 10; ++k) {
+          auto* m = c.make_task<movable>(deadline);
+          m->annotate(priority::low);
+          c.spawn(m);
+        }
+      });
+      t->annotate(wid(0));
+      ctx.spawn(t);
+    }
+  });
+  root->annotate(wid(0));
+  r.spawn(root, g);
+  r.wait(g);
+  EXPECT_GT(ran_on_1.load(), 0u)
+      << "worker 1, answered with nothing, slept while worker 0 had movable tasks queued";
+  r.stop();
+}
+
 /// Workers 0 and 1 have movable tasks queued (3 and 4 of low priority, plus the task that runs
 /// next) and are each held inside a task; workers 2 and 3 are idle thieves. A victim answers only
 /// between two tasks, so the first thief's request to worker 1 (the most queued) waits. The

@@ -283,6 +283,36 @@ void scheduler::push_inbox(pool& p, unsigned priority, task* first, task* last) 
   m_workers[owner]->wake_if_sleeping();
 }
 
+void scheduler::mark_blind(worker& w) noexcept {
+  // seq_cst both: the mark is visible to whoever sees the count (the count's increment is
+  // ordered after it), and the count is one side of the Dekker pair with periodic().
+  if (w.m_blind.exchange(1, std::memory_order_seq_cst) == 0) {
+    m_blind_workers.fetch_add(1, std::memory_order_seq_cst);
+  }
+}
+
+bool scheduler::clear_blind(worker& w) noexcept {
+  // The relaxed look first: most calls find no mark, and an exchange would take the line.
+  if (w.m_blind.load(std::memory_order_relaxed) == 0) return false;
+  if (w.m_blind.exchange(0, std::memory_order_seq_cst) == 0) return false;
+  m_blind_workers.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
+}
+
+bool scheduler::wake_a_blind_worker(unsigned except) noexcept {
+  for (unsigned i = 0; i < m_workers.size(); ++i) {
+    if (i == except) continue;
+    worker& w = *m_workers[i];
+    // A claimed mark of a worker that is awake (it woke meanwhile, or was still spinning when a
+    // victim marked it) is dropped: that worker looks for work itself.
+    // An inactive worker's mark is dropped too: reactivated, it asks for its home pool back.
+    if (clear_blind(w) && w.m_active.load(std::memory_order_relaxed) && w.wake_if_sleeping()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool scheduler::wake_a_parked_worker(unsigned except) noexcept {
   for (unsigned i = 0; i < m_workers.size(); ++i) {
     worker& w = *m_workers[i];

@@ -242,15 +242,22 @@ class scheduler {
   /// after its seq_cst store of its queue length; a worker that parks just after it was read
   /// sees that length and asks for work itself (worker::park).
   unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_seq_cst); }
-  /// Blind parks so far: a worker parked without having seen a peer with more than one queued
-  /// task (worker::park), or a thief's request was answered by a victim with fewer than two
-  /// (worker::answer_steal_request). A busy worker that sees this count change wakes a parked
-  /// worker despite its once-per-millisecond limit (worker::periodic). seq_cst: Dekker with
-  /// periodic()'s store of its queue length, see worker::park.
-  std::uint32_t blind_parks() const noexcept {
-    return m_blind_parks.load(std::memory_order_seq_cst);
+  /// Workers marked blind right now: parked (or about to park) without having seen a peer with
+  /// more than one queued task (worker::park), or told "nothing here" by a victim with fewer
+  /// than two (worker::answer_steal_request). A busy worker with more than one queued that sees
+  /// a mark claims one and wakes that worker, despite its once-per-millisecond limit
+  /// (worker::wake_a_peer): each mark is one wake-up, of the worker that needs it. seq_cst:
+  /// Dekker with periodic()'s store of its queue length, see worker::park.
+  std::uint32_t blind_workers() const noexcept {
+    return m_blind_workers.load(std::memory_order_seq_cst);
   }
-  void count_blind_park() noexcept { m_blind_parks.fetch_add(1, std::memory_order_seq_cst); }
+  /// Marks `w` blind (no effect if it is already). Any thread.
+  void mark_blind(worker& w) noexcept;
+  /// Clears `w`'s mark; true if this call cleared it (then the caller owns that mark's wake-up).
+  bool clear_blind(worker& w) noexcept;
+  /// Claims the mark of a worker other than `except` and wakes it; repeats while the claimed
+  /// worker was awake already (its mark was stale). True if a worker was woken.
+  bool wake_a_blind_worker(unsigned except) noexcept;
   /// Wakes one active parked worker other than `except`; false if none was asleep.
   bool wake_a_parked_worker(unsigned except) noexcept;
 
@@ -315,7 +322,7 @@ class scheduler {
   /// See parked_workers(). Its own line: it changes on every park, and the members above are
   /// read by busy workers.
   alignas(64) std::atomic<unsigned> m_parked{0};
-  std::atomic<std::uint32_t> m_blind_parks{0};  ///< see blind_parks(); changes with m_parked
+  std::atomic<std::uint32_t> m_blind_workers{0};  ///< see blind_workers(); changes with m_parked
 
   alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
   std::atomic<std::uint64_t> m_last_advance_ns{0};

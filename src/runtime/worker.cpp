@@ -206,15 +206,24 @@ void worker::periodic() {
 }
 
 void worker::wake_a_peer() {
-  const std::uint32_t blind = m_sched.blind_parks();
-  const bool unseen = blind != m_seen_blind_parks;
-  m_seen_blind_parks = blind;
+  // A thief answered with nothing while tasks were queued here (remember_refused) is marked
+  // blind once the last walk is paid for, so that it wakes and asks again.
+  if (m_refused != no_thief && tasks_done() - m_scan_paid_at >= m_scan_debt) {
+    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(m_refused)));
+    m_refused = no_thief;
+  }
+  // A worker marked blind has not seen this queue: wake it now, whatever the limit. The mark is
+  // claimed, so each one is a single wake-up, of the worker that needs it.
+  if (m_sched.blind_workers() != 0 && m_sched.wake_a_blind_worker(m_index)) {
+    bump(m_stats.peers_woken);
+    return;
+  }
   const std::uint64_t now = m_sched.now_ns();
   bool limit_passed = now >= m_next_peer_wake_ns;
 #if defined(TESSERA_DEBUG_CHECKS)
   if (test_hooks::peer_wake_limited.load(std::memory_order_relaxed)) limit_passed = false;
 #endif
-  if ((unseen || limit_passed) && m_sched.wake_a_parked_worker(m_index)) {
+  if (limit_passed && m_sched.wake_a_parked_worker(m_index)) {
     m_next_peer_wake_ns = now + peer_wake_interval_ns;
     bump(m_stats.peers_woken);
   }
@@ -343,8 +352,9 @@ void worker::answer_steal_request() {
   //    walk's steps that moved nothing are paid for first by as many executed tasks (at most
   //    one step per task amortized; before, a test queueing 150,000 tasks on one worker of five
   //    took 6-40 s on 2 cores, once over 300 s, walking the queue for each request).
-  const std::uint64_t done = m_epoch.completions();
+  const std::uint64_t done = tasks_done();
   if (done - m_scan_paid_at < m_scan_debt) {
+    remember_refused(thief);
     bump(m_stats.steal_answers_empty);
     return;
   }
@@ -399,11 +409,18 @@ void worker::answer_steal_request() {
       m_sched.push_inbox(*to.home(), pr, first, last);
     }
   }
-  // Nothing moved because nothing was queued (fewer than two): the thief parks as if blind, and
-  // our next periodic() with more queued wakes it at once (counted after the walk, in program
-  // order before that periodic()). With two or more queued that may not move, it is not
-  // counted, so that those do not wake the thief for nothing every 50 tasks.
-  if (moved == 0 && local_total() < 2) m_sched.count_blind_park();
+  // Nothing moved because nothing was queued (fewer than two): the thief is marked blind, and
+  // the next periodic() with more queued (ours or another worker's) wakes it at once (marked
+  // after the walk, in program order before our next periodic()). With two or more queued that
+  // may not move, it is woken once this walk is paid for (remember_refused), not at once:
+  // tasks that may not move would otherwise wake it for nothing again and again.
+  if (moved == 0) {
+    if (local_total() < 2) {
+      m_sched.mark_blind(to);
+    } else {
+      remember_refused(thief);
+    }
+  }
   m_scan_debt = steps > 4 * moved ? steps - 4 * moved : 0;  // a moved task pays for 4 steps
   m_scan_paid_at = done;
   bump(m_stats.steal_walk_steps, steps);
@@ -412,6 +429,13 @@ void worker::answer_steal_request() {
   } else {
     bump(m_stats.steal_answers_empty);
   }
+}
+
+void worker::remember_refused(int thief) noexcept {
+  if (m_refused != no_thief && m_refused != thief) {
+    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(m_refused)));
+  }
+  m_refused = thief;
 }
 
 void worker::try_steal() {
@@ -433,6 +457,7 @@ void worker::try_steal() {
   if (victim < 0) return;
   if (m_sched.worker_at(static_cast<unsigned>(victim)).request_steal(m_index)) {
     m_pending_victim = victim;
+    m_sched.clear_blind(*this);  // the answer brings work, or marks us again
     bump(m_stats.steal_requests);
   }
 }
@@ -973,14 +998,16 @@ bool worker::park() {
   if (active) {
     try_steal();  // with one worker there is no victim: choose_victim gives -1
     if (m_pending_victim < 0) {
-      // Parking blind: no peer had more than one task queued. A peer that publishes more from
-      // now on may be within its once-per-millisecond limit on wake-ups, so the blind park is
-      // counted (seq_cst) and the queues read again: a peer that publishes after that read sees
-      // the count changed and wakes us at once (periodic()); one that published before it is
-      // seen here and asked. Until 2026-11-25 that peer's wake-up waited for the limit, or for
-      // our park timeout if it ran a long task meanwhile.
-      m_sched.count_blind_park();
-      try_steal();
+      // Parking blind: no peer had more than one task queued (or every such peer had been asked
+      // by another thief). A peer that publishes more from now on may be within its
+      // once-per-millisecond limit on wake-ups, so we mark ourselves blind (seq_cst) and read
+      // the queues again: a peer that publishes after that read sees the mark and wakes us at
+      // once (periodic(), wake_a_peer); one that published before it is seen here and asked.
+      // Until 2026-11-25 that peer's wake-up waited for the limit, or for our park timeout if it
+      // ran a long task meanwhile; until 2026-11-26 a blind park was a count, and the wake-up it
+      // caused went to the first parked worker in index order, not necessarily to us.
+      m_sched.mark_blind(*this);
+      try_steal();  // clears the mark if it asked someone after all
     }
   }
 #if defined(TESSERA_STATISTICS)
@@ -999,6 +1026,7 @@ bool worker::park() {
   const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
   // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
   if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
+  m_sched.clear_blind(*this);  // awake: we look for work ourselves
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.parked_ns, m_sched.now_ns() - start);

@@ -298,12 +298,22 @@ class worker {
     return p->held_by.load(std::memory_order_relaxed) == m_index;
   }
   void try_steal();
+  /// `thief` was answered with nothing while tasks were queued here (none it may take, or the
+  /// last walk not paid for yet): it is marked blind when the walk is paid for (wake_a_peer), so
+  /// that it asks again. One thief is remembered; an earlier one is marked at once.
+  void remember_refused(int thief) noexcept;
   void periodic();
   /// periodic()'s wake-up of a parked peer (some are parked, more than one task queued here):
   /// out of line, since it runs only while a worker is parked, and periodic() is inlined into
   /// the worker loop.
   [[gnu::noinline]] void wake_a_peer();
   void maybe_reclaim();
+  /// Tasks this worker has run to completion so far (the epoch counts less the group batches'
+  /// pseudo-tasks, which with a short epoch interval are as many as the tasks): what a walk's
+  /// debt is paid in.
+  std::uint64_t tasks_done() const noexcept {
+    return m_epoch.completions() - m_stats.group_batches.load(std::memory_order_relaxed);
+  }
   std::size_t local_total() const noexcept {
     return m_local_count[0] + m_local_count[1] + m_local_count[2];
   }
@@ -339,10 +349,11 @@ class worker {
   // tasks to execute before the next steal walk (answer_steal_request)
   std::uint64_t m_scan_debt = 0;
   std::uint64_t m_scan_paid_at = 0;  // completions counted when that debt was set
+  // A thief answered with nothing while tasks were queued here (remember_refused), or no_thief
+  int m_refused = no_thief;
   std::unique_ptr<std::byte[]> m_snapshot;
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
-  std::uint32_t m_seen_blind_parks = 0;   // scheduler::blind_parks() when periodic() last read it
   unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls
   unsigned m_clock_countdown = 1;         // calls until the next read
   std::uint64_t m_last_clock_ns = 0;      // the last read
@@ -364,6 +375,9 @@ class worker {
   std::atomic<std::uint32_t> m_mail{0};
   /// The thief waiting for an answer, or no_thief.
   std::atomic<int> m_steal_request{no_thief};
+  /// 1: marked blind (scheduler::mark_blind): this worker may sleep through work queued
+  /// elsewhere that it has not seen; the busy worker that clears the mark wakes it.
+  std::atomic<std::uint32_t> m_blind{0};
   /// Tasks queued in owned pools, published for thieves choosing a victim (relaxed, a hint).
   std::atomic<std::uint32_t> m_queued{0};
   std::atomic<bool> m_active{true};
