@@ -169,15 +169,15 @@ void worker::periodic() {
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
   // started on another worker would sleep through it (until the park timeout). At most one
-  // wake-up per peer_wake_interval_ns, unless a worker parked blind since the last look (it saw
-  // no queue of more than one, so it has not seen this one): queued tasks a thief may not take
-  // (worker targets, serialized pools) would otherwise wake a peer for nothing every 50 tasks.
-  // A peer that parked after asking this worker for work, or after seeing its queue, is not
-  // blind: tasks that may not move wake it at most once per interval.
+  // wake-up per peer_wake_interval_ns, unless a worker is marked blind (it parked without seeing
+  // a queue of more than one, so it has not seen this one; scheduler::mark_blind): queued tasks a
+  // thief may not take (worker targets, serialized pools) would otherwise wake a peer for
+  // nothing every 50 tasks. A peer that parked after asking this worker for work, or after
+  // seeing its queue, is not blind: tasks that may not move wake it at most once per interval.
   if (queued > 1) {
-    // seq_cst store, then the seq_cst loads of the parked count and of the blind parks (Dekker
+    // seq_cst store, then the seq_cst loads of the parked count and of the count of marks (Dekker
     // with park(), which counts itself parked, reads every m_queued in choose_victim, and if it
-    // found no victim counts a blind park and reads them again): either this worker sees the
+    // found no victim marks itself blind and reads them again): either this worker sees the
     // parker, blind or not, and wakes one, or the parker sees this queue and asks it for work.
     m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_seq_cst);
     if (m_sched.parked_workers() != 0) wake_a_peer();
