@@ -556,45 +556,56 @@ struct wake_limit_in_force {
   }
 };
 
+/// Options for the tests below: `workers` workers that park as soon as they are idle (no spin)
+/// and a periodic() after every task (queue lengths published, parked peers looked for).
+runtime_options parking_at_once(unsigned workers) {
+  runtime_options options;
+  options.workers = workers;
+  options.epoch_interval_tasks = 1;
+  options.spin_before_park = std::chrono::microseconds{0};
+  return options;
+}
+
+/// Which thief asked which victim (test_hooks::steal_requested), for workers below 4: set while
+/// an instance lives, cleared when it is made.
+struct requests_seen {
+  static inline std::array<std::array<std::atomic<bool>, 4>, 4> asked{};  // [victim][thief]
+  requests_seen() {
+    for (auto& row : asked) {
+      for (auto& a : row) a.store(false);
+    }
+    detail::test_hooks::steal_requested.store(
+        +[](detail::worker& victim, unsigned thief) {
+          if (victim.index() < 4 && thief < 4) asked[victim.index()][thief].store(true);
+        },
+        std::memory_order_release);
+  }
+  ~requests_seen() { detail::test_hooks::steal_requested.store(nullptr); }
+  requests_seen(const requests_seen&) = delete;
+  requests_seen& operator=(const requests_seen&) = delete;
+};
+
 /// Worker 1 parked blind (no peer had more than one task queued when it looked). Worker 0 then
 /// queues tasks while its limit on waking parked peers is in force (as within a millisecond of
 /// another wake-up), and its first task waits for worker 1 to ask for work. Worker 0 must wake
 /// worker 1 despite the limit: until 2026-11-25 it did not, and worker 1 slept until its park
 /// timeout (50 ms; an hour here) while the queued tasks waited.
 TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parked_blind) {
-  struct shared {
-    std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
-    three_children children;
-  };
-  static shared* st = nullptr;
-  shared s;
-  st = &s;
-  detail::test_hooks::steal_requested.store(
-      +[](detail::worker& victim, unsigned thief) {
-        if (victim.index() == 0 && thief == 1) st->requested.store(true);
-      },
-      std::memory_order_release);
-  {
-    const wake_limit_in_force limit;
-    runtime_options options;
-    options.workers = 2;
-    options.epoch_interval_tasks = 1;  // periodic() after every task
-    options.spin_before_park = std::chrono::microseconds{0};
-    runtime r(options);
-    const group g = r.make_group();
-    EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
-    // Worker 0 is woken by the spawn (into its own pool) and runs three children from its
-    // work-first stack; periodic() after the root sees two queued, worker 1 parked, and the limit.
-    r.spawn(s.children.root(r, wid(0), s.requested), g);
-    r.wait(g);
-    EXPECT_TRUE(s.requested.load())
-        << "worker 0 queued tasks and ran a long one without waking worker 1, parked blind";
-    EXPECT_EQ(s.children.ran.load(), 3u);
-    detail::test_hooks::steal_requested.store(nullptr);
-    s.requested.store(true);
-    r.stop();
-  }
-  st = nullptr;
+  const requests_seen seen;
+  const std::atomic<bool>& asked = requests_seen::asked[0][1];
+  three_children children;
+  const wake_limit_in_force limit;
+  runtime r(parking_at_once(2));
+  const group g = r.make_group();
+  EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
+  // Worker 0 is woken by the spawn (into its own pool) and runs three children from its
+  // work-first stack; periodic() after the root sees two queued, worker 1 parked, and the limit.
+  r.spawn(children.root(r, wid(0), asked), g);
+  r.wait(g);
+  EXPECT_TRUE(asked.load())
+      << "worker 0 queued tasks and ran a long one without waking worker 1, parked blind";
+  EXPECT_EQ(children.ran.load(), 3u);
+  r.stop();
 }
 
 /// The limit's purpose, kept: tasks that may not move (targeted at worker 0) queued on worker 0
@@ -604,11 +615,7 @@ TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parke
 /// has passed, which the hook holds off.
 TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the_limit) {
   const wake_limit_in_force limit;
-  runtime_options options;
-  options.workers = 2;
-  options.epoch_interval_tasks = 1;  // periodic() after every task
-  options.spin_before_park = std::chrono::microseconds{0};
-  runtime r(options);
+  runtime r(parking_at_once(2));
   const group g = r.make_group();
   EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
   std::atomic<unsigned> ran{0};
@@ -645,63 +652,48 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
 /// order: worker 1 took that wake-up, and worker 2 slept until its park timeout (50 ms; an hour
 /// here) while worker 0 kept tasks queued.
 TEST(stealing_race, every_worker_that_parked_blind_is_woken_for_queued_work) {
-  struct shared {
-    std::atomic<bool> asked_by_2{false};
-    std::atomic<unsigned> ran{0};
-  };
-  static shared* st = nullptr;
-  shared s;
-  st = &s;
-  detail::test_hooks::steal_requested.store(
-      +[](detail::worker& victim, unsigned thief) {
-        if (victim.index() == 0 && thief == 2) st->asked_by_2.store(true);
-      },
-      std::memory_order_release);
-  {
-    const wake_limit_in_force limit;
-    runtime_options options;
-    options.workers = 3;
-    options.pools_per_worker = 1;
-    options.epoch_interval_tasks = 1;  // periodic() after every task
-    options.spin_before_park = std::chrono::microseconds{0};
-    runtime r(options);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (r.internals().parked_workers() < 3 && std::chrono::steady_clock::now() < deadline)
+  static std::atomic<unsigned> ran{0};
+  ran.store(0);
+  const requests_seen seen;
+  const wake_limit_in_force limit;
+  runtime_options options = parking_at_once(3);
+  options.pools_per_worker = 1;
+  runtime r(options);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (r.internals().parked_workers() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(r.internals().parked_workers(), 3u) << "the idle workers never parked";
+  const group g = r.make_group();
+  // Runs before the low-priority tasks, again and again (a follow-up without data stays on the
+  // worker), until worker 2 has asked.
+  struct until_asked final : task {
+    std::chrono::steady_clock::time_point until;
+    explicit until_asked(std::chrono::steady_clock::time_point u) : until(u) {}
+    task* execute(context&) override {
+      if (requests_seen::asked[0][2].load() || std::chrono::steady_clock::now() >= until)
+        return nullptr;
       std::this_thread::yield();
-    EXPECT_EQ(r.internals().parked_workers(), 3u) << "the idle workers never parked";
-    const group g = r.make_group();
-    auto* root = make_fn(r, [deadline](context& ctx) {
-      for (int i = 0; i < 3; ++i) {
-        auto* t = make_fn(ctx, [](context& c) {
-          if (c.worker().value == 1) hold_until(st->asked_by_2);  // worker 1 asks no more
-          st->ran.fetch_add(1);
-        });
-        t->annotate(priority::low);  // queued in the home pool, where a thief may take it
-        ctx.spawn(t);
-      }
-      // Runs before the low-priority ones, again and again (a follow-up without data stays on
-      // the worker), until worker 2 has asked.
-      struct until_asked final : task {
-        std::chrono::steady_clock::time_point until;
-        explicit until_asked(std::chrono::steady_clock::time_point u) : until(u) {}
-        task* execute(context&) override {
-          if (st->asked_by_2.load() || std::chrono::steady_clock::now() >= until) return nullptr;
-          std::this_thread::yield();
-          return this;
-        }
-      };
-      ctx.spawn(ctx.make_task<until_asked>(deadline));
-    });
-    root->annotate(wid(0));
-    r.spawn(root, g);
-    r.wait(g);
-    EXPECT_TRUE(s.asked_by_2.load())
-        << "worker 2, parked blind, slept while worker 0 kept movable tasks queued";
-    EXPECT_EQ(s.ran.load(), 3u);
-    detail::test_hooks::steal_requested.store(nullptr);
-    r.stop();
-  }
-  st = nullptr;
+      return this;
+    }
+  };
+  auto* root = make_fn(r, [deadline](context& ctx) {
+    for (int i = 0; i < 3; ++i) {
+      auto* t = make_fn(ctx, [](context& c) {
+        if (c.worker().value == 1) hold_until(requests_seen::asked[0][2]);  // asks no more
+        ran.fetch_add(1);
+      });
+      t->annotate(priority::low);  // queued in the home pool, where a thief may take it
+      ctx.spawn(t);
+    }
+    ctx.spawn(ctx.make_task<until_asked>(deadline));
+  });
+  root->annotate(wid(0));
+  r.spawn(root, g);
+  r.wait(g);
+  EXPECT_TRUE(requests_seen::asked[0][2].load())
+      << "worker 2, parked blind, slept while worker 0 kept movable tasks queued";
+  EXPECT_EQ(ran.load(), 3u);
+  r.stop();
 }
 
 /// Worker 1 asks worker 0 for work while worker 0 has only tasks that may not move queued (39
@@ -715,11 +707,7 @@ TEST(stealing_race, a_thief_answered_with_nothing_is_woken_when_movable_work_fol
   static std::atomic<unsigned> ran_on_1{0};
   ran_on_1.store(0);
   const wake_limit_in_force limit;
-  runtime_options options;
-  options.workers = 2;
-  options.epoch_interval_tasks = 1;  // periodic() after every task
-  options.spin_before_park = std::chrono::microseconds{0};
-  runtime r(options);
+  runtime r(parking_at_once(2));
   EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
   const group g = r.make_group();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
