@@ -391,6 +391,35 @@ struct three_children {
   }
 };
 
+/// Options for the hook tests below: `workers` workers that park as soon as they are idle (no spin)
+/// and a periodic() after every task (queue lengths published, parked peers looked for).
+runtime_options parking_at_once(unsigned workers) {
+  runtime_options options;
+  options.workers = workers;
+  options.epoch_interval_tasks = 1;
+  options.spin_before_park = std::chrono::microseconds{0};
+  return options;
+}
+
+/// Which thief asked which victim (test_hooks::steal_requested), for workers below 4: set while
+/// an instance lives, cleared when it is made.
+struct requests_seen {
+  static inline std::array<std::array<std::atomic<bool>, 4>, 4> asked{};  // [victim][thief]
+  requests_seen() {
+    for (auto& row : asked) {
+      for (auto& a : row) a.store(false);
+    }
+    detail::test_hooks::steal_requested.store(
+        +[](detail::worker& victim, unsigned thief) {
+          if (victim.index() < 4 && thief < 4) asked[victim.index()][thief].store(true);
+        },
+        std::memory_order_release);
+  }
+  ~requests_seen() { detail::test_hooks::steal_requested.store(nullptr); }
+  requests_seen(const requests_seen&) = delete;
+  requests_seen& operator=(const requests_seen&) = delete;
+};
+
 /// The interleaving forced with test hooks (src/runtime/test_hooks.h): worker 1 answers worker
 /// 2's steal request with tasks of its home pool and has checked that worker 2 is active; before
 /// it moves them, worker 2 is deactivated and hands its home pool to worker 0, which adopts it and
@@ -487,7 +516,6 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
     std::atomic<bool> armed{true};
     std::atomic<bool> parking{false};    // worker 1 is held at the start of park()
     std::atomic<bool> published{false};  // worker 0 published its queue and checked for sleepers
-    std::atomic<bool> requested{false};  // worker 1 asked worker 0 for work
     three_children children;
   };
   static shared* st = nullptr;
@@ -503,32 +531,24 @@ TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_fo
         hold_until(st->published);
       },
       std::memory_order_release);
-  detail::test_hooks::steal_requested.store(
-      +[](detail::worker& victim, unsigned thief) {
-        if (victim.index() == 0 && thief == 1) st->requested.store(true);
-      },
-      std::memory_order_release);
+  const requests_seen seen;
+  const std::atomic<bool>& requested = requests_seen::asked[0][1];  // worker 1 asked worker 0
   {
-    runtime_options options;
-    options.workers = 2;
-    options.epoch_interval_tasks = 1;  // periodic() after every task
-    options.spin_before_park = std::chrono::microseconds{0};
-    runtime r(options);
+    runtime r(parking_at_once(2));
     const group g = r.make_group();
     while (!s.parking.load() && before_deadline()) std::this_thread::yield();
     const bool held = s.parking.load();
     // Worker 0 runs three children from its work-first stack; periodic() after the root has
     // published two queued (the stack's count) and found no parked peer by the time the first
     // child starts. The first child waits for worker 1's request.
-    r.spawn(s.children.root(r, wid(0), s.requested, &s.published), g);
+    r.spawn(s.children.root(r, wid(0), requested, &s.published), g);
     r.wait(g);
     EXPECT_TRUE(held) << "worker 1 never parked";
-    EXPECT_TRUE(s.requested.load())
+    EXPECT_TRUE(requested.load())
         << "worker 1 parked without asking worker 0, which had queued tasks, for work";
     EXPECT_EQ(s.children.ran.load(), 3u);
     s.published.store(true);
     detail::test_hooks::parking.store(nullptr);
-    detail::test_hooks::steal_requested.store(nullptr);
     detail::test_hooks::park_timeout_ns.store(0);
     r.stop();
   }
@@ -554,35 +574,6 @@ struct wake_limit_in_force {
     detail::test_hooks::peer_wake_limited.store(false);
     detail::test_hooks::park_timeout_ns.store(0);
   }
-};
-
-/// Options for the tests below: `workers` workers that park as soon as they are idle (no spin)
-/// and a periodic() after every task (queue lengths published, parked peers looked for).
-runtime_options parking_at_once(unsigned workers) {
-  runtime_options options;
-  options.workers = workers;
-  options.epoch_interval_tasks = 1;
-  options.spin_before_park = std::chrono::microseconds{0};
-  return options;
-}
-
-/// Which thief asked which victim (test_hooks::steal_requested), for workers below 4: set while
-/// an instance lives, cleared when it is made.
-struct requests_seen {
-  static inline std::array<std::array<std::atomic<bool>, 4>, 4> asked{};  // [victim][thief]
-  requests_seen() {
-    for (auto& row : asked) {
-      for (auto& a : row) a.store(false);
-    }
-    detail::test_hooks::steal_requested.store(
-        +[](detail::worker& victim, unsigned thief) {
-          if (victim.index() < 4 && thief < 4) asked[victim.index()][thief].store(true);
-        },
-        std::memory_order_release);
-  }
-  ~requests_seen() { detail::test_hooks::steal_requested.store(nullptr); }
-  requests_seen(const requests_seen&) = delete;
-  requests_seen& operator=(const requests_seen&) = delete;
 };
 
 /// Worker 1 parked blind (no peer had more than one task queued when it looked). Worker 0 then

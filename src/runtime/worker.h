@@ -348,7 +348,7 @@ class worker {
   int m_pending_victim = -1;
   // tasks to execute before the next steal walk (answer_steal_request)
   std::uint64_t m_scan_debt = 0;
-  std::uint64_t m_scan_paid_at = 0;  // completions counted when that debt was set
+  std::uint64_t m_scan_paid_at = 0;  // tasks_done() when that debt was set
   // A thief answered with nothing while tasks were queued here (remember_refused), or no_thief
   int m_refused = no_thief;
   std::unique_ptr<std::byte[]> m_snapshot;
