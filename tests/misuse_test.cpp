@@ -232,6 +232,67 @@ TEST_P(misuse_test, annotate_resource_on_memory_make_resource_did_not_make_is_an
   EXPECT_EQ(ran.load(), 0);
 }
 
+/// Declares validates_first (tessera/task.h) and keeps the promise or not, as told.
+class promising_reader final : public counted_task {
+ public:
+  static constexpr bool validates_first = true;
+  enum class how {
+    change_then_validate,
+    change_and_never_validate,
+    change_and_hand_over,
+    validate_then_change
+  };
+  promising_reader(plain* obj, how h, std::atomic<int>& done) : m_how(h), m_done(&done) {
+    annotate_resource(obj, access::read);
+  }
+
+  task* execute(context& ctx) override {
+    switch (m_how) {
+      case how::change_then_validate:
+        ++m_step;
+        if (!ctx.validate()) return nullptr;
+        break;
+      case how::change_and_never_validate: ++m_step; break;
+      case how::change_and_hand_over:
+        ++m_step;
+        return make_fn(ctx, [tok = live_token{}](context&) {});
+      case how::validate_then_change:
+        if (!ctx.validate()) return nullptr;
+        if (++m_step == 1) return this;  // again, re-annotated as it is
+        break;
+    }
+    m_done->fetch_add(1);
+    return nullptr;
+  }
+
+ private:
+  how m_how;
+  std::atomic<int>* m_done;
+  unsigned m_step = 0;
+};
+
+/// A task that declares validates_first and changes itself before validating would be rerun
+/// changed after a failed read: with debug checks that is an error for its group's waiter,
+/// whether the read failed or not, and the runtime keeps running.
+TEST_P(misuse_test, a_task_that_declares_validates_first_and_changes_first_is_an_error) {
+  auto& r = start();
+  auto* obj = r.make_resource<plain>({.primitive = primitive::optimistic_latch});
+  using how = promising_reader::how;
+  std::atomic<int> done{0};
+  for (how h :
+       {how::change_then_validate, how::change_and_never_validate, how::change_and_hand_over}) {
+    const group g = r.make_group();
+    r.spawn(r.make_task<promising_reader>(obj, h, done), g);
+    EXPECT_NE(error_of_wait(r, g).find("validates_first"), std::string::npos);
+  }
+  const group g = r.make_group();
+  r.spawn(r.make_task<promising_reader>(obj, how::validate_then_change, done), g);
+  EXPECT_EQ(error_of_wait(r, g), "");
+  r.wait_idle();
+  EXPECT_EQ(done.load(), 3);  // all but change_and_hand_over ran to their end
+  r.retire_resource(obj);
+}
+
 TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);
 INSTANTIATE_TEST_SUITE_P(one, misuse_one_worker, testing::Values(1u), worker_count_name);
 

@@ -109,20 +109,29 @@ struct harness {
 };
 
 /// Runs `hops` operations of the deterministic sequence op_of(id, 0..hops-1), re-annotating itself
-/// for the next one and returning `this`.
+/// for the next one and returning `this`. Two forms: one that changes itself before it validates
+/// (the runtime must restore it from its copy before a retry), and one that declares
+/// validates_first (tessera/task.h) and changes itself only after a successful validate(): the
+/// runtime takes no copy and reruns it as it is.
+template <bool ValidatesFirst>
 class op_task final : public counted_task {
  public:
+  static constexpr bool validates_first = ValidatesFirst;
+
   op_task(harness& h, std::uint32_t id) noexcept : m_h(&h), m_id(id) { aim(); }
 
   task* execute(context& ctx) override {
     const harness::op o = m_h->op_of(m_id, m_step);
-    ++m_step;  // changed before validation: a retried read must find it restored
+    if constexpr (!ValidatesFirst) {
+      ++m_step;  // changed before validation: a retried read must find it restored
+    }
     if (o.write) {
       if (!ctx.writing()) m_h->violations.fetch_add(1);
       m_h->write(o.object);
     } else if (!m_h->read(o.object, ctx, (m_id & 1) != 0)) {
-      return nullptr;  // any value: the runtime restores and re-runs us
+      return nullptr;  // any value: the runtime restores (or, validating first, reruns) us
     }
+    if constexpr (ValidatesFirst) ++m_step;  // validated (or a writer): may change now
     if (m_step == m_h->hops) return nullptr;
     aim();
     return this;
@@ -138,10 +147,12 @@ class op_task final : public counted_task {
   std::uint32_t m_id;
   unsigned m_step = 0;
 };
+static_assert(!validates_first_v<op_task<false>> && validates_first_v<op_task<true>>);
 
 class sync_test : public runtime_fixture {
  protected:
   /// Creates one object per hint set, runs the mixed workload and checks every count.
+  template <bool ValidatesFirst = false>
   void run_consistency(const std::vector<resource_hints>& hints) {
     auto& r = start();
     harness h;
@@ -177,13 +188,13 @@ class sync_test : public runtime_fixture {
       r.spawn(
           [&h, k, tok = live_token{}](context& ctx) {
             for (std::uint32_t i = 0; i < per_generator; ++i) {
-              ctx.spawn(ctx.make_task<op_task>(h, k * per_generator + i));
+              ctx.spawn(ctx.make_task<op_task<ValidatesFirst>>(h, k * per_generator + i));
             }
           },
           g);
     }
     for (std::uint32_t i = 0; i < direct; ++i) {
-      r.spawn(r.make_task<op_task>(h, generators * per_generator + i), g);
+      r.spawn(r.make_task<op_task<ValidatesFirst>>(h, generators * per_generator + i), g);
     }
     EXPECT_NO_THROW(r.wait(g)) << "a reader threw on a torn object that validated";
 
@@ -200,9 +211,10 @@ class sync_test : public runtime_fixture {
     for (auto* obj : h.objects) r.retire_resource(obj);
   }
 
+  template <bool ValidatesFirst = false>
   void run_consistency(primitive p) {
     std::vector<resource_hints> hints(4, resource_hints{.primitive = p});
-    run_consistency(hints);
+    run_consistency<ValidatesFirst>(hints);
   }
 };
 
@@ -215,6 +227,12 @@ TEST_P(sync_test, optimistic_scheduled_keeps_fields_equal) {
   run_consistency(primitive::optimistic_scheduled);
 }
 TEST_P(sync_test, scheduling_keeps_fields_equal) { run_consistency(primitive::scheduling); }
+TEST_P(sync_test, optimistic_latch_keeps_fields_equal_for_tasks_that_validate_first) {
+  run_consistency<true>(primitive::optimistic_latch);
+}
+TEST_P(sync_test, optimistic_scheduled_keeps_fields_equal_for_tasks_that_validate_first) {
+  run_consistency<true>(primitive::optimistic_scheduled);
+}
 
 TEST_P(sync_test, automatic_primitives_from_hints_keep_fields_equal) {
   const std::vector<resource_hints> hints{
@@ -265,6 +283,67 @@ TEST_P(sync_test_two_workers, optimistic_readers_run_together) {
   auto& r = start();
   readers_meet(r, primitive::optimistic_latch);
   readers_meet(r, primitive::optimistic_scheduled);
+}
+
+/// An optimistic reader that validates first (no copy taken): on its first run it waits inside
+/// until a writer on another worker has written the object, so its validation fails; the runtime
+/// reruns it as it is, and the second run validates. Its fields must be as they were.
+class waiting_reader final : public counted_task {
+ public:
+  static constexpr bool validates_first = true;
+  waiting_reader(record* obj, std::atomic<int>& runs, std::atomic<bool>& inside,
+                 std::atomic<bool>& written, std::atomic<int>& seen_step)
+      : m_obj(obj), m_runs(&runs), m_inside(&inside), m_written(&written), m_seen(&seen_step) {
+    annotate_resource(obj, access::read);
+  }
+
+  task* execute(context& ctx) override {
+    if (m_runs->fetch_add(1) == 0) {
+      m_inside->store(true);
+      while (!m_written->load()) std::this_thread::yield();
+    }
+    (void)racy_load(m_obj->fields[0].value);
+    if (!ctx.validate()) return nullptr;  // nothing changed: rerun as is
+    m_seen->store(static_cast<int>(m_step));
+    ++m_step;
+    return nullptr;
+  }
+
+ private:
+  record* m_obj;
+  std::atomic<int>* m_runs;
+  std::atomic<bool>* m_inside;
+  std::atomic<bool>* m_written;
+  std::atomic<int>* m_seen;
+  unsigned m_step = 7;
+};
+
+TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_reruns_it_as_it_is) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  std::atomic<int> runs{0}, seen{-1};
+  std::atomic<bool> inside{false}, written{false};
+  const std::uint64_t retries_before = r.statistics().total().optimistic_retries;
+  const group g = r.make_group();
+  auto* reader = r.make_task<waiting_reader>(obj, runs, inside, written, seen);
+  reader->annotate(wid(0));
+  r.spawn(reader, g);
+  // The writer starts once the reader is inside (a writer's odd version would keep the reader
+  // from starting): the reader validates after the write, and fails.
+  while (!inside.load()) std::this_thread::yield();
+  auto* writer = make_fn(r, [&, obj, tok = live_token{}](context& ctx) {
+    EXPECT_TRUE(ctx.writing());
+    racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
+    written.store(true);
+  });
+  writer->annotate(wid(1)).annotate_resource(obj, access::write);
+  r.spawn(writer, g);
+  r.wait(g);
+  EXPECT_EQ(runs.load(), 2) << "the overlapped read validated, or was not run again";
+  EXPECT_EQ(seen.load(), 7) << "the rerun did not see the task as it was";
+  r.wait_idle();
+  EXPECT_GE(r.statistics().total().optimistic_retries - retries_before, 1u);
+  r.retire_resource(obj);
 }
 
 // ---- scheduling: the resource's pool decides where tasks run -------------------------------

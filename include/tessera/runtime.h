@@ -134,7 +134,7 @@ class runtime {
                   "task types may be aligned at most as operator new aligns (16 bytes on x86-64)");
     // The runtime destroys tasks where nothing can take an exception (after execute).
     static_assert(std::is_nothrow_destructible_v<T>, "a task's destructor must not throw");
-    set_task_block(t, sizeof(T), mem.block, detail::destroyer_of<T>());
+    set_task_block(t, sizeof(T), validates_first_v<T>, mem.block, detail::destroyer_of<T>());
     return t;
   }
   /// Wraps a callable (`void(context&)` or `task*(context&)`) as a task to annotate and spawn.
@@ -237,9 +237,11 @@ class runtime {
   detail::scheduler& internals() noexcept { return *m_scheduler; }
 
  private:
-  static void set_task_block(task* t, std::size_t bytes, std::uint8_t block,
+  static void set_task_block(task* t, std::size_t bytes, bool validates_first, std::uint8_t block,
                              std::uint16_t destroyer) noexcept {
-    t->m_bytes = static_cast<std::uint16_t>(bytes);
+    // bytes is a multiple of 8 (a task holds a vtable pointer): bit 0 is free for the flag
+    t->m_bytes =
+        static_cast<std::uint16_t>(bytes | (validates_first ? task::validates_first_bit : 0));
     t->m_block = block;
     t->m_destroyer = destroyer;
   }

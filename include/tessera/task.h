@@ -18,6 +18,8 @@
 // runtime restores its bytes to the state they had when it was dequeued before each retry, so
 // execute must not act outside the task (spawn, write shared memory, call back) before
 // context::validate() returned true, and must not keep owning pointers that execute changes.
+// That copy costs a few nanoseconds per read; a task type that validates before it changes
+// anything, itself included, can say so (`validates_first`, below) and the runtime takes none.
 //
 // Destruction: task's destructor is protected and not virtual. The runtime runs the destructor
 // of the type make_task created (registered once per type), and for a trivially destructible
@@ -85,7 +87,10 @@ class task_state {
   }
   std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
   std::uint16_t m_target = 0;
-  std::uint16_t m_bytes = 0;  // sizeof the most derived type (for optimistic restore)
+  // sizeof the most derived type, a multiple of 8 (the vtable pointer), for the copy an
+  // optimistic read restores the task from; bit 0: the type validates first (no copy).
+  std::uint16_t m_bytes = 0;
+  static constexpr std::uint16_t validates_first_bit = 1;
   std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
   std::uint8_t m_access = 0;
   std::uint8_t m_is_resource = 0;
@@ -204,6 +209,33 @@ class task : public detail::task_state {
 /// A type the runtime can allocate and run as a task.
 template <class T>
 concept task_type = std::derived_from<T, task> && !std::is_abstract_v<T>;
+
+/// A task type may declare `static constexpr bool validates_first = true;`. It promises that
+/// under optimistic reading its execute changes nothing of the task (its fields, its
+/// annotations) before context::validate() returned true, as it already may not act outside
+/// before then, and returns at once when validate() returns false: read, validate, then change,
+/// as in optimistic lock coupling. The runtime then reruns a failed read as the task is, without
+/// the copy it takes of every other task before an optimistic read. With TESSERA_DEBUG_CHECKS
+/// the copy is taken anyway and compared (at the first validate() and at the end of a run that
+/// did not validate): a task that changed first fails with std::logic_error, delivered like an
+/// exception it threw.
+///
+///   class lookup final : public tessera::task {
+///    public:
+///     static constexpr bool validates_first = true;
+///     tessera::task* execute(tessera::context& ctx) override {
+///       node* next = child_for(*m_node, m_key);  // reads only
+///       if (!ctx.validate()) return nullptr;     // torn: rerun as is
+///       m_node = next;                           // now change
+///       annotate_resource(next, tessera::access::read);
+///       return this;
+///     }
+///     ...
+///   };
+template <class T>
+inline constexpr bool validates_first_v = requires {
+  requires T::validates_first;
+};
 
 /// Callables accepted by runtime::spawn(F): `void(context&)` or `task*(context&)`.
 template <class F>

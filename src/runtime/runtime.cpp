@@ -138,6 +138,9 @@ void context::when_done(group g, task* continuation) {
 }
 bool context::validate() const noexcept {
   if (!m_validating) return true;
+#if defined(TESSERA_DEBUG_CHECKS)
+  m_worker->note_validate(m_current);  // a task that validates first: changed already?
+#endif
   // The header the read started on: the task may have re-annotated itself since.
   if (!detail::validate_read(*m_read_header, m_read_version)) return false;
   const_cast<context*>(this)->m_validated = true;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <stdexcept>
 #include <utility>
 
 #include "memory/task_allocator.h"
@@ -633,9 +634,21 @@ task* worker::invoke(task* t, std::exception_ptr& error) noexcept {
 }
 
 task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error) {
-  const std::size_t bytes = t->m_bytes;
-  if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
-  std::memcpy(m_snapshot.get(), static_cast<void*>(t), bytes);
+  const std::uint16_t restore = t->m_bytes;
+  const bool first = (restore & task::validates_first_bit) != 0;
+  const std::size_t bytes = restore & ~std::size_t{task::validates_first_bit};
+  // A type that validates first changes nothing before a successful validate(): a retry runs
+  // it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
+#if defined(TESSERA_DEBUG_CHECKS)
+  constexpr bool checked = true;
+#else
+  constexpr bool checked = false;
+#endif
+  const bool copy = !first || checked;
+  if (copy) {
+    if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
+    std::memcpy(m_snapshot.get(), static_cast<void*>(t), bytes);
+  }
   for (unsigned attempt = 0;; ++attempt) {
     const std::uint64_t v = begin_read(h);
     m_ctx.m_read_version = v;
@@ -643,15 +656,43 @@ task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_pt
     m_ctx.m_validating = true;
     m_ctx.m_validated = false;
     error = nullptr;
+#if defined(TESSERA_DEBUG_CHECKS)
+    m_promised_first = first;
+    m_changed_early = false;
+#endif
     task* follow = invoke(t, error);
     m_ctx.m_validating = false;
+#if defined(TESSERA_DEBUG_CHECKS)
+    m_promised_first = false;
+    if (first && !error &&
+        (m_changed_early ||
+         (!m_ctx.m_validated && std::memcmp(m_snapshot.get(), static_cast<void*>(t), bytes)))) {
+      // A broken promise: reported like a throw from the task (its group's waiter gets it).
+      if (follow != nullptr && follow != t) m_sched.destroy(follow);  // never spawned
+      error = std::make_exception_ptr(std::logic_error(
+          "tessera: a task whose type declares validates_first changed (itself, its "
+          "annotations) before context::validate() returned true; a retried optimistic read "
+          "would rerun it changed (see tessera/task.h)"));
+      return nullptr;
+    }
+#endif
     if (m_ctx.m_validated || validate_read(h, v)) return follow;
     // A writer overlapped: put the task back as it was dequeued and run it again.
-    std::memcpy(static_cast<void*>(t), m_snapshot.get(), bytes);
+    if (!first) std::memcpy(static_cast<void*>(t), m_snapshot.get(), bytes);
     bump(m_stats.optimistic_retries);
     if (attempt >= 8) std::this_thread::yield();
   }
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+void worker::note_validate(const task* t) noexcept {
+  if (m_promised_first && !m_ctx.m_validated &&
+      std::memcmp(m_snapshot.get(), static_cast<const void*>(t),
+                  t->m_bytes & ~std::size_t{task::validates_first_bit}) != 0) {
+    m_changed_early = true;
+  }
+}
+#endif
 
 void worker::execute(task* t, pool* p) {
   if (t->m_is_resource != 0) [[unlikely]] {

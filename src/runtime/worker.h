@@ -262,7 +262,14 @@ class worker {
   /// execute() for a task annotated with a resource: under the resource's primitive.
   void execute_on_resource(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
+  /// Runs `t` as an optimistic reader of `h` until a run validates: restored from a copy
+  /// before each retry, or rerun as it is if its type validates first (task.h).
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// With debug checks, from context::validate(): the running reader promised to validate
+  /// first; notes whether it changed since its copy was taken.
+  void note_validate(const task* t) noexcept;
+#endif
   /// After execute: `t` threw (the exception goes to its group), or it is done (no follow-up),
   /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
   void fail(task* t, std::exception_ptr error);
@@ -351,7 +358,11 @@ class worker {
   std::uint64_t m_scan_paid_at = 0;  // tasks_done() when that debt was set
   // A thief answered with nothing while tasks were queued here (remember_refused), or no_thief
   int m_refused = no_thief;
-  std::unique_ptr<std::byte[]> m_snapshot;
+  std::unique_ptr<std::byte[]> m_snapshot;  // run_optimistic_read's copy of the task
+#if defined(TESSERA_DEBUG_CHECKS)
+  bool m_promised_first = false;   // the running optimistic reader's type validates first
+  bool m_changed_early = false;    // ... and it changed before a validate() (a broken promise)
+#endif
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
   unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls

@@ -63,33 +63,52 @@ constexpr std::uint8_t max_right_moves = 2;
 /// since; walking that run costs one execution, and one trip through the queue, per leaf,
 /// while a fresh descent costs the height. Only for targets on level 0, which the root always
 /// reaches.
-bool step_towards(const task_tree& tree, tessera::task& t, node* n, key_type k, std::uint8_t level,
-                  access mode, node** parent = nullptr,
+///
+/// Reads `n`, then validates, then changes `t` (and `parent`, `right_moves`): the order that
+/// lets a task declare `validates_first` (tessera/task.h), so that an optimistic read of `n`
+/// takes no copy of the task. After a failed validation it returns false with nothing changed:
+/// the caller returns, and the runtime reruns the task as it is.
+bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx, node* n,
+                  key_type k, std::uint8_t level, access mode, node** parent = nullptr,
                   std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
+  enum class move : std::uint8_t { forward, right, down };
+  move how;
   node* next;
-  std::uint8_t next_level = here;
   if (n->dead()) {
+    how = move::forward;
     next = n->forward();
-    if (parent != nullptr) *parent = nullptr;
   } else if (must_move_right(*n, k)) {
-    if (right_moves != nullptr && ++*right_moves > max_right_moves) {
-      *right_moves = 0;
-      if (parent != nullptr) *parent = nullptr;
-      start_at_root(tree, t, level, mode);
-      return false;
-    }
+    how = move::right;
     next = n->right();
   } else if (here > level) {
+    how = move::down;
     next = child_for(*n, k);
-    next_level = static_cast<std::uint8_t>(here - 1);
-    if (parent != nullptr && here == 1) *parent = n;
   } else {
     return true;
   }
+  if (!ctx.validate()) return false;  // torn: nothing changed yet
+  std::uint8_t next_level = here;
+  switch (how) {
+    case move::forward:
+      if (parent != nullptr) *parent = nullptr;
+      break;
+    case move::right:
+      if (right_moves != nullptr && ++*right_moves > max_right_moves) {
+        *right_moves = 0;
+        if (parent != nullptr) *parent = nullptr;
+        start_at_root(tree, t, level, mode);
+        return false;
+      }
+      break;
+    case move::down:
+      next_level = static_cast<std::uint8_t>(here - 1);
+      if (parent != nullptr && here == 1) *parent = n;
+      break;
+  }
   if (next == nullptr) {
-    // Only an optimistic reader that read a torn node gets here; the version check fails and
-    // the runtime runs the task again. Stay on this node.
+    // A validated read of a live node has its links (a dead node its forward pointer); kept
+    // as a guard: stay on this node.
     next = n;
     next_level = here;
   }
@@ -115,11 +134,11 @@ class link_task final : public tessera::task {
   /// Starts at `parent` (level child_level + 1, low fence <= sep) instead of the root.
   void start_at(node* parent) noexcept { visit(*m_tree, *this, parent, access::write); }
 
-  tessera::task* execute(tessera::context&) override {
+  tessera::task* execute(tessera::context& ctx) override {
     if (data() == nullptr) return start();
     node* n = node_of(*this);
     const auto parent_level = static_cast<std::uint8_t>(m_level + 1);
-    if (!step_towards(*m_tree, *this, n, m_sep, parent_level, access::write)) return this;
+    if (!step_towards(*m_tree, *this, ctx, n, m_sep, parent_level, access::write)) return this;
     if (!is_full(*n)) {
       inner_insert(*n, m_sep, m_right);
       return nullptr;
@@ -169,11 +188,11 @@ class unlink_task final : public tessera::task {
  public:
   unlink_task(task_tree* tree, node* leaf, key_type key) : m_tree(tree), m_leaf(leaf), m_key(key) {}
 
-  tessera::task* execute(tessera::context&) override {
+  tessera::task* execute(tessera::context& ctx) override {
     switch (m_phase) {
-      case phase::unhook: return unhook();
+      case phase::unhook: return unhook(ctx);
       case phase::kill: return kill();
-      case phase::merge: return merge();
+      case phase::merge: return merge(ctx);
     }
     return nullptr;
   }
@@ -181,7 +200,7 @@ class unlink_task final : public tessera::task {
  private:
   enum class phase : std::uint8_t { unhook, kill, merge };
 
-  tessera::task* unhook() {
+  tessera::task* unhook(tessera::context& ctx) {
     if (data() == nullptr) {
       node* root = m_tree->load_root();
       if (root->level() < 1) return nullptr;  // the leaf is the root: keep it
@@ -189,7 +208,7 @@ class unlink_task final : public tessera::task {
       return this;
     }
     node* p = node_of(*this);
-    if (!step_towards(*m_tree, *this, p, m_key, 1, access::write)) return this;
+    if (!step_towards(*m_tree, *this, ctx, p, m_key, 1, access::write)) return this;
     const std::size_t i = child_index(*p, m_key);
     if (i == 0 || p->child(i) != m_leaf) return nullptr;  // leftmost child, or moved: keep it
     m_left = p->child(i - 1);
@@ -220,9 +239,9 @@ class unlink_task final : public tessera::task {
     return this;
   }
 
-  tessera::task* merge() {
+  tessera::task* merge(tessera::context& ctx) {
     node* n = node_of(*this);
-    if (!step_towards(*m_tree, *this, n, m_sep - 1, 0, access::write)) return this;
+    if (!step_towards(*m_tree, *this, ctx, n, m_sep - 1, 0, access::write)) return this;
     if (n->right() != m_leaf || n->high_key() != m_sep) return nullptr;  // cannot happen
     n->set_high_key(m_leaf->high_key());
     n->set_right(m_leaf->right());
@@ -243,15 +262,21 @@ class op_task final : public tessera::task {
  public:
   op_task(task_tree* tree, request* r) : m_tree(tree), m_req(r) {}
 
+  /// Every change below (re-annotation, m_parent, m_right_moves, the request) follows a
+  /// successful ctx.validate() (step_towards reads, validates, then moves): an optimistic read
+  /// of a node takes no copy of the task (tessera/task.h).
+  static constexpr bool validates_first = true;
+
   tessera::task* execute(tessera::context& ctx) override {
     request& r = *m_req;
     node* n = node_of(*this);
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_type k = r.type == request_type::scan ? r.scan_from : r.key;
-    if (!step_towards(*m_tree, *this, n, k, 0, writes ? access::write : access::read, &m_parent,
-                      &m_right_moves))
+    if (!step_towards(*m_tree, *this, ctx, n, k, 0, writes ? access::write : access::read,
+                      &m_parent, &m_right_moves))
       return this;
     if (writes && mode() != access::write) {
+      if (!ctx.validate()) return this;         // (validates first: nothing changed yet)
       visit(*m_tree, *this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
       return this;
     }
