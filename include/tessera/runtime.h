@@ -128,6 +128,7 @@ class runtime {
       throw;
     }
     static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
+    static_assert(sizeof(T) % 2 == 0, "bit 0 of task_state::m_bytes carries validates_first");
     // Blocks are aligned as operator new's (16 bytes); keep cache-line-aligned data in a
     // resource (make_resource, up to 64) and point to it from the task.
     static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
