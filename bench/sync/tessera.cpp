@@ -35,6 +35,10 @@ class lane final : public task {
     aim();
   }
 
+  /// Reads, validates, and only then counts and moves on (tessera/task.h): an optimistic read
+  /// takes no copy of the lane.
+  static constexpr bool validates_first = true;
+
   task* execute(context& ctx) override {
     const key k = m_keys[m_next];
     counters& c = *m_objects[k & ~write_bit];
@@ -43,7 +47,7 @@ class lane final : public task {
       ++m_tally.writes;
     } else {
       const read_result r = read_object(c);
-      if (!ctx.validate()) return nullptr;  // a writer overlapped: restored and re-run
+      if (!ctx.validate()) return nullptr;  // a writer overlapped: re-run as it is
       ++m_tally.reads;
       m_tally.checksum += r.sum;
       m_tally.torn += r.torn ? 1 : 0;
