@@ -633,56 +633,90 @@ task* worker::invoke(task* t, std::exception_ptr& error) noexcept {
   }
 }
 
-task* worker::run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error) {
-  const std::uint16_t restore = t->m_bytes;
-  const bool first = (restore & task::validates_first_bit) != 0;
-  const std::size_t bytes = restore & ~std::size_t{task::validates_first_bit};
-  // A type that validates first changes nothing before a successful validate(): a retry runs
-  // it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
 #if defined(TESSERA_DEBUG_CHECKS)
-  constexpr bool checked = true;
+inline constexpr bool debug_checks = true;
 #else
-  constexpr bool checked = false;
+inline constexpr bool debug_checks = false;
 #endif
-  const bool copy = !first || checked;
-  if (copy) {
-    if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
-    std::memcpy(m_snapshot.get(), static_cast<void*>(t), bytes);
-  }
-  for (unsigned attempt = 0;; ++attempt) {
+
+// A type that validates first changes nothing before a successful validate(): a failed read
+// reruns it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
+TESSERA_ALWAYS_INLINE task* worker::run_optimistic_read(task* t, resource_header& h,
+                                                        std::exception_ptr& error) {
+  const bool first = (t->m_bytes & task::validates_first_bit) != 0;
+  if (!first || debug_checks) take_copy(t);
+  // The first run inline: no writer inside, and a read that validates at once, is the common
+  // case (a node of a tree). acquire: as begin_read, which the retries wait in.
+  const std::uint64_t v = h.version.load(std::memory_order_acquire);
+  task* follow;
+  if ((v & 1) == 0 && optimistic_run(t, h, v, first, follow, error)) return follow;
+  return rerun_optimistic_read(t, h, first, error);
+}
+
+TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, std::uint64_t v,
+                                                  bool first, task*& follow,
+                                                  std::exception_ptr& error) {
+  m_ctx.m_read_version = v;
+  m_ctx.m_read_header = &h;
+  m_ctx.m_validating = true;
+  m_ctx.m_validated = false;
+#if defined(TESSERA_DEBUG_CHECKS)
+  m_promised_first = first;
+  m_changed_early = false;
+#endif
+  follow = invoke(t, error);
+  m_ctx.m_validating = false;
+#if defined(TESSERA_DEBUG_CHECKS)
+  m_promised_first = false;
+  if (first && !error && broke_promise(t, follow, error)) return true;  // final: an error
+#endif
+  if (m_ctx.m_validated || validate_read(h, v)) return true;
+  // A writer overlapped: what the torn read threw is dropped (task.h), and the task is put back
+  // as it was dequeued (one that validates first is as it was).
+  error = nullptr;
+  if (!first) restore_copy(t);
+  bump(m_stats.optimistic_retries);
+  return false;
+}
+
+TESSERA_NOINLINE task* worker::rerun_optimistic_read(task* t, resource_header& h, bool first,
+                                                     std::exception_ptr& error) {
+  for (unsigned attempt = 1;; ++attempt) {
     const std::uint64_t v = begin_read(h);
-    m_ctx.m_read_version = v;
-    m_ctx.m_read_header = &h;
-    m_ctx.m_validating = true;
-    m_ctx.m_validated = false;
-    error = nullptr;
-#if defined(TESSERA_DEBUG_CHECKS)
-    m_promised_first = first;
-    m_changed_early = false;
-#endif
-    task* follow = invoke(t, error);
-    m_ctx.m_validating = false;
-#if defined(TESSERA_DEBUG_CHECKS)
-    m_promised_first = false;
-    if (first && !error &&
-        (m_changed_early ||
-         (!m_ctx.m_validated && std::memcmp(m_snapshot.get(), static_cast<void*>(t), bytes)))) {
-      // A broken promise: reported like a throw from the task (its group's waiter gets it).
-      if (follow != nullptr && follow != t) m_sched.destroy(follow);  // never spawned
-      error = std::make_exception_ptr(std::logic_error(
-          "tessera: a task whose type declares validates_first changed (itself, its "
-          "annotations) before context::validate() returned true; a retried optimistic read "
-          "would rerun it changed (see tessera/task.h)"));
-      return nullptr;
-    }
-#endif
-    if (m_ctx.m_validated || validate_read(h, v)) return follow;
-    // A writer overlapped: put the task back as it was dequeued and run it again.
-    if (!first) std::memcpy(static_cast<void*>(t), m_snapshot.get(), bytes);
-    bump(m_stats.optimistic_retries);
+    task* follow;
+    if (optimistic_run(t, h, v, first, follow, error)) return follow;
     if (attempt >= 8) std::this_thread::yield();
   }
 }
+
+void worker::take_copy(const task* t) {
+  if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
+  std::memcpy(m_snapshot.get(), static_cast<const void*>(t),
+              t->m_bytes & ~std::size_t{task::validates_first_bit});
+}
+
+void worker::restore_copy(task* t) noexcept {
+  std::memcpy(static_cast<void*>(t), m_snapshot.get(),
+              t->m_bytes & ~std::size_t{task::validates_first_bit});
+}
+
+#if defined(TESSERA_DEBUG_CHECKS)
+bool worker::broke_promise(task* t, task*& follow, std::exception_ptr& error) {
+  const std::size_t bytes = t->m_bytes & ~std::size_t{task::validates_first_bit};
+  if (!m_changed_early &&
+      (m_ctx.m_validated || std::memcmp(m_snapshot.get(), static_cast<void*>(t), bytes) == 0)) {
+    return false;
+  }
+  // Reported like a throw from the task (its group's waiter gets it).
+  if (follow != nullptr && follow != t) m_sched.destroy(follow);  // never spawned
+  follow = nullptr;
+  error = std::make_exception_ptr(std::logic_error(
+      "tessera: a task whose type declares validates_first changed (itself, its annotations) "
+      "before context::validate() returned true; a retried optimistic read would rerun it "
+      "changed (see tessera/task.h)"));
+  return true;
+}
+#endif
 
 #if defined(TESSERA_DEBUG_CHECKS)
 void worker::note_validate(const task* t) noexcept {

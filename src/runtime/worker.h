@@ -263,8 +263,22 @@ class worker {
   void execute_on_resource(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
   /// Runs `t` as an optimistic reader of `h` until a run validates: restored from a copy
-  /// before each retry, or rerun as it is if its type validates first (task.h).
+  /// before each retry, or rerun as it is if its type validates first (task.h). The first run
+  /// is inline; retries, and a first run that finds a writer inside, are rerun_optimistic_read.
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
+  task* rerun_optimistic_read(task* t, resource_header& h, bool first, std::exception_ptr& error);
+  /// One run of `t` from version `v` (even): true if it is final (the read validated, or with
+  /// debug checks a broken promise), with `follow` and `error` set; false if a writer overlapped
+  /// (`t` is then as it was dequeued).
+  bool optimistic_run(task* t, resource_header& h, std::uint64_t v, bool first, task*& follow,
+                      std::exception_ptr& error);
+  void take_copy(const task* t);           // into m_snapshot
+  void restore_copy(task* t) noexcept;     // from m_snapshot
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// With debug checks, after a run of a task whose type validates first: true if it changed
+  /// before validating (then `follow` is freed and `error` says so).
+  bool broke_promise(task* t, task*& follow, std::exception_ptr& error);
+#endif
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With debug checks, from context::validate(): the running reader promised to validate
   /// first; notes whether it changed since its copy was taken.
