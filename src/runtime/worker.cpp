@@ -639,6 +639,7 @@ inline constexpr bool debug_checks = true;
 inline constexpr bool debug_checks = false;
 #endif
 
+
 // A type that validates first changes nothing before a successful validate(): a failed read
 // reruns it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
 TESSERA_ALWAYS_INLINE task* worker::run_optimistic_read(task* t, resource_header& h,
@@ -691,22 +692,16 @@ TESSERA_NOINLINE task* worker::rerun_optimistic_read(task* t, resource_header& h
 
 void worker::take_copy(const task* t) {
   if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
-  std::memcpy(m_snapshot.get(), static_cast<const void*>(t),
-              t->m_bytes & ~std::size_t{task::validates_first_bit});
+  std::memcpy(m_snapshot.get(), static_cast<const void*>(t), copied_bytes(t));
 }
 
 void worker::restore_copy(task* t) noexcept {
-  std::memcpy(static_cast<void*>(t), m_snapshot.get(),
-              t->m_bytes & ~std::size_t{task::validates_first_bit});
+  std::memcpy(static_cast<void*>(t), m_snapshot.get(), copied_bytes(t));
 }
 
 #if defined(TESSERA_DEBUG_CHECKS)
 bool worker::broke_promise(task* t, task*& follow, std::exception_ptr& error) {
-  const std::size_t bytes = t->m_bytes & ~std::size_t{task::validates_first_bit};
-  if (!m_changed_early &&
-      (m_ctx.m_validated || std::memcmp(m_snapshot.get(), static_cast<void*>(t), bytes) == 0)) {
-    return false;
-  }
+  if (!m_changed_early && (m_ctx.m_validated || !changed_since_copy(t))) return false;
   // Reported like a throw from the task (its group's waiter gets it).
   if (follow != nullptr && follow != t) m_sched.destroy(follow);  // never spawned
   follow = nullptr;
@@ -716,15 +711,13 @@ bool worker::broke_promise(task* t, task*& follow, std::exception_ptr& error) {
       "changed (see tessera/task.h)"));
   return true;
 }
-#endif
 
-#if defined(TESSERA_DEBUG_CHECKS)
 void worker::note_validate(const task* t) noexcept {
-  if (m_promised_first && !m_ctx.m_validated &&
-      std::memcmp(m_snapshot.get(), static_cast<const void*>(t),
-                  t->m_bytes & ~std::size_t{task::validates_first_bit}) != 0) {
-    m_changed_early = true;
-  }
+  if (m_promised_first && !m_ctx.m_validated && changed_since_copy(t)) m_changed_early = true;
+}
+
+bool worker::changed_since_copy(const task* t) const noexcept {
+  return std::memcmp(m_snapshot.get(), static_cast<const void*>(t), copied_bytes(t)) != 0;
 }
 #endif
 

@@ -272,12 +272,17 @@ class worker {
   /// (`t` is then as it was dequeued).
   bool optimistic_run(task* t, resource_header& h, std::uint64_t v, bool first, task*& follow,
                       std::exception_ptr& error);
-  void take_copy(const task* t);           // into m_snapshot
-  void restore_copy(task* t) noexcept;     // from m_snapshot
+  void take_copy(const task* t);        // into m_snapshot
+  void restore_copy(task* t) noexcept;  // from m_snapshot
+  /// The size of `t`'s most derived type: what an optimistic read copies and restores.
+  static std::size_t copied_bytes(const task* t) noexcept {
+    return t->m_bytes & ~std::size_t{task::validates_first_bit};
+  }
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With debug checks, after a run of a task whose type validates first: true if it changed
   /// before validating (then `follow` is freed and `error` says so).
   bool broke_promise(task* t, task*& follow, std::exception_ptr& error);
+  bool changed_since_copy(const task* t) const noexcept;
 #endif
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With debug checks, from context::validate(): the running reader promised to validate
@@ -374,8 +379,8 @@ class worker {
   int m_refused = no_thief;
   std::unique_ptr<std::byte[]> m_snapshot;  // run_optimistic_read's copy of the task
 #if defined(TESSERA_DEBUG_CHECKS)
-  bool m_promised_first = false;   // the running optimistic reader's type validates first
-  bool m_changed_early = false;    // ... and it changed before a validate() (a broken promise)
+  bool m_promised_first = false;  // the running optimistic reader's type validates first
+  bool m_changed_early = false;   // ... and it changed before a validate() (a broken promise)
 #endif
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
