@@ -639,7 +639,6 @@ inline constexpr bool debug_checks = true;
 inline constexpr bool debug_checks = false;
 #endif
 
-
 // A type that validates first changes nothing before a successful validate(): a failed read
 // reruns it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
 TESSERA_ALWAYS_INLINE task* worker::run_optimistic_read(task* t, resource_header& h,
@@ -662,13 +661,11 @@ TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, s
   m_ctx.m_validating = true;
   m_ctx.m_validated = false;
 #if defined(TESSERA_DEBUG_CHECKS)
-  m_promised_first = first;
   m_changed_early = false;
 #endif
   follow = invoke(t, error);
   m_ctx.m_validating = false;
 #if defined(TESSERA_DEBUG_CHECKS)
-  m_promised_first = false;
   if (first && !error && broke_promise(t, follow, error)) return true;  // final: an error
 #endif
   if (m_ctx.m_validated || validate_read(h, v)) return true;
@@ -713,7 +710,9 @@ bool worker::broke_promise(task* t, task*& follow, std::exception_ptr& error) {
 }
 
 void worker::note_validate(const task* t) noexcept {
-  if (m_promised_first && !m_ctx.m_validated && changed_since_copy(t)) m_changed_early = true;
+  // Only a running optimistic reader calls it (validate() returns first otherwise).
+  const bool promised = (t->m_bytes & task::validates_first_bit) != 0;
+  if (promised && !m_ctx.m_validated && changed_since_copy(t)) m_changed_early = true;
 }
 
 bool worker::changed_since_copy(const task* t) const noexcept {

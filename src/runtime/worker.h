@@ -283,10 +283,8 @@ class worker {
   /// before validating (then `follow` is freed and `error` says so).
   bool broke_promise(task* t, task*& follow, std::exception_ptr& error);
   bool changed_since_copy(const task* t) const noexcept;
-#endif
-#if defined(TESSERA_DEBUG_CHECKS)
-  /// With debug checks, from context::validate(): the running reader promised to validate
-  /// first; notes whether it changed since its copy was taken.
+  /// With debug checks, from context::validate() during an optimistic read: if the running
+  /// task's type validates first, notes whether it changed since its copy was taken.
   void note_validate(const task* t) noexcept;
 #endif
   /// After execute: `t` threw (the exception goes to its group), or it is done (no follow-up),
@@ -379,8 +377,8 @@ class worker {
   int m_refused = no_thief;
   std::unique_ptr<std::byte[]> m_snapshot;  // run_optimistic_read's copy of the task
 #if defined(TESSERA_DEBUG_CHECKS)
-  bool m_promised_first = false;  // the running optimistic reader's type validates first
-  bool m_changed_early = false;   // ... and it changed before a validate() (a broken promise)
+  // the running optimistic reader validates first, and changed before a validate() (broken)
+  bool m_changed_early = false;
 #endif
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
