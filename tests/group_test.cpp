@@ -342,6 +342,51 @@ TEST_P(group_test, a_long_follow_up_in_another_group_does_not_hold_up_its_predec
   expect_a_long_task_of_another_group_not_to_hold_up(start(runtime_options{.workers = 1}), true);
 }
 
+/// The other direction: g's task X spawns a long task C of g (the work-first stack) and returns
+/// a short follow-up F of group h. Until 2026-11-26 F was held on the stack above C: F's
+/// completion opened h's batch on the (only) worker, C ran next with no group check, and
+/// wait(h) waited for C. Now F runs after C, or if before it, h's batch goes out before C runs.
+/// C waits (20 s at most) only if F ran before it, so neither order can hang the test.
+TEST_P(group_test, a_long_task_below_a_follow_up_of_another_group_does_not_hold_up_that_group) {
+  auto& r = start(runtime_options{.workers = 1});
+  const group g = r.make_group();
+  const group h = r.make_group();
+  std::atomic<bool> f_ran{false};
+  std::atomic<bool> f_ran_before_c{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> c_started{false};
+  std::atomic<bool> c_done{false};
+  r.spawn(
+      [&, h, tok = live_token{}](context& ctx) -> task* {
+        ctx.spawn(make_fn(ctx, [&, tok2 = live_token{}](context&) {  // C, of g
+          c_started.store(true);
+          if (f_ran.load()) {
+            f_ran_before_c.store(true);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (!release.load() && std::chrono::steady_clock::now() < deadline) {
+              std::this_thread::yield();
+            }
+          }
+          c_done.store(true);
+        }));
+        auto* f = make_fn(ctx, [&, tok3 = live_token{}](context&) { f_ran.store(true); });
+        f->annotate(h);
+        return f;
+      },
+      g);
+  // F joins h when X returns; either C or F runs after that
+  while (!c_started.load() && !f_ran.load()) std::this_thread::yield();
+  r.wait(h);
+  EXPECT_TRUE(f_ran.load());
+  if (f_ran_before_c.load()) {
+    EXPECT_FALSE(c_done.load()) << "wait(h) returned only after a long task of g that ran after h's "
+                                   "last task";
+  }
+  release.store(true);
+  r.wait(g);
+  EXPECT_TRUE(c_done.load());
+}
+
 TEST_P(group_test, many_groups_reused_handles_never_repeat) {
   auto& r = start();
   const int rounds = static_cast<int>(scaled(5000, 500));

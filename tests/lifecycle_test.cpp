@@ -2,9 +2,11 @@
 // is idempotent, is called by the destructor; spawning from outside after stop began throws.
 #include <atomic>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "runtime/test_hooks.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -158,6 +160,32 @@ TEST_P(lifecycle_test, two_runtimes_side_by_side) {
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(lifecycle_test);
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// A worker thread the OS cannot create (a limit on threads or on memory) makes the runtime's
+/// constructor throw that error, after the workers it had already started exited. It hung in
+/// the unwinding before: worker 0 was joined without ever being told to exit. (A hang fails by
+/// ctest's timeout.) The failure is forced with a test hook (src/runtime/test_hooks.h).
+TEST(lifecycle_start, a_worker_that_cannot_start_makes_the_constructor_throw_without_hanging) {
+  detail::test_hooks::worker_starting.store(
+      +[](unsigned index) {
+        if (index == 2) {
+          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                  "test: thread creation refused");
+        }
+      },
+      std::memory_order_release);
+  EXPECT_THROW(runtime({.workers = 4}), std::system_error);
+  detail::test_hooks::worker_starting.store(nullptr);
+  // Nothing was left behind: a runtime starts and runs afterwards.
+  runtime r({.workers = 4});
+  std::atomic<int> ran{0};
+  const group g = r.make_group();
+  for (int i = 0; i < 100; ++i) r.spawn([&ran](context&) { ran.fetch_add(1); }, g);
+  r.wait(g);
+  EXPECT_EQ(ran.load(), 100);
+}
+#endif
 
 // ---- slow loops ---------------------------------------------------------------------------------
 

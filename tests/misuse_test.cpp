@@ -293,6 +293,45 @@ TEST_P(misuse_test, a_task_that_declares_validates_first_and_changes_first_is_an
   r.retire_resource(obj);
 }
 
+/// A handle of a group that completed (its slot possibly reused by a new group) is refused from
+/// inside a task too, never joined: a spawn into it and a follow-up annotated with it fail the
+/// task, a when_done continuation annotated with it makes when_done throw (the continuation
+/// stays the caller's). Until 2026-11-26 only a spawn from outside was checked, and the task
+/// joined whatever group had the slot now.
+TEST_P(misuse_test, a_stale_group_used_inside_a_task_is_an_error) {
+  auto& r = start();
+  const group old = r.make_group();
+  r.wait(old);
+  const group fresh = r.make_group();  // may reuse old's slot
+  std::atomic<int> ran{0};
+  for (int variant = 0; variant < 3; ++variant) {
+    const group g = r.make_group();
+    r.spawn(
+        [&, old, variant, tok = live_token{}](context& ctx) -> task* {
+          auto* t = make_fn(ctx, [&, tok2 = live_token{}](context&) { ran.fetch_add(1); });
+          t->annotate(old);
+          if (variant == 0) ctx.spawn(t);
+          if (variant == 1) return t;
+          if (variant == 2) {
+            const group inner = ctx.runtime().make_group();
+            try {
+              ctx.when_done(inner, t);
+            } catch (...) {
+              ctx.runtime().discard(t);
+              ctx.when_done(inner, make_fn(ctx, [tok3 = live_token{}](context&) {}));
+              throw;
+            }
+          }
+          return nullptr;
+        },
+        g);
+    EXPECT_NE(error_of_wait(r, g).find("stale or completed group"), std::string::npos)
+        << "variant " << variant;
+  }
+  r.wait(fresh);  // at once: nothing joined the group that may have old's slot
+  EXPECT_EQ(ran.load(), 0);
+}
+
 TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);
 INSTANTIATE_TEST_SUITE_P(one, misuse_one_worker, testing::Values(1u), worker_count_name);
 

@@ -346,6 +346,57 @@ TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_rerun
   r.retire_resource(obj);
 }
 
+/// A reader that returns a new follow-up without calling validate (the runtime validates after
+/// the run); its first run overlaps a writer. The torn run's follow-up is freed, never run (it
+/// leaked until 2026-11-26); the rerun's runs. TearDown checks that no task object is left.
+class reader_with_follow_up final : public counted_task {
+ public:
+  reader_with_follow_up(record* obj, std::atomic<int>& runs, std::atomic<int>& follow_ups,
+                        std::atomic<bool>& inside, std::atomic<bool>& written)
+      : m_obj(obj), m_runs(&runs), m_follow_ups(&follow_ups), m_inside(&inside),
+        m_written(&written) {
+    annotate_resource(obj, access::read);
+  }
+
+  task* execute(context& ctx) override {
+    if (m_runs->fetch_add(1) == 0) {
+      m_inside->store(true);
+      while (!m_written->load()) std::this_thread::yield();
+    }
+    (void)racy_load(m_obj->fields[0].value);
+    return make_fn(ctx, [n = m_follow_ups, tok = live_token{}](context&) { n->fetch_add(1); });
+  }
+
+ private:
+  record* m_obj;
+  std::atomic<int>* m_runs;
+  std::atomic<int>* m_follow_ups;
+  std::atomic<bool>* m_inside;
+  std::atomic<bool>* m_written;
+};
+
+TEST_P(sync_test_two_workers, the_follow_up_of_a_failed_read_is_freed_and_only_the_reruns_runs) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  std::atomic<int> runs{0}, follow_ups{0};
+  std::atomic<bool> inside{false}, written{false};
+  const group g = r.make_group();
+  auto* reader = r.make_task<reader_with_follow_up>(obj, runs, follow_ups, inside, written);
+  reader->annotate(wid(0));
+  r.spawn(reader, g);
+  while (!inside.load()) std::this_thread::yield();
+  auto* writer = make_fn(r, [&, obj, tok = live_token{}](context&) {
+    racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
+    written.store(true);
+  });
+  writer->annotate(wid(1)).annotate_resource(obj, access::write);
+  r.spawn(writer, g);
+  r.wait(g);
+  EXPECT_EQ(runs.load(), 2) << "the overlapped read validated, or was not run again";
+  EXPECT_EQ(follow_ups.load(), 1) << "the torn run's follow-up ran";
+  r.retire_resource(obj);
+}
+
 // ---- scheduling: the resource's pool decides where tasks run -------------------------------
 
 TEST_P(sync_test, serialization_by_scheduling_wins_over_a_worker_target) {
@@ -603,6 +654,41 @@ TEST_P(sync_test, move_resource_places_it_in_a_resource_pool_of_the_worker) {
   }
   EXPECT_THROW(r.move_resource(objs.front(), wid(r.workers())), std::out_of_range);
   for (auto* o : objs) r.retire_resource(o);
+}
+
+// A move takes effect at once, so a task on the resource cannot move it: a task spawned on it
+// afterwards would run in the new pool beside the mover (two writers of a serialized object).
+// The error reaches the group's waiter, the resource stays where it was; from a task on
+// another resource the move is allowed.
+TEST_P(sync_test, move_resource_from_a_task_on_that_resource_is_an_error) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::scheduling});
+  auto* other = r.make_resource<record>({.primitive = primitive::scheduling});
+  const unsigned before = header_of(obj)->pool.load();
+  const unsigned to = r.workers() - 1;
+  group g = r.make_group();
+  auto* mover = make_fn(r, [obj, to, tok = live_token{}](context& ctx) {
+    ctx.runtime().move_resource(obj, wid(to));
+  });
+  mover->annotate_resource(obj, access::write);
+  r.spawn(mover, g);
+  try {
+    r.wait(g);
+    ADD_FAILURE() << "move_resource from a task on the resource did not throw";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("move_resource"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(header_of(obj)->pool.load(), before);
+  g = r.make_group();
+  auto* elsewhere = make_fn(r, [obj, to, tok = live_token{}](context& ctx) {
+    ctx.runtime().move_resource(obj, wid(to));
+  });
+  elsewhere->annotate_resource(other, access::write);
+  r.spawn(elsewhere, g);
+  r.wait(g);
+  EXPECT_EQ(header_of(obj)->pool.load() / r.internals().options().pools_per_worker, to);
+  r.retire_resource(obj);
+  r.retire_resource(other);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(sync_test);

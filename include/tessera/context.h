@@ -54,8 +54,9 @@ class context {
 
   /// Under optimistic reading: true if nothing was written to the resource since the task
   /// started. Call it before acting outside the task (a spawn, a callback); if it returns
-  /// false, return immediately (any value): the runtime restores the task and runs it again.
-  /// Under every other primitive it returns true.
+  /// false, return immediately: the runtime restores the task and runs it again. What a run
+  /// that fails validation returns is dropped; a new task it returns (made in that run, never
+  /// one a rerun could return again) is freed. Under every other primitive it returns true.
   bool validate() const noexcept;
 
   /// The resource annotation of the running task is currently protected for writing

@@ -211,9 +211,11 @@ class runtime {
   static primitive primitive_of(T* object) noexcept {
     return detail::resource_header::of(object)->prim;
   }
-  /// Moves a resource's serialization domain to the pool of `w`. Only for resources that no
-  /// queued task names (e.g. right after creation, or from a task of its own pool that spawns
-  /// nothing else on it before returning).
+  /// Moves a resource's serialization domain to the pool of `w`, at once. Only for resources that
+  /// no queued or running task names, and that no other thread spawns a task on meanwhile (e.g.
+  /// right after creation, before it is published). From a task on the resource itself it throws
+  /// std::logic_error: a task spawned on the resource after the move would run in the new pool
+  /// beside the one still running.
   template <class T>
   void move_resource(T* object, worker_id w) {
     move(detail::resource_header::of(object), w);

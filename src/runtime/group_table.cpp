@@ -73,8 +73,12 @@ void group_table::release(group g) {
     std::lock_guard lock(s.mutex);
     s.error = nullptr;
     s.continuation = nullptr;
+    // Under the slot's mutex, where wait and when_done check the generation again: a second
+    // wait on g (a misuse) that passed its first check before this release then either finds g
+    // closed or finds it stale, never the group that reuses the slot. release: stale handles
+    // checked without the mutex (current()) see the change.
+    s.generation.fetch_add(1, std::memory_order_release);
   }
-  s.generation.fetch_add(1, std::memory_order_release);  // release: stale handles see the change
   std::lock_guard lock(m_mutex);
   m_free.push_back(g.index - 1);
 }

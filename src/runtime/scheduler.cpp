@@ -106,11 +106,22 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     m_workers_of_node[node].push_back(i);
   }
   m_active.store(w, std::memory_order_release);
-  for (unsigned i = 0; i < w; ++i) {
-    std::vector<pool*> mine;
-    for (unsigned j = 0; j < ppw; ++j) mine.push_back(m_pools[i * ppw + j].get());
-    pool* home = mine.front();
-    m_workers[i]->start(home, std::move(mine));
+  unsigned started = 0;
+  try {
+    for (; started < w; ++started) {
+      std::vector<pool*> mine;
+      for (unsigned j = 0; j < ppw; ++j) mine.push_back(m_pools[started * ppw + j].get());
+      pool* home = mine.front();
+      m_workers[started]->start(home, std::move(mine));
+    }
+  } catch (...) {
+    // A thread that could not be created (a limit on threads or memory): the destructor does
+    // not run for a constructor that throws, so the workers already running are told to exit
+    // here (they hold no task yet) and joined before the exception leaves. Without this the
+    // unwinding joined worker 0, which idled on and never exited.
+    for (unsigned i = 0; i < started; ++i) m_workers[i]->notify(worker::attention_exit);
+    for (unsigned i = 0; i < started; ++i) m_workers[i]->join();
+    throw;
   }
 }
 
@@ -242,6 +253,12 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
 }
 
 void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (!from.m_sched.m_groups.current(t->m_group)) {  // as spawn_external checks
+    destroy(t);
+    throw std::logic_error("tessera: spawn into a stale or completed group");
+  }
+#endif
   from.m_sched.m_groups.join(t->m_group);  // at once: the batch holds the parent's group only
   from.counters().count_spawn(t->m_epoch_slot);
   if (home) {
@@ -341,7 +358,10 @@ void scheduler::wait(group g) {
   group_slot& s = m_groups.slot(g);
   {
     std::lock_guard lock(s.mutex);
-    if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
+    // Again under the mutex (group_table::release bumps the generation under it): another wait
+    // on g may have completed and released it since the check above, and the slot be reused.
+    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.closed)
+      throw std::logic_error("tessera: a group can be waited for only once");
     s.closed = true;
   }
   leave_group(g, nullptr);  // drop the open reference
@@ -370,11 +390,15 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
     std::lock_guard lock(s.mutex);
     // Before anything is touched: the continuation stays the caller's (to discard), and no
     // group holds a count for it (until 2026-11-24 the join below came first, and the caller's
-    // group never completed).
-    if (s.closed) throw std::logic_error("tessera: a group can be waited for only once");
+    // group never completed). The generation again, under the mutex: see wait().
+    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.closed)
+      throw std::logic_error("tessera: a group can be waited for only once");
     // The continuation joins the running task's group now, so an outer wait covers it.
     const group joins =
         continuation->m_group.valid() || parent == nullptr ? continuation->m_group : parent->m_group;
+    if (joins.valid() && !m_groups.current(joins))
+      throw std::logic_error("tessera: when_done with a continuation annotated with a stale or "
+                             "completed group");
     // In the group it waits for, the continuation would wait for itself.
     if (joins == g)
       throw std::logic_error(
@@ -563,6 +587,17 @@ std::vector<resource_header*> scheduler::take_external_retired() {
 void scheduler::move(resource_header* h, worker_id w) {
   if (w.value >= m_workers.size())
     throw std::out_of_range("tessera: move_resource to an unknown worker");
+  // The move takes effect at once: a task on the resource spawned from now on goes to the new
+  // pool and runs there, beside the one still running here. So a task on the resource may not
+  // move it (reported by a review on 2026-11-26, with a program where two writers overlapped).
+  if (on_own_worker()) {
+    const task* running = current_worker()->current_task();
+    if (running != nullptr && running->m_data == h->object()) {
+      throw std::logic_error(
+          "tessera: move_resource from a task running on that resource (move it before tasks "
+          "name it, or from a task on another resource, once none of its tasks is queued)");
+    }
+  }
   const unsigned ppw = m_options.pools_per_worker;
   unsigned best = w.value * ppw + (ppw > 1 ? 1 : 0);
   for (unsigned j = 1; j < ppw; ++j) {
@@ -629,7 +664,11 @@ void scheduler::stop() {
   // either counted before wait_idle() reads the counts (seq_cst, in quiescent()), or not
   // spawned at all.
   m_stopping.store(true, std::memory_order_seq_cst);
-  while (m_external_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  // seq_cst, not acquire: the store above and this load are one side of a store-buffering pair
+  // (spawn's increment, then its load of m_stopping, the other). With an acquire load both sides
+  // could read the old values (allowed by the model, seen on POWER and on ARM with RCpc loads):
+  // the spawn goes on, stop() misses it, and its task is pushed after the workers exited.
+  while (m_external_in_flight.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Drain: every task spawned so far, and every task those spawn, runs. Resizing to all workers
   // first makes sure no pool is parked with an inactive worker.
   set_active_workers(static_cast<unsigned>(m_workers.size()));

@@ -40,6 +40,10 @@ inline std::atomic<void (*)(worker&)> parking{nullptr};
 /// peer_wake_interval_ns ago (its once-per-millisecond limit in force), whatever the clock says.
 inline std::atomic<bool> peer_wake_limited{false};
 
+/// Called by worker::start on the thread that constructs the runtime, before the worker's
+/// thread is created; a hook that throws stands for a thread the OS could not create.
+inline std::atomic<void (*)(unsigned index)> worker_starting{nullptr};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};

@@ -68,6 +68,9 @@ void worker::start(pool* home, std::vector<pool*> pools) {
   for (pool* p : m_pools)
     p->held_by.store(m_index, std::memory_order_relaxed);  // before the thread
   m_holds_home = owns(m_home);
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::worker_starting.load(std::memory_order_acquire)) hook(m_index);
+#endif
   m_thread = std::thread([this] { run(); });
 }
 
@@ -670,8 +673,10 @@ TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, s
 #endif
   if (m_ctx.m_validated || validate_read(h, v)) return true;
   // A writer overlapped: what the torn read threw is dropped (task.h), and the task is put back
-  // as it was dequeued (one that validates first is as it was).
+  // as it was dequeued (one that validates first is as it was). A new follow-up it returned is
+  // freed: it was never spawned, and the rerun makes its own (it leaked until 2026-11-26).
   error = nullptr;
+  if (follow != nullptr && follow != t) m_sched.destroy(follow);
   if (!first) restore_copy(t);
   bump(m_stats.optimistic_retries);
   return false;
@@ -888,6 +893,10 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   }
   try {
     scheduler::require_resource(follow, "follow-up");  // t itself may have been re-annotated
+    if (follow->m_group.valid() && follow->m_group != t->m_group &&
+        !m_sched.m_groups.current(follow->m_group)) {
+      throw std::logic_error("tessera: a follow-up annotated with a stale or completed group");
+    }
   } catch (...) {
     if (follow != t) m_sched.destroy(follow);  // returned to the runtime: ours to free
     fail(t, std::current_exception());
@@ -935,6 +944,14 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
     hold_next(follow);
     return;
   }
+  // A follow-up of another group is held only above an empty stack. Above tasks of g (spawned
+  // by t), its completion would open its group's batch and leave it open while those run,
+  // however long: nothing on the stack checks groups. Queued at the front of the home pool
+  // instead, it runs once they did, and taking it from the pool flushes g's batch
+  // (worker::from_pool). Found by a review on 2026-11-26: a wait for the follow-up's group
+  // lasted as long as an unrelated task of g.
+  const bool to_pool_front = hold && follow->m_group != g && m_stack_top != nullptr;
+  if (to_pool_front) hold = false;
   if (!m_token) reacquire_token(g, slot);
   // Another group is joined before the follow-up can run (and leave it).
   const bool transferred = follow->m_group == g && g.valid();
@@ -942,6 +959,8 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   m_epoch.count_spawn(slot);
   if (hold) {
     hold_next(follow);
+  } else if (to_pool_front) {
+    push_local(*m_home, follow, true);  // can_hold_follow_up: it stays home, no data
   } else {
     m_sched.route(follow, this, false, header_hot(follow, ran_on));
   }
