@@ -672,6 +672,13 @@ TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, s
   if (first && !error && broke_promise(t, follow, error)) return true;  // final: an error
 #endif
   if (m_ctx.m_validated || validate_read(h, v)) return true;
+  drop_torn_run(t, follow, first, error);
+  return false;
+}
+
+// Out of line: the common case above (a read that validates) stays small in the worker's loop.
+TESSERA_NOINLINE void worker::drop_torn_run(task* t, task* follow, bool first,
+                                            std::exception_ptr& error) noexcept {
   // A writer overlapped: what the torn read threw is dropped (task.h), and the task is put back
   // as it was dequeued (one that validates first is as it was). A new follow-up it returned is
   // freed: it was never spawned, and the rerun makes its own (it leaked until 2026-11-26).
@@ -679,7 +686,6 @@ TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, s
   if (follow != nullptr && follow != t) m_sched.destroy(follow);
   if (!first) restore_copy(t);
   bump(m_stats.optimistic_retries);
-  return false;
 }
 
 TESSERA_NOINLINE task* worker::rerun_optimistic_read(task* t, resource_header& h, bool first,

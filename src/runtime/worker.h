@@ -272,6 +272,8 @@ class worker {
   /// (`t` is then as it was dequeued).
   bool optimistic_run(task* t, resource_header& h, std::uint64_t v, bool first, task*& follow,
                       std::exception_ptr& error);
+  /// After a run that failed validation: drops its error and its new follow-up, restores `t`.
+  void drop_torn_run(task* t, task* follow, bool first, std::exception_ptr& error) noexcept;
   void take_copy(const task* t);        // into m_snapshot
   void restore_copy(task* t) noexcept;  // from m_snapshot
   /// The size of `t`'s most derived type: what an optimistic read copies and restores.
