@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/test_hooks.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -527,6 +528,47 @@ TEST_P(group_test, wait_idle_waits_for_all_ungrouped_work) {
   }
   r.wait_idle();
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// A second wait on g (a misuse) that passed its first check of g just before the first wait
+/// completed and released g, while a new group took g's slot: it must not close, or wait for,
+/// the new group. Held between its check and the group's mutex by a test hook. Until
+/// 2026-11-26 it took the new group's open reference (found by a review with injected delays).
+TEST(group_stale_handle, a_second_wait_racing_the_first_never_acts_on_the_group_reusing_the_slot) {
+  static std::atomic<int> phase{0};
+  phase.store(0);
+  runtime r({.workers = 1});
+  const group g = r.make_group();
+  r.spawn([](context&) {}, g);
+  detail::test_hooks::group_wait_checked.store(+[] {
+    int expected = 0;
+    if (phase.compare_exchange_strong(expected, 1)) {  // the second wait only
+      while (phase.load() != 2) std::this_thread::yield();
+    }
+  });
+  std::atomic<int> second{0};  // 1: returned, 2: threw logic_error
+  std::thread waiter([&] {
+    try {
+      r.wait(g);
+      second.store(1);
+    } catch (const std::logic_error&) {
+      second.store(2);
+    }
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  r.wait(g);  // the first wait: completes and releases g
+  const group reused = r.make_group();
+  EXPECT_EQ(reused.index, g.index) << "the slot was not reused; the race is not exercised";
+  phase.store(2);
+  waiter.join();
+  detail::test_hooks::group_wait_checked.store(nullptr);
+  EXPECT_EQ(second.load(), 2) << "the second wait did not see that g was gone";
+  std::atomic<bool> ran{false};
+  r.spawn([&ran](context&) { ran.store(true); }, reused);
+  r.wait(reused);  // its own, one wait: neither closed nor completed by the stale wait
+  EXPECT_TRUE(ran.load());
+}
+#endif
 
 /// Runs `body` in a forked child (a death test) and tells how it ended.
 /// A stale handle must be *detected*: the call may return, throw, or stop the process with an

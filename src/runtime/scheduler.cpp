@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "memory/task_allocator.h"
+#include "runtime/test_hooks.h"
 #include "runtime/topology.h"
 #include "sync/latch.h"
 
@@ -355,6 +356,9 @@ void scheduler::wait(group g) {
         "context::when_done instead");
   }
   if (!m_groups.current(g)) throw std::logic_error("tessera: wait on a stale or unknown group");
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::group_wait_checked.load(std::memory_order_acquire)) hook();
+#endif
   group_slot& s = m_groups.slot(g);
   {
     std::lock_guard lock(s.mutex);

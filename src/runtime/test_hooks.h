@@ -44,6 +44,10 @@ inline std::atomic<bool> peer_wake_limited{false};
 /// thread is created; a hook that throws stands for a thread the OS could not create.
 inline std::atomic<void (*)(unsigned index)> worker_starting{nullptr};
 
+/// Called by runtime::wait(g) on the waiting thread after its first check that g is current,
+/// before it takes the group's mutex.
+inline std::atomic<void (*)()> group_wait_checked{nullptr};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};
