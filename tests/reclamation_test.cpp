@@ -426,6 +426,42 @@ TEST(reclamation_external, a_resource_destructor_may_retire_another_one_during_s
   EXPECT_EQ(node::destroyed.load(), node::constructed.load());
 }
 
+/// A worker that is never idle still frees what was retired: the reclamation task runs behind
+/// the tasks queued when it was made. At low priority, as until 2026-11-26, it waited for a
+/// moment with nothing else to run; a client that kept the worker's queue fed never gave it
+/// one, and the task, counted in its epoch, kept the epoch from moving for the whole runtime.
+/// The freeze is not certain here: a low-priority task also runs when the worker's local queue
+/// runs dry between two drains of its inbox, and with the old priority this test passed after
+/// 0.4-12 s instead of 0.06-0.2 (a review's closed-loop client saw 0 of 287,230 freed in 3.5 s).
+/// It fails on a freeze that lasts its 20 s, and cannot fail for a correct runtime.
+TEST(reclamation_busy, a_worker_that_is_never_idle_still_frees_what_was_retired) {
+  node::reset();
+  {
+    runtime r(
+        {.workers = 1, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+    r.retire_resource(r.make_resource<node>(hints_for(0)));  // from outside: the worker takes it
+    std::atomic<int> queued{0};
+    const group g = r.make_group();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (node::destroyed.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+      if (queued.load() >= 512) continue;
+      queued.fetch_add(1);
+      r.spawn(
+          [&queued](context&) {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+            queued.fetch_sub(1);
+          },
+          g);
+    }
+    const long freed = node::destroyed.load();
+    r.wait(g);
+    EXPECT_EQ(freed, 1) << "nothing retired was freed in 20 s while the worker was kept busy";
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+}
+
 #if defined(TESSERA_DEBUG_CHECKS)
 /// The interleaving the fences in worker::maybe_reclaim and scheduler::stop() exist for, forced
 /// with a test hook (src/runtime/test_hooks.h): an idle worker makes a reclamation task, and

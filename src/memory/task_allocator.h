@@ -7,7 +7,10 @@
 //
 // A block freed on another thread goes to that thread's list; when a list grows past push_limit
 // (32 batches), one batch goes back to the thread's node heap, so cross-thread frees never pile up
-// memory on one thread without bound. Blocks over the largest class (1 KiB) come from operator new.
+// memory on one thread without bound. A refill takes a batch from its node's heap, else from
+// another node's (blocks freed by threads of that node), and only then new blocks from the OS, so
+// they do not pile up on a node either. Blocks over the largest class (1 KiB) come from operator
+// new.
 //
 //   void* p = tessera::detail::task_allocator::allocate(96);   // 128-byte class
 //   tessera::detail::task_allocator::deallocate(p, 96);

@@ -180,14 +180,6 @@ void scheduler::spawn_external(task* t) {
     destroy(t);
     throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
   }
-  // The slot is read before the spawn is counted in it. If the epoch moves meanwhile (this
-  // thread preempted), the count lands in an older slot, which only holds the epoch back (it
-  // cannot reach that slot again before the task completes); after four moves the slot is the
-  // current one again, as if read now. Either way no resource is freed under the task: a task
-  // from outside reaches resources only through what its execute reads (no outside thread is
-  // protected by the epochs, see retire_resource).
-  const std::uint8_t slot = current_epoch_slot();
-  t->m_epoch_slot = slot;
   if (t->m_group.valid()) {
 #if defined(TESSERA_DEBUG_CHECKS)
     if (!m_groups.current(t->m_group)) {
@@ -198,19 +190,21 @@ void scheduler::spawn_external(task* t) {
 #endif
     m_groups.join(t->m_group);
   }
-  // relaxed is enough: the inbox push below releases the task after this increment, and
-  // quiescence readers acquire the completion before they read spawn counts.
-  m_external_spawned[slot].fetch_add(1, std::memory_order_relaxed);
+  t->m_epoch_slot = count_in_current_slot([this](unsigned slot, int d) {
+    m_external_spawned[slot].fetch_add(static_cast<std::uint64_t>(d), std::memory_order_seq_cst);
+  });
   route(t, nullptr);
   // release: stop() acquires this before it checks quiescence, so it sees the count above.
   m_external_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 void scheduler::spawn_outside_task(task* t, worker& from) {
-  const std::uint8_t slot = current_epoch_slot();
-  t->m_epoch_slot = slot;
   if (t->m_group.valid()) m_groups.join(t->m_group);
-  from.counters().count_spawn(slot);
+  t->m_epoch_slot = count_in_current_slot([&from](unsigned slot, int d) {
+    auto& c = from.counters().spawned[slot];  // the owner's counter: a load and a store
+    c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(d),
+            std::memory_order_seq_cst);
+  });
   route(t, &from, t->m_data == nullptr);
 }
 
@@ -481,8 +475,9 @@ std::vector<std::exception_ptr> scheduler::take_unhandled() {
 bool scheduler::slot_balanced(unsigned slot) const noexcept {
   std::uint64_t completed = 0;
   for (auto& w : m_workers) completed += w->m_epoch.completed[slot].load(std::memory_order_acquire);
-  std::uint64_t spawned = m_external_spawned[slot].load(std::memory_order_acquire);
-  for (auto& w : m_workers) spawned += w->m_epoch.spawned[slot].load(std::memory_order_acquire);
+  // seq_cst: see count_in_current_slot
+  std::uint64_t spawned = m_external_spawned[slot].load(std::memory_order_seq_cst);
+  for (auto& w : m_workers) spawned += w->m_epoch.spawned[slot].load(std::memory_order_seq_cst);
   return spawned == completed;
 }
 
@@ -516,10 +511,11 @@ void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
   std::uint64_t last = m_last_advance_ns.load(std::memory_order_relaxed);
   if (now - last < period) return;
   if (!m_last_advance_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
-  std::uint64_t e = m_global_epoch.load(std::memory_order_acquire);
+  // seq_cst, the counts read in slot_balanced too: see count_in_current_slot.
+  std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
   if (!slot_balanced(static_cast<unsigned>((e + 1) % epoch_slots))) return;
-  // acq_rel: a retire that reads the new epoch happens after the balance we observed.
-  m_global_epoch.compare_exchange_strong(e, e + 1, std::memory_order_acq_rel);
+  // A retire that reads the new epoch happens after the balance we observed.
+  m_global_epoch.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
 }
 
 // ---- resources ---------------------------------------------------------------------------------

@@ -294,6 +294,10 @@ class scheduler {
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
   void spawn_outside_task(task* t, worker& from);
+  /// Counts a task that starts an operation (`count(slot, +1)`) in the current epoch's slot and
+  /// returns the slot; see the definition.
+  template <class Count>
+  std::uint8_t count_in_current_slot(Count count) noexcept;
   /// spawn_from()'s case of a task given a group other than its parent's (out of line: rare).
   static void spawn_into_other_group(task* t, worker& from, bool newest_first, bool home);
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
@@ -343,5 +347,24 @@ class scheduler {
 
   friend class worker;
 };
+
+template <class Count>
+inline std::uint8_t scheduler::count_in_current_slot(Count count) noexcept {
+  // A task that starts an operation counts itself in the slot of the current epoch, then reads
+  // the epoch again: if it moved in between (this thread preempted), the count may have landed
+  // in a slot that an advance had just found balanced, and that the next epoch reuses. Counted
+  // there, the task would pass for one of that later epoch, and a resource retired before the
+  // move could be freed while the task still reads it (found by a review on 2026-11-26, with
+  // pause points widening both windows: a use-after-free under AddressSanitizer). Then the count
+  // is taken back and made again. All seq_cst, with try_advance_epoch's loads and its CAS: a
+  // count made while the epoch read twice is E is seen by every advance that reads E+1 or later.
+  for (;;) {
+    const std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
+    const auto slot = static_cast<std::uint8_t>(e % epoch_slots);
+    count(slot, +1);
+    if (m_global_epoch.load(std::memory_order_seq_cst) == e) return slot;
+    count(slot, -1);  // the task is not visible to anyone yet
+  }
+}
 
 }  // namespace tessera::detail
