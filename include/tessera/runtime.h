@@ -190,8 +190,11 @@ class runtime {
     }
     return obj;
   }
-  /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4).
-  /// Tasks that still name it must not be queued anymore when it is retired. A second retire of
+  /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4):
+  /// once every task whose operation began before the retire has finished (an operation is a
+  /// task spawned from outside any task, with everything it spawns and returns). Such tasks may
+  /// still be queued on it, or hold a pointer to it; a task of an operation that begins later
+  /// must not reach it (unlink it from your structure before retiring it). A second retire of
   /// the same resource throws std::logic_error; after stop() the resource is freed at once. Any
   /// thread may retire (one that is not a worker hands the resource to the next worker that
   /// looks). The destructor runs on a worker, or in stop() on the stopping thread: it may retire

@@ -54,8 +54,8 @@ constexpr std::uint8_t max_right_moves = 2;
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
 /// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
 /// (writers are annotated one level early, seed 001 Fig. 6). `parent`, if given, is set to `n`
-/// when the step goes down from level 1 to a leaf, and cleared when it follows a dead leaf's
-/// forward pointer (which may lead left of the parent's range).
+/// when the step goes down from level 1 to a leaf, and cleared when it meets a dead leaf (the
+/// task then starts again at the root).
 ///
 /// `right_moves`, if given, counts the right links followed; past `max_right_moves` the task
 /// starts again at the root instead (the count is reset). A task that read a parent long ago
@@ -72,13 +72,23 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
                   key_type k, std::uint8_t level, access mode, node** parent = nullptr,
                   std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
-  enum class move : std::uint8_t { forward, right, down };
+  if (n->dead()) {
+    // Start again at the root. Until 2026-11-26 the task followed a pointer, kept in the dead
+    // leaf, to the left neighbour the leaf had when it died; that neighbour may have been merged
+    // and retired since, in an epoch before this task's operation began (the dead leaf was
+    // still reachable through the right link of the node it merged into): a use-after-free a
+    // review showed with delays injected. The root is always live; a descent reaches the leaf's
+    // range through its left neighbour, which covers it once the merge is done.
+    if (!ctx.validate()) return false;  // torn: nothing changed yet
+    if (parent != nullptr) *parent = nullptr;
+    if (right_moves != nullptr) *right_moves = 0;
+    start_at_root(tree, t, level, mode);
+    return false;
+  }
+  enum class move : std::uint8_t { right, down };
   move how;
   node* next;
-  if (n->dead()) {
-    how = move::forward;
-    next = n->forward();
-  } else if (must_move_right(*n, k)) {
+  if (must_move_right(*n, k)) {
     how = move::right;
     next = n->right();
   } else if (here > level) {
@@ -90,9 +100,6 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
   if (!ctx.validate()) return false;  // torn: nothing changed yet
   std::uint8_t next_level = here;
   switch (how) {
-    case move::forward:
-      if (parent != nullptr) *parent = nullptr;
-      break;
     case move::right:
       if (right_moves != nullptr && ++*right_moves > max_right_moves) {
         *right_moves = 0;
@@ -107,8 +114,7 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
       break;
   }
   if (next == nullptr) {
-    // A validated read of a live node has its links (a dead node its forward pointer); kept
-    // as a guard: stay on this node.
+    // A validated read of a live node has its links; kept as a guard: stay on this node.
     next = n;
     next_level = here;
   }
@@ -232,7 +238,7 @@ class unlink_task final : public tessera::task {
       // Filled again meanwhile: hang it back under its parent.
       return m_tree->runtime().make_task<link_task>(m_tree, m_left, m_sep, leaf, 0);
     }
-    leaf->set_dead(m_left);
+    leaf->set_dead();
     m_phase = phase::merge;
     clear_annotations();
     start_at_root(*m_tree, *this, 0, access::write);
@@ -351,8 +357,8 @@ class op_task final : public tessera::task {
   task_tree* m_tree;
   request* m_req;
   /// The branch node this task came down from to the leaf level, where a split of the leaf
-  /// links its new right node; nullptr if unknown (the root was a leaf, or a dead leaf's
-  /// forward pointer was followed).
+  /// links its new right node; nullptr if unknown (the root was a leaf, or the task met a dead
+  /// leaf and started again at the root).
   node* m_parent = nullptr;
   /// Right links followed since the last descent from the root (see step_towards).
   std::uint8_t m_right_moves = 0;

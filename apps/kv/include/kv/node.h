@@ -142,17 +142,12 @@ class alignas(header_bytes) node {
   [[nodiscard]] key_type high_key() const noexcept { return load_relaxed(m_high_key); }
   void set_high_key(key_type high) noexcept { store_relaxed(m_high_key, high); }
 
-  /// A leaf unlinked by kv::task_tree's delete protocol: its range moved to the node
-  /// `forward()` (stored in slot 0) or to a node right of it. Never cleared.
+  /// A leaf unlinked by kv::task_tree's delete protocol: its range moved to its left neighbour
+  /// (or, if that was unlinked too, further left). Never cleared. An operation that meets a dead
+  /// leaf starts again at the root. (Until 2026-11-26 it followed a pointer to the left
+  /// neighbour the leaf had when it died, which may have been merged and freed since.)
   [[nodiscard]] bool dead() const noexcept { return load_relaxed(m_reserved) != 0; }
-  void set_dead(node* forward) noexcept {
-    store_relaxed(m_slots[0],
-                  static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(forward)));
-    store_relaxed(m_reserved, std::uint32_t{1});
-  }
-  [[nodiscard]] node* forward() const noexcept {
-    return reinterpret_cast<node*>(static_cast<std::uintptr_t>(load_relaxed(m_slots[0])));
-  }
+  void set_dead() noexcept { store_relaxed(m_reserved, std::uint32_t{1}); }
 
   /// Right sibling on the same level, nullptr for the rightmost node.
   [[nodiscard]] node* right() const noexcept { return load_relaxed(m_right); }
