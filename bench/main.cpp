@@ -86,11 +86,12 @@ void print_usage(std::FILE* out) {
       out,
       "\nflags every subcommand takes:\n"
       "  --workers LIST          worker counts to measure (default: %s)\n"
-      "  --repeat N              runs per configuration (default: 3)\n"
+      "  --repeat N              runs per configuration (default: 3; ycsb: 1)\n"
       "  --statistic median|best the run reported: median (default) or fastest\n"
       "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
       "  --json FILE             append one JSON object per result row\n"
-      "exit status: 0 ok, 1 a benchmark failed its own check, 2 bad command line\n",
+      "exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be written),\n"
+      "2 bad command line\n",
       default_workers().c_str());
 }
 
@@ -168,18 +169,27 @@ void print_handoff(const std::string& before, const std::string& after, std::FIL
                before.c_str(), after.c_str());
 }
 
-void finish(const bench::reporter& report, const bench::flag_values& flags,
+/// Prints the table and writes the JSON lines; false (said on stderr) if either failed.
+bool finish(const bench::reporter& report, const bench::flag_values& flags,
             const std::vector<unsigned>& workers, const std::string& handoff_before,
             std::FILE* json) {
   const std::string handoff_after = handoff_range(flags, workers);
   std::fputs(report.table().c_str(), stdout);
   print_cpus(flags, workers, stdout);
   print_handoff(handoff_before, handoff_after, stdout);
-  std::fflush(stdout);
+  bool written = std::fflush(stdout) == 0 && std::ferror(stdout) == 0;
+  if (!written) std::fprintf(stderr, "tessera-bench: cannot write the table: %s\n",
+                             std::strerror(errno));
   if (json != nullptr) {
     report.write_json(json);
-    std::fclose(json);
+    const bool json_ok = std::ferror(json) == 0;
+    if (std::fclose(json) != 0 || !json_ok) {
+      std::fprintf(stderr, "tessera-bench: --json: cannot write '%s': %s\n",
+                   flags.text("json").c_str(), std::strerror(errno));
+      written = false;
+    }
   }
+  return written;
 }
 
 /// What a failed run prints after "FAILED: ": the exception's text, or for the two that sizes
@@ -265,11 +275,10 @@ int main(int argc, char** argv) {
   try {
     b->run(ctx);
   } catch (const std::exception& e) {
-    finish(report, flags, workers, handoff_before, json);
+    (void)finish(report, flags, workers, handoff_before, json);
     std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(),
                  failure_text(e).c_str());
     return 1;
   }
-  finish(report, flags, workers, handoff_before, json);
-  return 0;
+  return finish(report, flags, workers, handoff_before, json) ? 0 : 1;
 }

@@ -99,6 +99,13 @@ bool parse_value(const flag_definition& def, std::string_view text, flag_values:
           problem = expected;
           return false;
         }
+        if (std::find(values.begin(), values.end(), static_cast<std::uint64_t>(v)) !=
+            values.end()) {
+          // A repeated value would be measured twice, and its ratios taken against the first
+          // row of the reference with that value.
+          problem = std::string(part) + " is given twice in " + quoted(text);
+          return false;
+        }
         values.push_back(static_cast<std::uint64_t>(v));
       }
       out = std::move(values);

@@ -85,6 +85,7 @@ void run(const run_context& ctx) {
           config cfg{.workers = w,
                      .lanes = lanes,
                      .pin = settings.pin,
+                     .spin_us = settings.spin_us,
                      .runtime_stats = settings.statistics,
                      .label = ctx.label(impl, w, "mix=" + mix + " access=" + access),
                      .mix = mix,

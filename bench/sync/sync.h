@@ -112,6 +112,7 @@ struct config {
   unsigned workers = 1;
   unsigned lanes = 32;  ///< tessera: operations in flight per worker
   bool pin = true;  ///< every implementation: worker i on tessera's CPU i (common/placement.h)
+  long long spin_us = 200;  ///< tessera: --spin-us (runtime_options::spin_before_park)
   bool runtime_stats = false;
   std::string label;  ///< for progress lines
   std::string mix;    ///< "95/5"

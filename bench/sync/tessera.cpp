@@ -92,7 +92,9 @@ resource_hints hints_for(const std::string& name, const workload& wl, std::size_
 }  // namespace
 
 measurement run_tessera(const std::string& name, const workload& wl, const config& cfg) {
-  runtime rt(runtime_options{.workers = cfg.workers, .pin = cfg.pin});
+  runtime rt(runtime_options{.workers = cfg.workers,
+                             .pin = cfg.pin,
+                             .spin_before_park = std::chrono::microseconds(cfg.spin_us)});
   std::vector<counters*> objects;
   objects.reserve(wl.spec.objects);
   for (std::size_t o = 0; o < wl.spec.objects; ++o) {

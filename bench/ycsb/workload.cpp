@@ -119,6 +119,7 @@ std::vector<operation> read_trace_file(const std::string& path, trace_phase phas
     ops.push_back(*op);
   }
   if (in.bad()) throw ::ycsb::trace_error(path, number, "read error");
+  if (ops.empty()) throw ::ycsb::trace_error(path, number, "holds no operations");
   return ops;
 }
 

@@ -75,6 +75,25 @@ settings read_settings(const run_context& ctx) {
   s.workload.run_file = f.text("run-file");
   if (!s.workload.load_file.empty() && s.workload.run_file.empty())
     usage_error("--load-file", "needs --run-file too (a generated run reads generated keys)");
+  // A trace decides what the generator would: a flag for the generator beside it would be
+  // ignored, so it is refused (the load is still generated with --run-file alone: --records and
+  // --seed then shape it).
+  if (!s.workload.run_file.empty()) {
+    std::vector<const char*> ignored = {"operations", "workload", "distribution"};
+    if (!s.workload.load_file.empty()) {
+      ignored.push_back("records");
+      ignored.push_back("seed");
+    }
+    for (const char* name : ignored) {
+      if (f.given(name)) {
+        usage_error("--" + std::string(name),
+                    s.workload.load_file.empty()
+                        ? "has no effect with --run-file (the run replays the trace)"
+                        : "has no effect with --load-file and --run-file (both phases replay "
+                          "traces)");
+      }
+    }
+  }
   s.tessera.sync = parse_sync(f.text("sync"));
   s.tessera.prefetch_distance = static_cast<unsigned>(f.integer("prefetch-distance"));
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));

@@ -117,9 +117,11 @@ class task : public detail::task_state {
   /// annotations), or another task to be scheduled in its place (this one is then destroyed).
   /// A follow-up with a data annotation is queued like a spawn, so its data is prefetched while
   /// other tasks run. One without data, placed nowhere else, runs next on this worker without a
-  /// queue round-trip (scheduler bypass), unless a more urgent task is ready; after 64 such
+  /// queue round-trip (scheduler bypass), unless a more urgent task is queued; after 64 such
   /// follow-ups in a row (each returned by the one before) the next is queued at the back, so a
-  /// task that keeps returning itself, or a new task, cannot starve the others.
+  /// task that keeps returning itself, or a new task, cannot starve the others. (A task that
+  /// polls by spawning a fresh copy of itself each time instead can: a spawned child without
+  /// data runs next, before anything queued. Poll by returning `this`.)
   virtual task* execute(context& ctx) = 0;
 
   // ---- annotations ---------------------------------------------------------------------------
@@ -127,16 +129,21 @@ class task : public detail::task_state {
     m_priority = static_cast<std::uint8_t>(p);
     return *this;
   }
-  /// Run on this worker (wins over every other placement rule). An id beyond the runtime's
-  /// workers wraps around (w % workers), so code that partitions by worker runs unchanged on a
-  /// smaller runtime.
+  /// Run on this worker. Wins over every other placement rule but one: a task on a resource
+  /// serialized by scheduling (primitive::scheduling, or a writer under optimistic_scheduled)
+  /// runs in that resource's pool, wherever that is. An id beyond the runtime's workers wraps
+  /// around (w % workers), so code that partitions by worker runs unchanged on a smaller
+  /// runtime. While worker w is inactive (runtime::set_active_workers), a task targeted at it
+  /// runs on the active worker that holds w's pools.
   task& annotate(worker_id w) noexcept {
     m_target_kind = target_worker;
     m_target = w.value;
     return *this;
   }
   /// Run on some worker of this NUMA node; a node without workers (or no such node) places the
-  /// task as if it had no target.
+  /// task as if it had no target. The task goes to the pools of one of the node's workers; after
+  /// set_active_workers shrank the runtime, an inactive worker's pools are held by an active
+  /// worker that may be on another node.
   task& annotate(numa_node_id n) noexcept {
     m_target_kind = target_node;
     m_target = n.value;
