@@ -7,6 +7,9 @@
 //   ... inside the arena: counts.add(this_worker);
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <tbb/task_arena.h>
 #include <tbb/task_scheduler_observer.h>
 
@@ -23,15 +26,29 @@ class onetbb_placement final : public tbb::task_scheduler_observer {
   }
   ~onetbb_placement() override { observe(false); }
 
-  void on_scheduler_entry(bool /*is_worker*/) override {
+  void on_scheduler_entry(bool is_worker) override {
     const int slot = tbb::this_task_arena::current_thread_index();
     if (slot < 0) return;
     this_worker = static_cast<unsigned>(slot);
-    if (m_pin) pin_worker_thread(this_worker);
+    if (!m_pin) return;
+    // The thread that calls arena.execute (main) takes slot 0 while inside; it gets its own CPUs
+    // back when it leaves (until 2026-11-26 it stayed on worker 0's CPU for the rest of the
+    // process, also while tessera's runs waited on it).
+    if (!is_worker) m_saved = pthread_getaffinity_np(pthread_self(), sizeof m_mask, &m_mask) == 0;
+    pin_worker_thread(this_worker);
+  }
+
+  void on_scheduler_exit(bool is_worker) override {
+    if (is_worker || !m_saved) return;
+    pthread_setaffinity_np(pthread_self(), sizeof m_mask, &m_mask);
+    m_saved = false;
   }
 
  private:
   bool m_pin;
+  // The caller's mask, saved on entry: one thread (the caller of execute) enters as a non-worker.
+  cpu_set_t m_mask{};
+  bool m_saved = false;
 };
 
 }  // namespace tessera::bench
