@@ -205,17 +205,15 @@ void flush(task_cache& tc) noexcept {
   }
 }
 
-/// Set when the thread's cache was flushed at its exit. A thread_local destroyed after the
-/// flush (one constructed before the thread's first slow path) may still make or free a task:
-/// from then on blocks go straight to and from the node heap. Until 2026-11-26 they went to the
-/// flushed lists, which nothing flushed again (a review: 40,000 such threads, 2 MiB lost).
-constinit thread_local bool tl_cache_closed = false;
-
 struct cache_owner {
   ~cache_owner() {
     task_cache& tc = tl_task_cache;
     flush(tc);
-    tl_cache_closed = true;
+    // A thread_local destroyed after this flush (one constructed before the thread's first slow
+    // path) may still make or free a task: from now on blocks go straight to and from the node
+    // heap. Until 2026-11-26 they went to the flushed lists, which nothing flushed again (a
+    // review: 40,000 such threads, 2 MiB lost).
+    tc.closed = true;
     // Closed floors: the inline push refuses and the inline pop finds nothing (no spares: this
     // is not a worker, whose loop flushed them and keeps none after it ended).
     for (free_block*& h : tc.head) h = &task_cache::closed_floor;
@@ -266,7 +264,7 @@ void* task_allocator::allocate(std::size_t bytes) {
   const unsigned c = size_class(bytes);
   task_cache& tc = tl_task_cache;
   if (is_floor(tc.head[c])) [[unlikely]] {
-    if (tl_cache_closed) [[unlikely]] return allocate_after_exit(c, tc.node);
+    if (tc.closed) [[unlikely]] return allocate_after_exit(c, tc.node);
     if (!tc.registered) arm_thread_exit_flush(tc);
     const batch b = take_batch(c, tc.node);
     // The list is empty: the batch becomes its bottom.
@@ -297,7 +295,7 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
   }
   const unsigned c = size_class(bytes);
   task_cache& tc = tl_task_cache;
-  if (tl_cache_closed) [[unlikely]] {
+  if (tc.closed) [[unlikely]] {
     deallocate_after_exit(static_cast<free_block*>(p), c, tc.node);
     return;
   }

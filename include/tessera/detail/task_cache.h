@@ -53,6 +53,10 @@ struct task_cache {
   free_block* spare[class_count + 1] = {nullptr, nullptr, nullptr, nullptr, nullptr, &closed_floor};
   unsigned node = 0;
   bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
+  /// The thread-exit flush ran: later allocations and frees (a thread_local destroyed after it)
+  /// go straight to the node heap (task_allocator.cpp). In the padding after `registered`: the
+  /// cache's size, and its place in the thread's TLS block, stay as they were.
+  bool closed = false;
 
   /// The bottoms of the lists: never handed out (their `next` is nullptr, which is how a pop sees
   /// an empty list) and never written. An armed thread's empty lists end at the open floor
