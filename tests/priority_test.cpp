@@ -1,6 +1,7 @@
 // Priorities: a lower priority runs only when no task of a higher one is ready on the worker that
 // picks the next task (ids.h). The tests hold workers at a gate, queue interleaved priorities
 // behind it, release it, and check the order each worker ran them in.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -144,6 +145,70 @@ class endless_step final : public task {
   std::uint64_t m_left;
   std::uint64_t* m_steps;
 };
+
+/// A high-priority task that entered the prefetch window behind a normal one runs within the
+/// window's few tasks, not after a run of follow-ups that the normal one returns (until
+/// 2026-11-26 each could be held 64 times: the window's tasks were not counted as queued).
+class self_returning final : public task {
+ public:
+  self_returning(int id, std::vector<std::string>& log, std::mutex& m)
+      : m_id(id), m_log(&log), m_mutex(&m) {}
+  task* execute(context& ctx) override {
+    {
+      std::lock_guard lock(*m_mutex);
+      m_log->push_back("N" + std::to_string(m_id));
+    }
+    if (m_id == 1 && m_runs == 0) {
+      auto* high = make_fn(ctx, [log = m_log, m = m_mutex, tok = live_token{}](context&) {
+        std::lock_guard lock(*m);
+        log->push_back("HIGH");
+      });
+      high->annotate(priority::high);
+      ctx.spawn(high);
+    }
+    if (m_id == 2 && ++m_runs < 200) {
+      clear_annotations();  // again, without data: a held follow-up
+      return this;
+    }
+    ++m_runs;
+    return nullptr;
+  }
+
+ private:
+  int m_id;
+  int m_runs = 0;
+  std::vector<std::string>* m_log;
+  std::mutex* m_mutex;
+};
+
+TEST(priority, a_high_priority_task_in_the_prefetch_window_is_not_overtaken_by_held_follow_ups) {
+  static char objects[4][64];
+  std::vector<std::string> log;
+  std::mutex m;
+  {
+    runtime r({.workers = 1, .prefetch_distance = 2});
+    const group g = r.make_group();
+    r.spawn(
+        [&](context& ctx) {
+          for (int i = 1; i <= 3; ++i) {
+            auto* n = ctx.make_task<self_returning>(i, log, m);
+            n->annotate_data(objects[i], sizeof objects[i]);
+            ctx.spawn(n);
+          }
+        },
+        g);
+    r.wait(g);
+  }
+  std::lock_guard lock(m);
+  const auto spawned = std::find(log.begin(), log.end(), "N1");
+  const auto high = std::find(log.begin(), log.end(), "HIGH");
+  ASSERT_NE(high, log.end());
+  ASSERT_NE(spawned, log.end());
+  // Ahead of it at most the window's tasks (distance + 1) and the task that spawned it.
+  EXPECT_LE(high - spawned, 4) << "tasks that ran between the spawn of the high-priority task "
+                                  "and its run: "
+                               << (high - spawned - 1);
+}
 
 TEST(priority, an_urgent_task_from_outside_interrupts_a_chain_on_its_only_worker) {
   runtime r({.workers = 1});

@@ -33,9 +33,8 @@ struct numa_node_id {
 /// Scheduling priority. A worker picks a task of a higher priority before one of a lower
 /// priority among those in its queues. Bounded exceptions: a task that arrives from another
 /// thread waits in an inbox until the worker next looks (every 16 tasks taken from its queues,
-/// or every `epoch_interval_tasks` while it runs spawned children); the tasks already taken
-/// into the prefetch window (prefetch_distance + 1) run first; and a run of follow-ups without
-/// data held by the worker (up to 64) does not see a more urgent task in that window.
+/// or every `epoch_interval_tasks` while it runs spawned children); and the tasks already taken
+/// into the prefetch window (prefetch_distance + 1) run first.
 enum class priority : std::uint8_t { high = 0, normal = 1, low = 2 };
 inline constexpr unsigned priority_count = 3;
 

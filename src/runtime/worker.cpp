@@ -548,6 +548,11 @@ void worker::requeue_next() noexcept {
 TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task* f) noexcept {
   if (f->m_data != nullptr || f->m_priority != stack_priority) return false;
   if (!scheduler::stays_home(f, *this) || more_urgent_queued(f->m_priority)) return false;
+  // A more urgent task already taken into the prefetch window is not counted as queued; held
+  // follow-ups would run ahead of it, up to the run limit each (a review on 2026-11-26: 66
+  // tasks ran before it at distance 2, 1,040 at 16). Only a follow-up without data while the
+  // window holds tasks gets here, which a traversal (its steps have data) never does.
+  if (m_wsize != 0 && more_urgent_in_window(f->m_priority)) return false;
   // A run of follow-ups goes on while each is returned by the one held before it (t came off the
   // stack right after that hold: only its own spawns could have gone above it). Anything else
   // starts a new run. A pointer compare and a store: the completion counts that this compared
@@ -566,6 +571,13 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
   ++m_slot_run;
   m_last_held = f;
   return true;
+}
+
+TESSERA_NOINLINE bool worker::more_urgent_in_window(unsigned priority) const noexcept {
+  for (unsigned i = 0; i < m_wsize; ++i) {
+    if (m_window[(m_wbegin + i) & (window_slots - 1)].t->m_priority < priority) return true;
+  }
+  return false;
 }
 
 bool worker::more_urgent_queued(unsigned priority) const noexcept {

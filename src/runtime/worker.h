@@ -244,6 +244,8 @@ class worker {
     return t;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
+  /// A task more urgent than `priority` waits in the prefetch window.
+  bool more_urgent_in_window(unsigned priority) const noexcept;
   /// Moves the whole work-first stack to the front of the home pool (pools may change hands,
   /// a thief looks at the queue, or a more urgent task waits).
   void requeue_next() noexcept;
