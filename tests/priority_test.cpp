@@ -149,19 +149,21 @@ class endless_step final : public task {
 /// A high-priority task that entered the prefetch window behind a normal one runs within the
 /// window's few tasks, not after a run of follow-ups that the normal one returns (until
 /// 2026-11-26 each could be held 64 times: the window's tasks were not counted as queued).
+constexpr int high_priority_mark = -1;
+
 class self_returning final : public task {
  public:
-  self_returning(int id, std::vector<std::string>& log, std::mutex& m)
+  self_returning(int id, std::vector<int>& log, std::mutex& m)
       : m_id(id), m_log(&log), m_mutex(&m) {}
   task* execute(context& ctx) override {
     {
       std::lock_guard lock(*m_mutex);
-      m_log->push_back("N" + std::to_string(m_id));
+      m_log->push_back(m_id);
     }
     if (m_id == 1 && m_runs == 0) {
       auto* high = make_fn(ctx, [log = m_log, m = m_mutex, tok = live_token{}](context&) {
         std::lock_guard lock(*m);
-        log->push_back("HIGH");
+        log->push_back(high_priority_mark);
       });
       high->annotate(priority::high);
       ctx.spawn(high);
@@ -177,13 +179,13 @@ class self_returning final : public task {
  private:
   int m_id;
   int m_runs = 0;
-  std::vector<std::string>* m_log;
+  std::vector<int>* m_log;
   std::mutex* m_mutex;
 };
 
 TEST(priority, a_high_priority_task_in_the_prefetch_window_is_not_overtaken_by_held_follow_ups) {
   static char objects[4][64];
-  std::vector<std::string> log;
+  std::vector<int> log;  // the ids of the tasks as they ran, and the mark for the urgent one
   std::mutex m;
   {
     runtime r({.workers = 1, .prefetch_distance = 2});
@@ -200,8 +202,8 @@ TEST(priority, a_high_priority_task_in_the_prefetch_window_is_not_overtaken_by_h
     r.wait(g);
   }
   std::lock_guard lock(m);
-  const auto spawned = std::find(log.begin(), log.end(), "N1");
-  const auto high = std::find(log.begin(), log.end(), "HIGH");
+  const auto spawned = std::find(log.begin(), log.end(), 1);
+  const auto high = std::find(log.begin(), log.end(), high_priority_mark);
   ASSERT_NE(high, log.end());
   ASSERT_NE(spawned, log.end());
   // Ahead of it at most the window's tasks (distance + 1) and the task that spawned it.
