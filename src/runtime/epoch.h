@@ -42,10 +42,18 @@ struct alignas(64) epoch_counters {
   std::atomic<std::uint64_t> transferred{0};
 
   /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
-  /// The one exception passes seq_cst: the reclamation task, ordered against `stopping` without
-  /// a fence (worker::maybe_reclaim, with scheduler::stop() and scheduler::quiescent()).
-  void count_spawn(unsigned slot, std::memory_order order = std::memory_order_relaxed) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1, order);
+  void count_spawn(unsigned slot) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  }
+  /// Owner-only, seq_cst: adds `d` (+1 or -1) to a spawn count, for a task that starts an
+  /// operation (scheduler::count_in_current_slot). The reclamation task's count is also one
+  /// side of a Dekker pair with `stopping` (worker::maybe_reclaim, scheduler::stop() and
+  /// scheduler::quiescent()), without a fence.
+  void add_spawn_seq_cst(unsigned slot, int d) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) +
+                            static_cast<std::uint64_t>(static_cast<std::int64_t>(d)),
+                        std::memory_order_seq_cst);
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
   void count_transfer() noexcept { ++transferred_local; }

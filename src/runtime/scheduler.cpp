@@ -191,7 +191,8 @@ void scheduler::spawn_external(task* t) {
     m_groups.join(t->m_group);
   }
   t->m_epoch_slot = count_in_current_slot([this](unsigned slot, int d) {
-    m_external_spawned[slot].fetch_add(static_cast<std::uint64_t>(d), std::memory_order_seq_cst);
+    m_external_spawned[slot].fetch_add(static_cast<std::uint64_t>(static_cast<std::int64_t>(d)),
+                                       std::memory_order_seq_cst);
   });
   route(t, nullptr);
   // release: stop() acquires this before it checks quiescence, so it sees the count above.
@@ -200,11 +201,8 @@ void scheduler::spawn_external(task* t) {
 
 void scheduler::spawn_outside_task(task* t, worker& from) {
   if (t->m_group.valid()) m_groups.join(t->m_group);
-  t->m_epoch_slot = count_in_current_slot([&from](unsigned slot, int d) {
-    auto& c = from.counters().spawned[slot];  // the owner's counter: a load and a store
-    c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(d),
-            std::memory_order_seq_cst);
-  });
+  t->m_epoch_slot = count_in_current_slot(
+      [&from](unsigned slot, int d) { from.counters().add_spawn_seq_cst(slot, d); });
   route(t, &from, t->m_data == nullptr);
 }
 

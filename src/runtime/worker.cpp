@@ -1179,11 +1179,8 @@ void worker::maybe_reclaim() {
   // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
   // reclaim here, since a task routed now could be left behind by workers that already exit.
   // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
-  t->m_epoch_slot = m_sched.count_in_current_slot([this](unsigned slot, int d) {
-    auto& c = m_epoch.spawned[slot];
-    c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(d),
-            std::memory_order_seq_cst);
-  });
+  t->m_epoch_slot = m_sched.count_in_current_slot(
+      [this](unsigned slot, int d) { m_epoch.add_spawn_seq_cst(slot, d); });
   if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
     const unsigned slot = t->m_epoch_slot;
     t->execute(m_ctx);
