@@ -4,6 +4,7 @@
 // LeakSanitizer reports in the asan preset.
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -89,11 +90,37 @@ TEST_P(api_errors_test, a_resource_retired_after_stop_is_freed_at_once) {
   r.retire_resource(o);  // LeakSanitizer: nothing left
 }
 
-TEST(api_errors, negative_durations_in_the_options_are_rejected) {
+TEST_P(api_errors_test, retiring_nullptr_does_nothing_and_memory_not_from_make_resource_throws) {
+  auto& r = start();
+  r.retire_resource(static_cast<plain_object*>(nullptr));
+  r.destroy_resource(static_cast<plain_object*>(nullptr));
+  // Until 2026-11-26 it was accepted, and stop() freed it (free(): invalid pointer).
+  alignas(64) static std::byte memory[512]{};
+  EXPECT_THROW(r.retire_resource(reinterpret_cast<plain_object*>(memory + 256)),
+               std::invalid_argument);
+  r.stop();
+}
+
+TEST(api_errors, durations_in_the_options_must_be_between_zero_and_an_hour) {
   EXPECT_THROW(runtime({.workers = 1, .spin_before_park = std::chrono::microseconds(-1)}),
                std::invalid_argument);
   EXPECT_THROW(runtime({.workers = 1, .epoch_period = std::chrono::microseconds(-1)}),
                std::invalid_argument);
+  // Used in nanoseconds: microseconds::max() overflowed there (undefined behaviour) before
+  // 2026-11-26.
+  EXPECT_THROW(runtime({.workers = 1, .spin_before_park = std::chrono::microseconds::max()}),
+               std::invalid_argument);
+  EXPECT_THROW(runtime({.workers = 1, .epoch_period = std::chrono::microseconds::max()}),
+               std::invalid_argument);
+  runtime({.workers = 1, .epoch_period = std::chrono::hours(1)}).stop();
+}
+
+TEST(api_errors, pools_per_worker_must_be_between_1_and_64) {
+  EXPECT_THROW(runtime({.workers = 1, .pools_per_worker = 0}), std::invalid_argument);
+  EXPECT_THROW(runtime({.workers = 1, .pools_per_worker = 65}), std::invalid_argument);
+  // workers x pools_per_worker wrapped to 0 and the constructor indexed no pools (a crash).
+  EXPECT_THROW(runtime({.workers = 2, .pools_per_worker = 0x80000000u}), std::invalid_argument);
+  runtime({.workers = 1, .pools_per_worker = 64}).stop();
 }
 
 TEST(api_errors, a_cpu_the_machine_does_not_have_is_rejected) {

@@ -85,14 +85,15 @@ struct runtime_options {
   std::vector<unsigned> cpus;
   /// Pin each worker to its CPU with hwloc; if the OS refuses, run unpinned (said once on stderr).
   bool pin = true;
-  /// Task pools (synchronization domains) per worker; whole pools are the unit of stealing.
+  /// Task pools (synchronization domains) per worker, 1-64; whole pools are the unit of
+  /// stealing.
   unsigned pools_per_worker = 4;
   /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
   unsigned prefetch_distance = 2;
   task_allocator allocator = task_allocator::pool;
   /// A worker publishes its local epoch every this many tasks (and whenever idle).
   unsigned epoch_interval_tasks = 50;
-  /// The global epoch advances at most this often.
+  /// The global epoch advances at most this often (at most one hour).
   std::chrono::microseconds epoch_period{1000};
   /// Idle workers look for work this long before they park. With more active workers than CPUs
   /// (distinct CPUs of `cpus`, at most those the process may run on), at most 50 µs: a spinning
@@ -177,6 +178,8 @@ class runtime {
   template <class T, class... Args>
   T* make_resource(const resource_hints& hints, Args&&... args) {
     static_assert(alignof(T) <= 64, "resources are at most 64-byte aligned");
+    // Freed where nothing can take an exception (reclamation, stop()).
+    static_assert(std::is_nothrow_destructible_v<T>, "a resource's destructor must not throw");
     auto* h = allocate_resource(sizeof(T), hints);
     T* obj;
     try {
@@ -198,15 +201,19 @@ class runtime {
   /// the same resource throws std::logic_error; after stop() the resource is freed at once. Any
   /// thread may retire (one that is not a worker hands the resource to the next worker that
   /// looks). The destructor runs on a worker, or in stop() on the stopping thread: it may retire
-  /// other resources, but must not spawn tasks.
+  /// other resources, but must not spawn tasks. nullptr does nothing; a pointer that
+  /// make_resource did not return (or a resource freed already) throws std::invalid_argument.
   template <class T>
   void retire_resource(T* object) {
+    if (object == nullptr) return;
     retire(detail::resource_header::of(object));
   }
   /// Frees a resource at once. Only for objects no task can reach anymore and no queued task
-  /// names (never published, or the runtime is idle); otherwise use retire_resource.
+  /// names (never published, or the runtime is idle); otherwise use retire_resource. nullptr
+  /// does nothing.
   template <class T>
   void destroy_resource(T* object) noexcept {
+    if (object == nullptr) return;
     free_resource(detail::resource_header::of(object));
   }
   /// The primitive chosen for a resource.

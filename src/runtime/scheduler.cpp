@@ -48,6 +48,12 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     throw std::invalid_argument("tessera: runtime_options.spin_before_park must not be negative");
   if (options.epoch_period.count() < 0)
     throw std::invalid_argument("tessera: runtime_options.epoch_period must not be negative");
+  // Both are used in nanoseconds: far above any sensible value, and below an overflow there.
+  constexpr auto longest = std::chrono::hours(1);
+  if (options.spin_before_park > longest)
+    throw std::invalid_argument("tessera: runtime_options.spin_before_park: at most one hour");
+  if (options.epoch_period > longest)
+    throw std::invalid_argument("tessera: runtime_options.epoch_period: at most one hour");
   m_spin_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;
@@ -78,8 +84,9 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     m_cpu_count = std::max<unsigned>(
         1, static_cast<unsigned>(std::min(distinct.size(), topo.allowed_cpus().size())));
   }
-  if (options.pools_per_worker == 0) {
-    throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be at least 1");
+  if (options.pools_per_worker == 0 || options.pools_per_worker > 64) {
+    throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be 1-64, got " +
+                                std::to_string(options.pools_per_worker));
   }
   if (options.prefetch_distance > runtime::max_prefetch_distance) {
     throw std::invalid_argument("tessera: prefetch_distance must be at most " +
@@ -552,6 +559,11 @@ void scheduler::free_resource(resource_header* h) noexcept {
 }
 
 void scheduler::retire(resource_header* h) {
+  // A pointer make_resource did not return was freed by stop() (free(): invalid pointer) until
+  // 2026-11-26; the header's mark says whether it is one (a freed resource's is cleared too).
+  if (h->magic != resource_header::live_magic)
+    throw std::invalid_argument(
+        "tessera: retire_resource of memory that make_resource did not return (or freed already)");
   if (h->retired.exchange(true, std::memory_order_relaxed))
     throw std::logic_error("tessera: retire_resource of a resource that was retired already");
   {
