@@ -285,23 +285,53 @@ TEST_P(sync_test_two_workers, optimistic_readers_run_together) {
   readers_meet(r, primitive::optimistic_scheduled);
 }
 
-/// An optimistic reader that validates first (no copy taken): on its first run it waits inside
-/// until a writer on another worker has written the object, so its validation fails; the runtime
-/// reruns it as it is, and the second run validates. Its fields must be as they were.
+/// Makes an optimistic reader's first run overlap a writer: the reader's first run calls
+/// first_run_waits() and waits inside until the writer (spawned by read_overlapped on the other
+/// worker once the reader is inside: a writer's odd version would keep the reader from starting)
+/// has written the object, so that run's validation fails and the runtime runs it again.
+struct overlapped_read {
+  std::atomic<int> runs{0};
+  std::atomic<bool> inside{false};
+  std::atomic<bool> written{false};
+
+  /// Called at the start of every run of the reader.
+  void first_run_waits() {
+    if (runs.fetch_add(1) == 0) {
+      inside.store(true);
+      while (!written.load()) std::this_thread::yield();
+    }
+  }
+
+  /// Spawns `reader` (reading `obj`) on worker 0, then the writer on worker 1, and waits.
+  void read_overlapped(runtime& r, record* obj, task* reader) {
+    const group g = r.make_group();
+    reader->annotate(wid(0));
+    r.spawn(reader, g);
+    while (!inside.load()) std::this_thread::yield();
+    auto* writer = make_fn(r, [this, obj, tok = live_token{}](context& ctx) {
+      EXPECT_TRUE(ctx.writing());
+      racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
+      written.store(true);
+    });
+    writer->annotate(wid(1)).annotate_resource(obj, access::write);
+    r.spawn(writer, g);
+    r.wait(g);
+  }
+};
+
+/// An optimistic reader that validates first (no copy taken): its validation fails on the
+/// first run; the runtime reruns it as it is, and the second run validates. Its fields must be
+/// as they were.
 class waiting_reader final : public counted_task {
  public:
   static constexpr bool validates_first = true;
-  waiting_reader(record* obj, std::atomic<int>& runs, std::atomic<bool>& inside,
-                 std::atomic<bool>& written, std::atomic<int>& seen_step)
-      : m_obj(obj), m_runs(&runs), m_inside(&inside), m_written(&written), m_seen(&seen_step) {
+  waiting_reader(record* obj, overlapped_read& overlap, std::atomic<int>& seen_step)
+      : m_obj(obj), m_overlap(&overlap), m_seen(&seen_step) {
     annotate_resource(obj, access::read);
   }
 
   task* execute(context& ctx) override {
-    if (m_runs->fetch_add(1) == 0) {
-      m_inside->store(true);
-      while (!m_written->load()) std::this_thread::yield();
-    }
+    m_overlap->first_run_waits();
     (void)racy_load(m_obj->fields[0].value);
     if (!ctx.validate()) return nullptr;  // nothing changed: rerun as is
     m_seen->store(static_cast<int>(m_step));
@@ -311,9 +341,7 @@ class waiting_reader final : public counted_task {
 
  private:
   record* m_obj;
-  std::atomic<int>* m_runs;
-  std::atomic<bool>* m_inside;
-  std::atomic<bool>* m_written;
+  overlapped_read* m_overlap;
   std::atomic<int>* m_seen;
   unsigned m_step = 7;
 };
@@ -321,25 +349,11 @@ class waiting_reader final : public counted_task {
 TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_reruns_it_as_it_is) {
   auto& r = start();
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
-  std::atomic<int> runs{0}, seen{-1};
-  std::atomic<bool> inside{false}, written{false};
+  overlapped_read overlap;
+  std::atomic<int> seen{-1};
   const std::uint64_t retries_before = r.statistics().total().optimistic_retries;
-  const group g = r.make_group();
-  auto* reader = r.make_task<waiting_reader>(obj, runs, inside, written, seen);
-  reader->annotate(wid(0));
-  r.spawn(reader, g);
-  // The writer starts once the reader is inside (a writer's odd version would keep the reader
-  // from starting): the reader validates after the write, and fails.
-  while (!inside.load()) std::this_thread::yield();
-  auto* writer = make_fn(r, [&, obj, tok = live_token{}](context& ctx) {
-    EXPECT_TRUE(ctx.writing());
-    racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
-    written.store(true);
-  });
-  writer->annotate(wid(1)).annotate_resource(obj, access::write);
-  r.spawn(writer, g);
-  r.wait(g);
-  EXPECT_EQ(runs.load(), 2) << "the overlapped read validated, or was not run again";
+  overlap.read_overlapped(r, obj, r.make_task<waiting_reader>(obj, overlap, seen));
+  EXPECT_EQ(overlap.runs.load(), 2) << "the overlapped read validated, or was not run again";
   EXPECT_EQ(seen.load(), 7) << "the rerun did not see the task as it was";
   r.wait_idle();
   EXPECT_GE(r.statistics().total().optimistic_retries - retries_before, 1u);
@@ -351,48 +365,30 @@ TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_rerun
 /// leaked until 2026-11-26); the rerun's runs. TearDown checks that no task object is left.
 class reader_with_follow_up final : public counted_task {
  public:
-  reader_with_follow_up(record* obj, std::atomic<int>& runs, std::atomic<int>& follow_ups,
-                        std::atomic<bool>& inside, std::atomic<bool>& written)
-      : m_obj(obj), m_runs(&runs), m_follow_ups(&follow_ups), m_inside(&inside),
-        m_written(&written) {
+  reader_with_follow_up(record* obj, overlapped_read& overlap, std::atomic<int>& follow_ups)
+      : m_obj(obj), m_overlap(&overlap), m_follow_ups(&follow_ups) {
     annotate_resource(obj, access::read);
   }
 
   task* execute(context& ctx) override {
-    if (m_runs->fetch_add(1) == 0) {
-      m_inside->store(true);
-      while (!m_written->load()) std::this_thread::yield();
-    }
+    m_overlap->first_run_waits();
     (void)racy_load(m_obj->fields[0].value);
     return make_fn(ctx, [n = m_follow_ups, tok = live_token{}](context&) { n->fetch_add(1); });
   }
 
  private:
   record* m_obj;
-  std::atomic<int>* m_runs;
+  overlapped_read* m_overlap;
   std::atomic<int>* m_follow_ups;
-  std::atomic<bool>* m_inside;
-  std::atomic<bool>* m_written;
 };
 
 TEST_P(sync_test_two_workers, the_follow_up_of_a_failed_read_is_freed_and_only_the_reruns_runs) {
   auto& r = start();
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
-  std::atomic<int> runs{0}, follow_ups{0};
-  std::atomic<bool> inside{false}, written{false};
-  const group g = r.make_group();
-  auto* reader = r.make_task<reader_with_follow_up>(obj, runs, follow_ups, inside, written);
-  reader->annotate(wid(0));
-  r.spawn(reader, g);
-  while (!inside.load()) std::this_thread::yield();
-  auto* writer = make_fn(r, [&, obj, tok = live_token{}](context&) {
-    racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
-    written.store(true);
-  });
-  writer->annotate(wid(1)).annotate_resource(obj, access::write);
-  r.spawn(writer, g);
-  r.wait(g);
-  EXPECT_EQ(runs.load(), 2) << "the overlapped read validated, or was not run again";
+  overlapped_read overlap;
+  std::atomic<int> follow_ups{0};
+  overlap.read_overlapped(r, obj, r.make_task<reader_with_follow_up>(obj, overlap, follow_ups));
+  EXPECT_EQ(overlap.runs.load(), 2) << "the overlapped read validated, or was not run again";
   EXPECT_EQ(follow_ups.load(), 1) << "the torn run's follow-up ran";
   r.retire_resource(obj);
 }

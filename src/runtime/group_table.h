@@ -32,6 +32,13 @@ struct group_slot {
   std::exception_ptr error;      // first exception (guarded by mutex)
   task* continuation = nullptr;  // guarded by mutex
   bool closed = false;           // wait or when_done called (guarded by mutex)
+
+  /// Requires: mutex held. `g` names this slot's current group, which nobody waits for yet. The
+  /// generation changes under the mutex too (group_table::release), so a second wait that
+  /// raced with the first cannot act on the group that reuses the slot.
+  bool waitable(group g) const noexcept {
+    return generation.load(std::memory_order_relaxed) == g.generation && !closed;
+  }
 };
 
 class group_table {

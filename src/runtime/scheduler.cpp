@@ -176,6 +176,13 @@ void scheduler::null_task(const char* what) {
   throw std::invalid_argument(std::string("tessera: ") + what + " of nullptr");
 }
 
+#if defined(TESSERA_DEBUG_CHECKS)
+void scheduler::refuse_stale_group(task* t) {
+  destroy(t);  // ownership passed to the runtime with the spawn
+  throw std::logic_error("tessera: spawn into a stale or completed group");
+}
+#endif
+
 void scheduler::spawn_external(task* t) {
   require_spawnable(t, "spawn");  // before the stop check below, which would free t
   // seq_cst pair with stop(): either stop() sees this spawn in flight and waits for it to be
@@ -191,8 +198,7 @@ void scheduler::spawn_external(task* t) {
 #if defined(TESSERA_DEBUG_CHECKS)
     if (!m_groups.current(t->m_group)) {
       m_external_in_flight.fetch_sub(1, std::memory_order_release);
-      destroy(t);
-      throw std::logic_error("tessera: spawn into a stale or completed group");
+      refuse_stale_group(t);
     }
 #endif
     m_groups.join(t->m_group);
@@ -254,10 +260,7 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
 
 void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
 #if defined(TESSERA_DEBUG_CHECKS)
-  if (!from.m_sched.m_groups.current(t->m_group)) {  // as spawn_external checks
-    destroy(t);
-    throw std::logic_error("tessera: spawn into a stale or completed group");
-  }
+  if (!from.m_sched.m_groups.current(t->m_group)) refuse_stale_group(t);  // as spawn_external
 #endif
   from.m_sched.m_groups.join(t->m_group);  // at once: the batch holds the parent's group only
   from.counters().count_spawn(t->m_epoch_slot);
@@ -363,8 +366,7 @@ void scheduler::wait(group g) {
     std::lock_guard lock(s.mutex);
     // Again under the mutex (group_table::release bumps the generation under it): another wait
     // on g may have completed and released it since the check above, and the slot be reused.
-    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.closed)
-      throw std::logic_error("tessera: a group can be waited for only once");
+    if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
     s.closed = true;
   }
   leave_group(g, nullptr);  // drop the open reference
@@ -394,8 +396,7 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
     // Before anything is touched: the continuation stays the caller's (to discard), and no
     // group holds a count for it (until 2026-11-24 the join below came first, and the caller's
     // group never completed). The generation again, under the mutex: see wait().
-    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.closed)
-      throw std::logic_error("tessera: a group can be waited for only once");
+    if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
     // The continuation joins the running task's group now, so an outer wait covers it.
     const group joins =
         continuation->m_group.valid() || parent == nullptr ? continuation->m_group : parent->m_group;

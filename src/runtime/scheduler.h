@@ -300,6 +300,10 @@ class scheduler {
   std::uint8_t count_in_current_slot(Count count) noexcept;
   /// spawn_from()'s case of a task given a group other than its parent's (out of line: rare).
   static void spawn_into_other_group(task* t, worker& from, bool newest_first, bool home);
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// Frees `t`, spawned into a stale or completed group, and throws std::logic_error.
+  [[noreturn]] static void refuse_stale_group(task* t);
+#endif
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
   void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;
