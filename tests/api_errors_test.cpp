@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -98,6 +99,53 @@ TEST_P(api_errors_test, retiring_nullptr_does_nothing_and_memory_not_from_make_r
   alignas(64) static std::byte memory[512]{};
   EXPECT_THROW(r.retire_resource(reinterpret_cast<plain_object*>(memory + 256)),
                std::invalid_argument);
+  r.stop();
+}
+
+// Until 2026-11-26 move_resource checked none of what retire_resource checks: nullptr crashed,
+// foreign memory was written to (and indexed the pools with what it held), and a retired
+// resource's weight was taken off its pool a second time.
+TEST_P(api_errors_test, move_resource_refuses_nullptr_foreign_memory_and_a_retired_resource) {
+  auto& r = start();
+  EXPECT_THROW(r.move_resource(static_cast<plain_object*>(nullptr), wid(0)), std::invalid_argument);
+  alignas(64) static std::byte memory[512]{};
+  EXPECT_THROW(r.move_resource(reinterpret_cast<plain_object*>(memory + 256), wid(0)),
+               std::invalid_argument);
+  for (const std::byte b : memory) ASSERT_EQ(b, std::byte{0}) << "the foreign memory was written";
+  auto* o = r.make_resource<plain_object>(resource_hints{});
+  r.move_resource(o, wid(0));
+  EXPECT_THROW(r.move_resource(o, wid(static_cast<std::uint16_t>(r.workers()))), std::out_of_range);
+  r.retire_resource(o);
+  EXPECT_THROW(r.move_resource(o, wid(0)), std::logic_error);
+  r.stop();
+}
+
+// Until 2026-11-26 accepted: a primitive outside the enum ran its tasks with no synchronization,
+// and a read ratio of NaN or 7 chose a primitive from nonsense.
+TEST_P(api_errors_test, resource_hints_outside_their_ranges_are_refused) {
+  auto& r = start();
+  const auto bad = [](auto field) {
+    resource_hints h{};
+    field(h);
+    return h;
+  };
+  EXPECT_THROW(r.make_resource<plain_object>(
+                   bad([](resource_hints& h) { h.primitive = static_cast<primitive>(42); })),
+               std::invalid_argument);
+  EXPECT_THROW(r.make_resource<plain_object>(
+                   bad([](resource_hints& h) { h.isolation = static_cast<isolation>(9); })),
+               std::invalid_argument);
+  EXPECT_THROW(r.make_resource<plain_object>(
+                   bad([](resource_hints& h) { h.frequency = static_cast<frequency>(9); })),
+               std::invalid_argument);
+  for (const double ratio : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    EXPECT_THROW(r.make_resource<plain_object>({.read_ratio = ratio}), std::invalid_argument)
+        << ratio;
+  }
+  for (const double ratio : {0.0, 1.0}) {
+    auto* o = r.make_resource<plain_object>({.read_ratio = ratio});
+    r.retire_resource(o);
+  }
   r.stop();
 }
 

@@ -1,6 +1,7 @@
 // Starting and stopping: stop() drains every task spawned before or during it (children too),
 // is idempotent, is called by the destructor; spawning from outside after stop began throws.
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -158,6 +159,51 @@ TEST_P(lifecycle_test, two_runtimes_side_by_side) {
   EXPECT_EQ(ran.load(), 1000);
   EXPECT_EQ(wrong.load(), 0);
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// wait_idle() sleeps until a worker going idle finds the runtime quiescent and wakes it; its
+/// 50 ms safety timeout is set to an hour here, so a missed wake-up shows as a phase that does
+/// not end. Many short phases, their tasks spread over the workers (some finish on a worker
+/// other than the one that went idle first), each checked when its wait returns.
+TEST_P(lifecycle_test, wait_idle_is_woken_when_the_last_task_ends) {
+  auto& r = start();
+  detail::test_hooks::idle_wait_timeout_ns.store(3'600'000'000'000ull);
+  const unsigned phases = static_cast<unsigned>(scaled(2000, 300));
+  std::atomic<std::uint64_t> n{0};
+  std::atomic<unsigned> done{0};
+  std::atomic<bool> wrong{false};
+  std::thread waiter([&] {
+    for (unsigned i = 1; i <= phases; ++i) {
+      const unsigned roots = 1 + i % 4;
+      for (unsigned k = 0; k < roots; ++k) r.spawn(r.make_task<fan_task>(i % 3, 2, n));
+      r.wait_idle();
+      // Every task of the phase ran before the wait returned.
+      if (n.load() != roots * fan_task::nodes(i % 3, 2)) wrong.store(true);
+      n.store(0);
+      done.store(i);
+    }
+  });
+  // No progress for 20 s: a lost wake-up. Rescue the waiter (a task's end notifies again).
+  unsigned seen = 0;
+  auto last = std::chrono::steady_clock::now();
+  bool stuck = false;
+  while (done.load() != phases) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done.load() != seen) {
+      seen = done.load();
+      last = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last > std::chrono::seconds(20)) {
+      stuck = true;
+      r.spawn([](context&) {});
+      last = std::chrono::steady_clock::now();
+    }
+  }
+  waiter.join();
+  detail::test_hooks::idle_wait_timeout_ns.store(0);
+  EXPECT_FALSE(stuck) << "a wait_idle() was not woken when its runtime became idle";
+  EXPECT_FALSE(wrong.load()) << "wait_idle() returned before every task had run";
+}
+#endif
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(lifecycle_test);
 

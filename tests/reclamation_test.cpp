@@ -391,6 +391,34 @@ TEST(reclamation_external, a_resource_retired_from_outside_is_freed_while_the_ru
   EXPECT_TRUE(r.running());
 }
 
+/// A worker deactivated after it retired resources reclaims nothing while inactive; until
+/// 2026-11-26 they waited for its reactivation or for stop(). The active worker frees them now.
+TEST(reclamation_resize, what_a_deactivated_worker_retired_is_freed_while_it_is_inactive) {
+  node::reset();
+  runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
+  const int n = 50;
+  std::vector<node*> nodes;
+  for (int i = 0; i < n; ++i) nodes.push_back(r.make_resource<node>(hints_for(0)));
+  const group g = r.make_group();
+  auto* retirer = make_fn(r, [&nodes](context& ctx) {
+    for (node* o : nodes) ctx.runtime().retire_resource(o);
+  });
+  retirer->annotate(wid(1));
+  r.spawn(retirer, g);
+  r.wait(g);
+  r.set_active_workers(1);  // worker 1, which holds them, stops running tasks
+  // Worker 0 keeps going (the epoch moves only while tasks run or workers go idle).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (node::destroyed.load() < n && std::chrono::steady_clock::now() < deadline) {
+    r.spawn([](context&) {});
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_EQ(node::destroyed.load(), n)
+      << "resources retired by a worker deactivated since were not freed while it was inactive";
+  r.stop();
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+}
+
 TEST(reclamation_external, a_resource_destructor_may_retire_another_one) {
   node::reset();
   runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
@@ -401,8 +429,7 @@ TEST(reclamation_external, a_resource_destructor_may_retire_another_one) {
   r.wait(g);
   EXPECT_TRUE(destroyed_eventually(1)) << "the part retired by a destructor was never freed";
   // retired from outside
-  r.retire_resource(
-      r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0))));
+  r.retire_resource(r.make_resource<holder>(hints_for(0), &r, r.make_resource<node>(hints_for(0))));
   EXPECT_TRUE(destroyed_eventually(2));
 }
 

@@ -65,6 +65,83 @@ TEST_P(statistics_test, every_spawn_is_local_remote_or_external) {
   EXPECT_EQ(sum, total.executed) << "total() is the sum of the workers";
 }
 
+/// Tasks passed on without being spawned again: a serialized resource's task forwarded to its
+/// pool by the worker that fetched it, and a when_done continuation routed by the worker that
+/// completed the group. Each counted as one more remote spawn until 2026-11-26.
+TEST(statistics_passed_on, a_task_passed_on_is_counted_as_spawned_once) {
+  runtime r({.workers = 3});
+  struct object {
+    int v = 0;
+  };
+  auto* o = r.make_resource<object>({.primitive = primitive::scheduling});
+  r.move_resource(o, wid(2));
+  const std::uint64_t n = scaled(500, 100);
+  const auto before = r.statistics();
+  auto* parent = make_fn(r, [o, n](context& ctx) {
+    // Targeted at worker 1, which forwards them to the resource's pool on worker 2.
+    for (std::uint64_t i = 0; i < n; ++i) {
+      auto* t = make_fn(ctx, [o](context&) { ++o->v; });
+      t->annotate_resource(o, access::write);
+      t->annotate(wid(1));
+      ctx.spawn(t);
+    }
+    // A group of children on worker 1; its continuation, registered here, runs on worker 0
+    // and is routed there by worker 1, which completes the group.
+    const group inner = ctx.runtime().make_group();
+    for (int i = 0; i < 4; ++i) {
+      auto* c = make_fn(ctx, [](context&) {});
+      c->annotate(wid(1));
+      c->annotate(inner);
+      ctx.spawn(c);
+    }
+    auto* cont = make_fn(ctx, [](context&) {});
+    cont->annotate(wid(0));
+    ctx.when_done(inner, cont);
+  });
+  parent->annotate(wid(0));
+  r.spawn(parent);
+  r.wait_idle();
+  const auto after = r.statistics();
+  const std::uint64_t executed = after.total().executed - before.total().executed;
+  const std::uint64_t by_tasks = spawned(after.total()) - spawned(before.total());
+  EXPECT_EQ(executed, 1 + n + 4 + 1);
+  EXPECT_EQ(by_tasks, n + 4 + 1) << "local " << after.total().spawned_local << " + remote "
+                                 << after.total().spawned_remote;
+  r.destroy_resource(o);
+}
+
+/// The runtime's own reclamation tasks are not the user's: until 2026-11-26 each one showed as
+/// an executed and a locally spawned task.
+struct freed_counted {
+  static inline std::atomic<int> freed{0};
+  ~freed_counted() { freed.fetch_add(1); }
+};
+
+TEST(statistics_reclaim, reclamation_tasks_are_not_counted_as_the_users_tasks) {
+  runtime r({.workers = 1, .epoch_period = std::chrono::microseconds(0)});
+  freed_counted::freed.store(0);
+  const int n = 20;
+  std::uint64_t mine = 0;
+  for (int i = 0; i < n; ++i) {
+    auto* o = r.make_resource<freed_counted>(resource_hints{});
+    r.spawn([o](context& ctx) { ctx.runtime().retire_resource(o); });
+    ++mine;
+    r.wait_idle();
+  }
+  // Tasks until everything retired was freed (each run lets the epoch move on).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (freed_counted::freed.load() < n && std::chrono::steady_clock::now() < deadline) {
+    r.spawn([](context&) {});
+    ++mine;
+    r.wait_idle();
+  }
+  ASSERT_EQ(freed_counted::freed.load(), n) << "the retired resources were not freed in 20 s";
+  const auto s = r.statistics();
+  EXPECT_EQ(s.spawned_external, mine);
+  EXPECT_EQ(s.total().executed, mine);
+  EXPECT_EQ(spawned(s.total()), 0u);
+}
+
 TEST_P(statistics_test, targeted_tasks_are_executed_by_their_worker) {
   auto& r = start();
   const std::uint64_t per_worker = scaled(200, 30);
@@ -439,8 +516,8 @@ TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
     runtime r({.workers = 1, .spin_before_park = std::chrono::milliseconds(300)});
     std::this_thread::sleep_for(std::chrono::seconds(1));
     const std::uint64_t parked = parked_ns_after_waking_all(r);
-    EXPECT_GT(parked, 300'000'000u) << "parked " << parked / 1'000'000
-                                    << " ms of 1 s: the worker spun after each timeout";
+    EXPECT_GT(parked, 300'000'000u)
+        << "parked " << parked / 1'000'000 << " ms of 1 s: the worker spun after each timeout";
   }
   detail::test_hooks::park_timeout_ns.store(0);
 }

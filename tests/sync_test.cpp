@@ -360,6 +360,70 @@ TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_rerun
   r.retire_resource(obj);
 }
 
+/// A reader that validates, then reads again while a writer overlaps it: its second validate()
+/// says false, and the run stays final (it may have acted after the first). Until 2026-11-26
+/// the documentation promised a rerun, which never came.
+class validated_then_torn final : public counted_task {
+ public:
+  validated_then_torn(record* obj, overlapped_read& overlap, std::atomic<int>& answers)
+      : m_obj(obj), m_overlap(&overlap), m_answers(&answers) {
+    annotate_resource(obj, access::read);
+  }
+
+  task* execute(context& ctx) override {
+    (void)racy_load(m_obj->fields[0].value);
+    const bool first = ctx.validate();
+    m_overlap->first_run_waits();  // the writer runs now
+    (void)racy_load(m_obj->fields[0].value);
+    const bool second = ctx.validate();
+    m_answers->store((first ? 2 : 0) + (second ? 1 : 0));
+    return nullptr;
+  }
+
+ private:
+  record* m_obj;
+  overlapped_read* m_overlap;
+  std::atomic<int>* m_answers;
+};
+
+TEST_P(sync_test_two_workers, a_run_that_validated_is_final_and_a_later_validate_reports_a_tear) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  overlapped_read overlap;
+  std::atomic<int> answers{-1};
+  overlap.read_overlapped(r, obj, r.make_task<validated_then_torn>(obj, overlap, answers));
+  EXPECT_EQ(overlap.runs.load(), 1) << "a run that had validated was run again";
+  EXPECT_EQ(answers.load(), 2) << "expected validate() true, then false after the overlap";
+  r.retire_resource(obj);
+}
+
+TEST_P(sync_test, writing_is_true_only_for_writers_that_the_runtime_protects) {
+  auto& r = start();
+  struct probe {
+    primitive prim;
+    access mode;
+    bool expected;
+  };
+  for (const probe p : {probe{primitive::none, access::write, false},
+                        probe{primitive::spinlock, access::write, true},
+                        probe{primitive::rwlatch, access::write, true},
+                        probe{primitive::rwlatch, access::read, false},
+                        probe{primitive::optimistic_latch, access::write, true},
+                        probe{primitive::optimistic_latch, access::read, false},
+                        probe{primitive::scheduling, access::write, true}}) {
+    auto* obj = r.make_resource<record>({.primitive = p.prim});
+    std::atomic<int> seen{-1};
+    const group g = r.make_group();
+    auto* t = make_fn(r, [&seen, tok = live_token{}](context& ctx) { seen.store(ctx.writing()); });
+    t->annotate_resource(obj, p.mode);
+    r.spawn(t, g);
+    r.wait(g);
+    EXPECT_EQ(seen.load(), p.expected ? 1 : 0)
+        << to_string(p.prim) << (p.mode == access::write ? " write" : " read");
+    r.retire_resource(obj);
+  }
+}
+
 /// A reader that returns a new follow-up without calling validate (the runtime validates after
 /// the run); its first run overlaps a writer. The torn run's follow-up is freed, never run (it
 /// leaked until 2026-11-26); the rerun's runs. TearDown checks that no task object is left.

@@ -1,10 +1,16 @@
 // Where workers go: the order of CPUs a runtime takes by default (src/runtime/topology.h), on
 // made-up machines (hwloc's synthetic topologies) and on this one.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "runtime/topology.h"
@@ -83,6 +89,118 @@ TEST(topology, workers_take_the_default_cpus_in_order_and_wrap) {
   for (unsigned w = 0; w < n; ++w) {
     EXPECT_EQ(r.cpu_of(worker_id{static_cast<std::uint16_t>(w)}), order[w % order.size()]) << w;
   }
+}
+
+// ---- the process's CPUs, pinning refused, unpinned workers ------------------------------------
+
+std::size_t cpus_in(const cpu_set_t& set) { return static_cast<std::size_t>(CPU_COUNT(&set)); }
+
+cpu_set_t mask_of_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  return set;
+}
+
+void pin_this_thread_to(unsigned cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+}
+
+/// What each worker's thread may run on, from a task on that worker.
+std::vector<std::size_t> worker_masks(runtime& r) {
+  std::vector<std::size_t> sizes(r.workers(), 0);
+  const group g = r.make_group();
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    auto* t =
+        r.make_task_from([&sizes, w](context&) { sizes[w] = cpus_in(mask_of_this_thread()); });
+    t->annotate(worker_id{static_cast<std::uint16_t>(w)});
+    r.spawn(t, g);
+  }
+  r.wait(g);
+  return sizes;
+}
+
+/// pinned() is final when the constructor returns: until 2026-11-26 it said true for a runtime
+/// made with pin = false until its workers had run (in 48 of 200 runtimes in a review's run).
+TEST(pinning, pinned_is_false_at_once_for_an_unpinned_runtime) {
+  for (int i = 0; i < 50; ++i) {
+    runtime r({.workers = 3, .pin = false});
+    ASSERT_FALSE(r.pinned()) << "round " << i;
+  }
+}
+
+/// Unpinned workers run on the process's CPUs, not on the mask of the thread that made the
+/// runtime (they inherited it until 2026-11-26: both workers of a runtime made on a thread
+/// pinned to CPU 0 shared CPU 0).
+TEST(pinning, unpinned_workers_may_run_on_every_cpu_of_the_process) {
+  const std::size_t process_cpus = default_worker_cpus().size();
+  std::vector<std::size_t> sizes;
+  std::thread maker([&] {
+    pin_this_thread_to(default_worker_cpus().front());
+    runtime r({.workers = 2, .pin = false});
+    sizes = worker_masks(r);
+  });
+  maker.join();
+  for (const std::size_t n : sizes) EXPECT_EQ(n, process_cpus);
+}
+
+// The next two run in a fresh process (a death test re-runs the binary), because the process's
+// CPUs are read once, when it first makes a runtime.
+
+/// The default CPUs are the process's, even when its first runtime is made on a pinned thread
+/// (until 2026-11-26 the calling thread's mask, kept for the whole process: one worker).
+TEST(pinning_fresh_process, a_runtime_made_first_on_a_pinned_thread_still_gets_every_cpu) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        cpu_set_t process;
+        CPU_ZERO(&process);
+        sched_getaffinity(getpid(), sizeof process, &process);
+        unsigned first = 0;
+        while (!CPU_ISSET(first, &process)) ++first;
+        unsigned workers = 0;
+        std::thread maker([&] {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(first, &one);
+          pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+          runtime r;
+          workers = r.workers();
+        });
+        maker.join();
+        std::fprintf(stderr, "workers %u, process CPUs %zu\n", workers, cpus_in(process));
+        std::exit(workers == cpus_in(process) ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+/// A CPU the machine has but the process may not use (taskset) is a refused pin: its worker runs
+/// unpinned, within the process's mask. Until 2026-11-26 hwloc bound it there anyway.
+TEST(pinning_fresh_process, a_cpu_outside_the_process_mask_runs_its_worker_unpinned) {
+  if (sysconf(_SC_NPROCESSORS_CONF) < 2) {
+    // A one-CPU machine has no CPU outside the mask to name: CPU 1 is not a CPU here.
+    EXPECT_THROW(runtime({.cpus = {1}}), std::invalid_argument);
+    return;
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        // The process may use CPU 0 only (as `taskset -c 0` would set it), from before tessera
+        // first looks; the runtime then asks for CPU 1.
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(0, &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0) std::exit(2);
+        runtime r({.cpus = {1}});
+        const std::vector<std::size_t> sizes = worker_masks(r);
+        const bool ok = !r.pinned() && sizes.size() == 1 && sizes[0] == 1;
+        std::fprintf(stderr, "pinned %d, worker mask %zu CPUs\n", r.pinned(), sizes[0]);
+        std::exit(ok ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -7,8 +7,7 @@
 //   ... inside the arena: counts.add(this_worker);
 #pragma once
 
-#include <pthread.h>
-#include <sched.h>
+#include <optional>
 
 #include <tbb/task_arena.h>
 #include <tbb/task_scheduler_observer.h>
@@ -34,21 +33,20 @@ class onetbb_placement final : public tbb::task_scheduler_observer {
     // The thread that calls arena.execute (main) takes slot 0 while inside; it gets its own CPUs
     // back when it leaves (until 2026-11-26 it stayed on worker 0's CPU for the rest of the
     // process, also while tessera's runs waited on it).
-    if (!is_worker) m_saved = pthread_getaffinity_np(pthread_self(), sizeof m_mask, &m_mask) == 0;
+    // Until 2026-11-26 the restore did not reset pin_worker_thread's remembered CPU, so the
+    // caller's next entry skipped the pin: slot 0 ran unpinned in every execute after the first.
+    if (!is_worker) m_caller.emplace();
     pin_worker_thread(this_worker);
   }
 
   void on_scheduler_exit(bool is_worker) override {
-    if (is_worker || !m_saved) return;
-    pthread_setaffinity_np(pthread_self(), sizeof m_mask, &m_mask);
-    m_saved = false;
+    if (!is_worker) m_caller.reset();
   }
 
  private:
   bool m_pin;
   // The caller's mask, saved on entry: one thread (the caller of execute) enters as a non-worker.
-  cpu_set_t m_mask{};
-  bool m_saved = false;
+  std::optional<saved_cpu_mask> m_caller;
 };
 
 }  // namespace tessera::bench

@@ -27,7 +27,33 @@ inline bool pin_this_thread_to(unsigned cpu) {
 }
 
 /// Pins the calling thread to tessera::default_worker_cpus()[worker % count]; best effort
-/// (false if refused).
+/// (false if refused). Remembers the CPU per thread and makes no system call when asked for the
+/// same one again: a thread that changes its own mask otherwise must call forget_worker_pin().
 bool pin_worker_thread(unsigned worker);
+
+/// The calling thread's mask changed outside pin_worker_thread (e.g. restored to the process's
+/// CPUs): its next pin_worker_thread pins again.
+void forget_worker_pin() noexcept;
+
+/// The calling thread's CPU mask, saved when made and given back to it when destroyed. For the
+/// thread that runs a competitor's share of the work (oneTBB's arena slot 0, OpenMP's thread 0),
+/// pinned to worker 0's CPU while it does: afterwards it waits for tessera's runs on the CPUs it
+/// had, as it did before the competitor ran.
+class saved_cpu_mask {
+ public:
+  saved_cpu_mask() noexcept
+      : m_saved(pthread_getaffinity_np(pthread_self(), sizeof m_mask, &m_mask) == 0) {}
+  ~saved_cpu_mask() {
+    if (!m_saved) return;
+    pthread_setaffinity_np(pthread_self(), sizeof m_mask, &m_mask);
+    forget_worker_pin();  // pinned again by its next pin_worker_thread
+  }
+  saved_cpu_mask(const saved_cpu_mask&) = delete;
+  saved_cpu_mask& operator=(const saved_cpu_mask&) = delete;
+
+ private:
+  cpu_set_t m_mask{};
+  bool m_saved;
+};
 
 }  // namespace tessera::bench

@@ -27,6 +27,7 @@ std::uint64_t fib(int n) {
 measurement run_openmp(const config& cfg) {
   omp_set_dynamic(0);
   const int threads = static_cast<int>(cfg.workers);
+  const saved_cpu_mask caller;  // OpenMP's thread 0 (this one) is pinned during the runs only
   return measure(cfg.label, cfg.repeat, [&] {
     std::uint64_t result = 0;
     place_openmp_threads(threads, cfg.tessera.pin);  // thread i on tessera's CPU of worker i

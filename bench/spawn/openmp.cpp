@@ -38,6 +38,7 @@ void node(worker_counters* counts, std::uint64_t index, std::uint64_t tasks) {
 measurement run_openmp(const config& cfg) {
   omp_set_dynamic(0);
   const int threads = static_cast<int>(cfg.workers);
+  const saved_cpu_mask caller;  // OpenMP's thread 0 (this one) is pinned during the runs only
   worker_counters counts(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     counts.reset();

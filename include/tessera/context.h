@@ -57,10 +57,19 @@ class context {
   /// false, return immediately: the runtime restores the task and runs it again. What a run
   /// that fails validation returns is dropped; a new task it returns (made in that run, never
   /// one a rerun could return again) is freed. Under every other primitive it returns true.
+  ///
+  /// Once validate() returned true the run is final, since the task may have acted on what it
+  /// read: the runtime never runs it again, and keeps what it returns or throws. A later call
+  /// in the same run that returns false says only that what the task read since is torn; the
+  /// task must then not act on it, and goes on by itself (e.g. returns itself, re-annotated,
+  /// to read again in a run of its own).
   bool validate() const noexcept;
 
-  /// The resource annotation of the running task is currently protected for writing
-  /// (useful in assertions).
+  /// The running task is annotated as a writer of a resource whose primitive excludes other
+  /// writers (anything but primitive::none; an optimistic reader is not writing). Useful in
+  /// assertions. It answers for the task's annotation as it is now: after re-annotating itself
+  /// during a run, a task is answered for the new resource, which the runtime protects only in
+  /// the task's next run.
   bool writing() const noexcept;
 
  private:

@@ -70,7 +70,8 @@ enum class task_allocator : std::uint8_t {
 };
 
 /// The CPUs a runtime's workers take when runtime_options::cpus is empty, worker 0's first: every
-/// CPU the process may run on, NUMA node by node, and within a node one hardware thread of each
+/// CPU the process may run on (its main thread's affinity mask, as taskset or numactl set it,
+/// read once per process), NUMA node by node, and within a node one hardware thread of each
 /// core before a second one of any core. So `workers = n` puts n workers on n distinct cores of
 /// the first node while it has them (SMT siblings share a core's caches and fill buffers, which
 /// tessera's prefetching keeps busy). Pin your own threads to these to compare on the same CPUs.
@@ -84,6 +85,8 @@ struct runtime_options {
   /// throws std::invalid_argument; one this process may not use runs its worker unpinned.
   std::vector<unsigned> cpus;
   /// Pin each worker to its CPU with hwloc; if the OS refuses, run unpinned (said once on stderr).
+  /// An unpinned worker may run on every CPU the process may run on (not only on those of the
+  /// thread that made the runtime).
   bool pin = true;
   /// Task pools (synchronization domains) per worker, 1-64; whole pools are the unit of
   /// stealing.
@@ -167,14 +170,16 @@ class runtime {
   /// until every task of `g` finished, then closes `g`. Rethrows the first exception a task of `g`
   /// threw. A handle of another runtime's group is stale here (std::logic_error).
   void wait(group g);
-  /// Blocks until no task is queued or running anywhere (the calling thread must not be one of
-  /// this runtime's workers). Exceptions of grouped tasks stay with their groups.
+  /// Blocks the calling thread (which must not be one of this runtime's workers) without
+  /// spinning until no task is queued or running anywhere; the last worker to go idle wakes it.
+  /// Exceptions of grouped tasks stay with their groups.
   void wait_idle();
   /// Exceptions thrown by tasks without a group since the last call.
   std::vector<std::exception_ptr> take_unhandled_exceptions();
 
   // ---- resources -----------------------------------------------------------------------------
-  /// Creates a resource object with the runtime's header in front (see resource.h).
+  /// Creates a resource object with the runtime's header in front (see resource.h). Hints with a
+  /// value outside its enum, or a read_ratio outside 0.0 .. 1.0, throw std::invalid_argument.
   template <class T, class... Args>
   T* make_resource(const resource_hints& hints, Args&&... args) {
     static_assert(alignof(T) <= 64, "resources are at most 64-byte aligned");
@@ -225,10 +230,12 @@ class runtime {
   /// no queued or running task names, and that no other thread spawns a task on meanwhile (e.g.
   /// right after creation, before it is published). From a task on the resource itself it throws
   /// std::logic_error: a task spawned on the resource after the move would run in the new pool
-  /// beside the one still running.
+  /// beside the one still running. nullptr, memory make_resource did not return and a retired
+  /// resource are refused (std::invalid_argument, std::logic_error), as is an unknown worker
+  /// (std::out_of_range).
   template <class T>
   void move_resource(T* object, worker_id w) {
-    move(detail::resource_header::of(object), w);
+    move(object == nullptr ? nullptr : detail::resource_header::of(object), w);
   }
 
   // ---- configuration and introspection -------------------------------------------------------
@@ -242,6 +249,8 @@ class runtime {
   /// The OS CPU a worker runs on, and its NUMA node.
   unsigned cpu_of(worker_id w) const;
   numa_node_id node_of(worker_id w) const;
+  /// Every worker is pinned to its CPU (false with pin = false, or if a pin was refused). Final
+  /// once the constructor returned.
   bool pinned() const noexcept;
   runtime_statistics statistics() const;
   /// The worker this thread is, if it is one of this runtime's workers.

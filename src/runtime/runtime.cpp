@@ -147,7 +147,10 @@ bool context::validate() const noexcept {
   return true;
 }
 bool context::writing() const noexcept {
-  return m_current != nullptr && m_current->has_resource() && m_current->mode() == access::write;
+  if (m_current == nullptr || !m_current->has_resource() || m_current->mode() != access::write)
+    return false;
+  // Until 2026-11-26 also true on a resource without synchronization.
+  return !m_validating && detail::resource_header::of(m_current->data())->prim != primitive::none;
 }
 
 // ---- resources ---------------------------------------------------------------------------------

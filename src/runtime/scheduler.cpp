@@ -83,6 +83,7 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     m_cpu_count = std::max<unsigned>(
         1, static_cast<unsigned>(std::min(distinct.size(), topo.allowed_cpus().size())));
+    m_process_cpus = std::max<unsigned>(1, static_cast<unsigned>(topo.allowed_cpus().size()));
   }
   if (options.pools_per_worker == 0 || options.pools_per_worker > 64) {
     throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be 1-64, got " +
@@ -114,6 +115,11 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     m_workers_of_node[node].push_back(i);
   }
   m_active.store(w, std::memory_order_release);
+  m_pinned.store(options.pin, std::memory_order_relaxed);
+  // The constructor returns once every worker tried its pin, so that pinned() is final (until
+  // 2026-11-26 it could say true for a runtime made with pin = false, until its workers ran).
+  std::latch starting(w);
+  m_starting = &starting;
   unsigned started = 0;
   try {
     for (; started < w; ++started) {
@@ -122,6 +128,8 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
       pool* home = mine.front();
       m_workers[started]->start(home, std::move(mine));
     }
+    starting.wait();
+    m_starting = nullptr;
   } catch (...) {
     // A thread that could not be created (a limit on threads or memory): the destructor does
     // not run for a constructor that throws, so the workers already running are told to exit
@@ -275,7 +283,7 @@ void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first,
   }
 }
 
-void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept {
+void scheduler::push(pool& p, task* t, worker* from, bool newest_first, bool spawn) noexcept {
   // `owner` names `from` as soon as a giver handed p over, before `from` adopted p under the
   // hand-over mutex: only a pool `from` holds (adopted) may take a plain local push.
   if (from != nullptr && from->owns(&p)) {
@@ -289,7 +297,10 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first) noexcept
     // counts, before from publishes again (epoch_counters::publish_transfers).
     from->flush_group_if(t->m_group);
     from->counters().publish_transfers();
-    bump(from->m_stats.spawned_remote);
+    // Not for a task passed on (a serialized task forwarded to its resource's pool, a when_done
+    // continuation routed by the worker that completed the group): its spawn was counted where
+    // it happened, and counting it again here counted it twice (until 2026-11-26).
+    if (spawn) bump(from->m_stats.spawned_remote);
   }
   push_inbox(p, t->m_priority, t, t);
 }
@@ -446,7 +457,12 @@ void scheduler::complete_group(group g, worker* from) noexcept {
   m_groups.release(g);
   // The exception moves on to the group the continuation belongs to (or to the unhandled list).
   if (error) record_exception(cont->m_group, error);
-  route(cont, from);  // counted as spawned by when_done already
+  // Counted as spawned by when_done already, by the worker that registered it.
+  if (from == nullptr) {
+    route(cont, nullptr);
+  } else {
+    push(*choose_pool(cont, from), cont, from, false, false);
+  }
 }
 
 void scheduler::record_exception(group g, std::exception_ptr e) {
@@ -505,11 +521,38 @@ void scheduler::wait_idle() {
   if (on_own_worker()) {
     throw std::logic_error("tessera: wait_idle() called from one of its own workers");
   }
-  auto pause = std::chrono::microseconds(20);
-  while (!quiescent()) {
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  if (quiescent()) return;
+  // Sleep until a worker going idle finds the runtime quiescent (notify_if_idle). Until
+  // 2026-11-26 this polled with sleeps doubling up to 1 ms, so a wait returned up to ~1 ms late.
+  m_idle_waiters.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    // acquire, read before the check: a notification after the check changes the word, and the
+    // futex wait below then returns at once.
+    const std::uint32_t seq = m_idle_seq.load(std::memory_order_acquire);
+    // seq_cst fence: the other side of notify_if_idle's (our increment before, the counts after).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (quiescent()) break;
+    // The timeout is a safety net only (test_hooks::idle_wait_timeout_ns lets a test rule it out).
+    std::uint64_t timeout_ns = 50'000'000;
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (const std::uint64_t t = test_hooks::idle_wait_timeout_ns.load(std::memory_order_relaxed)) {
+      timeout_ns = t;
+    }
+#endif
+    const timespec ts{.tv_sec = static_cast<time_t>(timeout_ns / 1'000'000'000),
+                      .tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000)};
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&m_idle_seq), FUTEX_WAIT_PRIVATE, seq, &ts,
+            nullptr, 0);
   }
+  m_idle_waiters.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool scheduler::notify_idle_waiters() noexcept {
+  if (!quiescent()) return false;
+  m_idle_seq.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&m_idle_seq), FUTEX_WAKE_PRIVATE, INT32_MAX,
+          nullptr, nullptr, 0);
+  return true;
 }
 
 void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
@@ -526,7 +569,25 @@ void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
 
 // ---- resources ---------------------------------------------------------------------------------
 
+namespace {
+/// Hints with a value outside their enum or a read ratio outside 0..1 (NaN too): the primitive
+/// would be chosen from nonsense, and one outside the enum ran with no synchronization at all.
+void check_hints(const resource_hints& h) {
+  if (static_cast<unsigned>(h.isolation) > static_cast<unsigned>(isolation::none))
+    throw std::invalid_argument("tessera: resource_hints.isolation is not an isolation value");
+  if (static_cast<unsigned>(h.frequency) > static_cast<unsigned>(frequency::high))
+    throw std::invalid_argument("tessera: resource_hints.frequency is not a frequency value");
+  if (static_cast<unsigned>(h.primitive) > static_cast<unsigned>(primitive::scheduling))
+    throw std::invalid_argument("tessera: resource_hints.primitive is not a primitive value");
+  if (!(h.read_ratio >= 0.0 && h.read_ratio <= 1.0))
+    throw std::invalid_argument(
+        "tessera: resource_hints.read_ratio must be within 0.0 .. 1.0, got " +
+        std::to_string(h.read_ratio));
+}
+}  // namespace
+
 resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_hints& hints) {
+  check_hints(hints);
   const std::size_t total = sizeof(resource_header) + ((bytes + 63) & ~std::size_t{63});
   void* mem = ::operator new(total, resource_alignment);
   auto* h = ::new (mem) resource_header();
@@ -576,6 +637,10 @@ void scheduler::retire(resource_header* h) {
     w->retire(h);
     return;
   }
+  retire_for_workers(h);
+}
+
+void scheduler::retire_for_workers(resource_header* h) {
   {
     std::lock_guard lock(m_retired_mutex);
     if (!m_retired_freed) {
@@ -596,6 +661,14 @@ std::vector<resource_header*> scheduler::take_external_retired() {
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
+  // The checks retire() makes (a review on 2026-11-26 moved nullptr, foreign memory and a
+  // retired resource: a crash, a write into the user's memory, a pool weight counted twice).
+  if (h == nullptr) throw std::invalid_argument("tessera: move_resource(nullptr)");
+  if (h->magic != resource_header::live_magic)
+    throw std::invalid_argument(
+        "tessera: move_resource of memory that make_resource did not return (or freed already)");
+  if (h->retired.load(std::memory_order_relaxed))
+    throw std::logic_error("tessera: move_resource of a retired resource");
   if (w.value >= m_workers.size())
     throw std::out_of_range("tessera: move_resource to an unknown worker");
   // The move takes effect at once: a task on the resource spawned from now on goes to the new

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -172,6 +173,15 @@ class scheduler {
   void record_exception(group g, std::exception_ptr e);
   void wait_idle();
   bool quiescent() const noexcept;
+  /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
+  /// waiters if the runtime is quiescent (true then). Without waiters: a fence and one load.
+  bool notify_if_idle() noexcept {
+    // seq_cst fence, Dekker with wait_idle(): the counts published before it, the waiter count
+    // read after it. Either we see the waiter (and check for it) or the waiter's check, after
+    // its increment and its own fence, sees our counts.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return m_idle_waiters.load(std::memory_order_relaxed) != 0 && notify_idle_waiters();
+  }
   std::vector<std::exception_ptr> take_unhandled();
 
   // resources and reclamation
@@ -182,6 +192,10 @@ class scheduler {
   /// its own retired list (worker::maybe_reclaim), so that they are reclaimed while the runtime
   /// runs. Call it when has_external_retired().
   std::vector<resource_header*> take_external_retired();
+  /// Puts `h` where the active workers take it from (take_external_retired): for a thread that
+  /// is not one of the workers, and for a worker being deactivated, which reclaims nothing
+  /// while inactive. Frees it at once once stop() freed the rest.
+  void retire_for_workers(resource_header* h);
   bool has_external_retired() const noexcept {
     return m_has_external_retired.load(std::memory_order_relaxed);
   }
@@ -218,6 +232,9 @@ class scheduler {
                : m_spin_ns;
   }
   static constexpr std::uint64_t oversubscribed_spin_ns = 50'000;
+  /// The active workers leave no CPU of the process to other threads (a thread woken by a
+  /// worker, such as a waiter, then runs only when a worker stops spinning).
+  bool workers_fill_cpus() const noexcept { return active_workers() >= m_process_cpus; }
   void set_active_workers(unsigned n);
   unsigned prefetch_distance() const noexcept {
     return m_prefetch_distance.load(std::memory_order_relaxed);
@@ -226,6 +243,8 @@ class scheduler {
     m_prefetch_distance.store(d, std::memory_order_relaxed);
   }
   bool pinned() const noexcept { return m_pinned.load(std::memory_order_relaxed); }
+  /// Called by each worker once it tried to pin itself (the constructor waits for all of them).
+  void worker_started() noexcept { m_starting->count_down(); }
   void report_pin_failure(const std::string& why);
   runtime_statistics statistics() const;
   std::uint64_t now_ns() const noexcept;
@@ -306,8 +325,10 @@ class scheduler {
 #endif
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
-  void push(pool& p, task* t, worker* from, bool newest_first = false) noexcept;
+  /// `spawn`: t is being spawned (counted as a remote spawn of `from` if p is not its own).
+  void push(pool& p, task* t, worker* from, bool newest_first = false, bool spawn = true) noexcept;
   void complete_group(group g, worker* from) noexcept;
+  bool notify_idle_waiters() noexcept;
 
   runtime& m_runtime;
   runtime_options m_options;
@@ -322,10 +343,12 @@ class scheduler {
   std::mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};
   unsigned m_cpu_count = 1;     ///< distinct CPUs of the workers (at most the process's CPUs)
+  unsigned m_process_cpus = 1;  ///< CPUs the process may run on
   std::uint64_t m_spin_ns = 0;  ///< options().spin_before_park
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};
-  std::atomic<bool> m_pinned{true};
+  std::atomic<bool> m_pinned{true};  ///< options().pin, until a worker's pin is refused
+  std::latch* m_starting = nullptr;  ///< during the constructor: workers yet to try their pin
   std::atomic<bool> m_pin_reported{false};
   /// See parked_workers(). Its own line: it changes on every park, and the members above are
   /// read by busy workers.
@@ -335,6 +358,11 @@ class scheduler {
   alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
   std::atomic<std::uint64_t> m_last_advance_ns{0};
   alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> m_external_spawned{};
+
+  /// Threads in wait_idle() (read by every worker going idle; changes only when a wait starts or
+  /// ends) and the futex word they sleep on (bumped by notify_idle_waiters).
+  alignas(64) std::atomic<std::uint32_t> m_idle_waiters{0};
+  std::atomic<std::uint32_t> m_idle_seq{0};
 
   std::mutex m_retired_mutex;
   std::vector<resource_header*> m_retired_external;  // retired by non-worker threads

@@ -52,6 +52,11 @@ inline std::atomic<void (*)()> group_wait_checked{nullptr};
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};
 
+/// How long wait_idle() sleeps at most between its checks, in ns; 0: the built-in safety net
+/// (50 ms). A test that must not pass by the timeout's rescue (a missed notification) sets it
+/// to hours.
+inline std::atomic<std::uint64_t> idle_wait_timeout_ns{0};
+
 }  // namespace test_hooks
 }  // namespace tessera::detail
 #endif

@@ -2,12 +2,14 @@
 
 #include <hwloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #if defined(TESSERA_HAVE_NUMA)
@@ -68,20 +70,30 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
     }
     std::sort(m_allowed.begin(), m_allowed.end());
   } else {
+    // The process's CPUs: its main thread's mask (what taskset or numactl set before exec), not
+    // the calling thread's, which may be pinned (until 2026-11-26 a runtime made first on a
+    // thread pinned to one CPU gave every later runtime of the process one worker by default).
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    if (sched_getaffinity(getpid(), sizeof(set), &set) == 0) {
       for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
         if (CPU_ISSET(c, &set)) m_allowed.push_back(c);
       }
     }
   }
   if (m_allowed.empty()) m_allowed.push_back(0);
-  m_node_of_cpu.assign(m_allowed.back() + 1, 0);
+  // Nodes of every CPU the machine has, not only the allowed ones: runtime_options::cpus may name
+  // others (their workers run unpinned, but their memory and node routing still follow the CPU).
+  unsigned cpu_slots = m_allowed.back() + 1;
+  if (!synthetic) {
+    const long configured = sysconf(_SC_NPROCESSORS_CONF);
+    if (configured > 0) cpu_slots = std::max(cpu_slots, static_cast<unsigned>(configured));
+  }
+  m_node_of_cpu.assign(cpu_slots, 0);
   bool nodes_known = false;
 #if defined(TESSERA_HAVE_NUMA)
   if (!synthetic && numa_available() >= 0) {
-    for (unsigned c : m_allowed) {
+    for (unsigned c = 0; c < cpu_slots; ++c) {
       int n = numa_node_of_cpu(static_cast<int>(c));
       m_node_of_cpu[c] = n < 0 ? 0 : static_cast<unsigned>(n);
     }
@@ -92,7 +104,7 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
     // hwloc's NUMA nodes (memory children in hwloc 2): the one whose cpuset holds the CPU.
     hwloc_obj_t node = nullptr;
     while ((node = hwloc_get_next_obj_by_type(m_impl->topo, HWLOC_OBJ_NUMANODE, node)) != nullptr) {
-      for (unsigned c : m_allowed) {
+      for (unsigned c = 0; c < cpu_slots; ++c) {
         if (node->cpuset != nullptr && hwloc_bitmap_isset(node->cpuset, c))
           m_node_of_cpu[c] = node->os_index;
       }
@@ -145,6 +157,12 @@ unsigned topology::node_of_cpu(unsigned cpu) const noexcept {
 }
 
 bool topology::pin_this_thread(unsigned cpu, std::string& why) const {
+  // A CPU outside the process's mask: hwloc would bind to it whenever the cgroup allows, and the
+  // worker escape the mask that taskset or numactl gave the process (until 2026-11-26).
+  if (!std::binary_search(m_allowed.begin(), m_allowed.end(), cpu)) {
+    why = "CPU " + std::to_string(cpu) + " is not among the CPUs this process may run on";
+    return false;
+  }
   if (m_impl->topo == nullptr) {
     why = "hwloc could not load the topology";
     return false;
@@ -163,6 +181,15 @@ bool topology::pin_this_thread(unsigned cpu, std::string& why) const {
     return false;
   }
   return true;
+}
+
+void topology::unpin_this_thread() const noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const unsigned c : m_allowed) {
+    if (c < CPU_SETSIZE) CPU_SET(c, &set);
+  }
+  sched_setaffinity(0, sizeof(set), &set);  // best effort: the thread keeps its mask if refused
 }
 
 }  // namespace tessera::detail

@@ -38,15 +38,20 @@ class topology {
   topology& operator=(topology&&) = delete;
   ~topology();
 
-  /// CPUs (OS indices) this process may run on, ascending.
+  /// CPUs (OS indices) this process may run on, ascending: the main thread's affinity mask when
+  /// the topology was loaded (once per process).
   const std::vector<unsigned>& allowed_cpus() const noexcept { return m_allowed; }
   /// The allowed CPUs in the order workers take them (see worker_order()); node by node and
   /// ascending within a node when hwloc could not load the topology.
   const std::vector<unsigned>& worker_order() const noexcept { return m_order; }
   /// NUMA node of an OS CPU (0 when unknown).
   unsigned node_of_cpu(unsigned cpu) const noexcept;
-  /// Binds the calling thread to `cpu`; false (and errno-based reason in `why`) if refused.
+  /// Binds the calling thread to `cpu`; false (and the reason in `why`) if `cpu` is not allowed
+  /// or the OS refuses.
   bool pin_this_thread(unsigned cpu, std::string& why) const;
+  /// Lets the calling thread run on every allowed CPU (an unpinned worker would otherwise keep
+  /// the mask of the thread that created it, which may be one CPU).
+  void unpin_this_thread() const noexcept;
 
  private:
   struct impl;

@@ -41,6 +41,8 @@ class reclaim_task final : public task {
  public:
   explicit reclaim_task(resource_header* list) : m_list(list) {}
   task* execute(context&) override {
+    // The runtime's own task: not counted as executed in the statistics (worker::statistics).
+    tl_worker->count_reclaim_run();
     while (m_list != nullptr) {
       resource_header* next = m_list->retired_next;
       scheduler::free_resource(m_list);
@@ -121,11 +123,16 @@ void worker::set_active(bool a) noexcept {
 void worker::run() {
   tl_worker = this;
   task_allocator::set_thread_node(m_node);
-  if (m_sched.options().pin) {
+  {
+    const topology& topo = topology::get();
     std::string why;
-    if (!topology::get().pin_this_thread(m_cpu, why)) m_sched.report_pin_failure(why);
-  } else {
-    m_sched.m_pinned.store(false, std::memory_order_relaxed);
+    if (!m_sched.options().pin) {
+      topo.unpin_this_thread();
+    } else if (!topo.pin_this_thread(m_cpu, why)) {
+      topo.unpin_this_thread();
+      m_sched.report_pin_failure(why);
+    }
+    m_sched.worker_started();  // the constructor waits for every worker's pin (see pinned())
   }
   m_distance = m_sched.prefetch_distance();
   const unsigned interval = m_sched.options().epoch_interval_tasks;
@@ -313,9 +320,19 @@ void worker::give_everything() {
   unsigned k = m_index;
   while (!m_pools.empty()) {
     pool* p = m_pools.back();
-    give_pool(p, m_sched.worker_at(k++ % active));  // k % active is never us: we are inactive
+    // k % active is us only if the count grew since we read our flag: we then adopt the pool
+    // again when we handle attention_incoming, and nothing is lost.
+    give_pool(p, m_sched.worker_at(k++ % active));
   }
   m_queued.store(0, std::memory_order_relaxed);
+  // An inactive worker reclaims nothing: what it retired goes to the active ones (until
+  // 2026-11-26 it stayed here, unfreed, until the worker was activated again or the runtime
+  // stopped). They stamp it with a later epoch, which frees it later, never too early.
+  while (m_retired != nullptr) {
+    resource_header* next = m_retired->retired_next;
+    m_sched.retire_for_workers(m_retired);
+    m_retired = next;
+  }
 }
 
 void worker::answer_steal_request() {
@@ -773,7 +790,7 @@ void worker::execute_on_resource(task* t, pool* p) {
     pool& home =
         m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
     if (&home != p) {
-      m_sched.push(home, t, this);
+      m_sched.push(home, t, this, false, /*spawn=*/false);
       return;
     }
   }
@@ -1047,13 +1064,16 @@ void worker::idle() {
     cpu_relax();
   }
   m_epoch.publish();
+  // After the publish: wait_idle() reads the published counts. A waiter woken while the workers
+  // fill every CPU runs only once a worker stops spinning: this one parks at once then.
+  const bool make_room = m_sched.notify_if_idle() && m_sched.workers_fill_cpus();
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
+  const std::uint64_t spin = after_timeout || make_room ? 0 : m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
@@ -1083,6 +1103,9 @@ bool worker::park() {
 #endif
   flush_group();
   m_epoch.publish();
+  // Also here: an inactive worker parks without going through idle() (a review found wait_idle()
+  // waiting for its safety timeout when the last task ended on a worker deactivated after it).
+  m_sched.notify_if_idle();
   // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
   m_sleeping.store(1, std::memory_order_seq_cst);
   // An active worker is counted as parked, so that busy workers with queued work wake it
@@ -1144,7 +1167,6 @@ void worker::retire(resource_header* h) noexcept {
   h->retired_epoch = m_sched.global_epoch();
   h->retired_next = m_retired;
   m_retired = h;
-  ++m_retired_count;
 }
 
 void worker::maybe_reclaim() {
@@ -1181,6 +1203,7 @@ void worker::maybe_reclaim() {
   // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
   t->m_epoch_slot = m_sched.count_in_current_slot(
       [this](unsigned slot, int d) { m_epoch.add_spawn_seq_cst(slot, d); });
+  bump(m_stats.reclaims_spawned);
   if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
     const unsigned slot = t->m_epoch_slot;
     t->execute(m_ctx);
@@ -1214,6 +1237,10 @@ worker_statistics worker::statistics() const noexcept {
   const std::uint64_t batches = m_stats.group_batches.load(std::memory_order_relaxed);
   s.executed -= std::min(s.executed, batches);
   s.spawned_local -= std::min(s.spawned_local, batches);
+  // Nor do the runtime's reclamation tasks (counted in the user's statistics until 2026-11-26).
+  s.executed -= std::min(s.executed, m_stats.reclaims_run.load(std::memory_order_relaxed));
+  s.spawned_local -=
+      std::min(s.spawned_local, m_stats.reclaims_spawned.load(std::memory_order_relaxed));
   s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
   s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
   s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);

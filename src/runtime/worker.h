@@ -48,6 +48,9 @@ struct worker_counters {
   std::atomic<std::uint64_t> steal_answers_empty{0};
   // flushed batches (pseudo-tasks in the epoch counts)
   std::atomic<std::uint64_t> group_batches{0};
+  // the runtime's reclamation tasks, spawned here and run here (not the user's: subtracted)
+  std::atomic<std::uint64_t> reclaims_spawned{0};
+  std::atomic<std::uint64_t> reclaims_run{0};
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
 };
@@ -58,6 +61,8 @@ inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 
 class worker {
  public:
+  /// A reclamation task ran here (the runtime's own: left out of the statistics).
+  void count_reclaim_run() noexcept { bump(m_stats.reclaims_run); }
   enum attention_bits : std::uint32_t {
     attention_incoming = 1,  ///< pools were handed to us
     attention_steal = 2,     ///< a thief asked for work
@@ -390,12 +395,10 @@ class worker {
   unsigned m_clock_countdown = 1;         // calls until the next read
   std::uint64_t m_last_clock_ns = 0;      // the last read
   resource_header* m_retired = nullptr;   // newest first
-  std::uint64_t m_retired_count = 0;
-  bool m_reclaim_pending = false;
-  bool m_slept_through = false;  // the last park() ended by its timeout, not a wake-up
-  group m_gcache{};           // the group whose count is batched (invalid: none)
-  std::int64_t m_gdelta = 0;  // its batched change
-  std::uint8_t m_gslot = 0;   // epoch slot the open batch is counted in (as a pseudo-task)
+  bool m_slept_through = false;           // the last park() ended by its timeout, not a wake-up
+  group m_gcache{};                       // the group whose count is batched (invalid: none)
+  std::int64_t m_gdelta = 0;              // its batched change
+  std::uint8_t m_gslot = 0;  // epoch slot the open batch is counted in (as a pseudo-task)
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
