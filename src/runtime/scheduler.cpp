@@ -83,7 +83,6 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     m_cpu_count = std::max<unsigned>(
         1, static_cast<unsigned>(std::min(distinct.size(), topo.allowed_cpus().size())));
-    m_process_cpus = std::max<unsigned>(1, static_cast<unsigned>(topo.allowed_cpus().size()));
   }
   if (options.pools_per_worker == 0 || options.pools_per_worker > 64) {
     throw std::invalid_argument("tessera: runtime_options.pools_per_worker must be 1-64, got " +
@@ -150,6 +149,7 @@ std::uint64_t scheduler::now_ns() const noexcept {
 }
 
 void scheduler::report_pin_failure(const std::string& why) {
+  topology::get().unpin_this_thread();  // the calling worker: on every CPU of the process
   m_pinned.store(false, std::memory_order_relaxed);
   static std::atomic<bool> reported{false};  // once per process, not per runtime
   if (!reported.exchange(true)) {
@@ -547,12 +547,11 @@ void scheduler::wait_idle() {
   m_idle_waiters.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool scheduler::notify_idle_waiters() noexcept {
-  if (!quiescent()) return false;
+void scheduler::notify_idle_waiters() noexcept {
+  if (!quiescent()) return;
   m_idle_seq.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&m_idle_seq), FUTEX_WAKE_PRIVATE, INT32_MAX,
           nullptr, nullptr, 0);
-  return true;
 }
 
 void scheduler::try_advance_epoch(std::uint64_t now) noexcept {

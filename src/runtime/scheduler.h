@@ -174,13 +174,13 @@ class scheduler {
   void wait_idle();
   bool quiescent() const noexcept;
   /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
-  /// waiters if the runtime is quiescent (true then). Without waiters: a fence and one load.
-  bool notify_if_idle() noexcept {
+  /// waiters if the runtime is quiescent. Without waiters: a fence and one load.
+  void notify_if_idle() noexcept {
     // seq_cst fence, Dekker with wait_idle(): the counts published before it, the waiter count
     // read after it. Either we see the waiter (and check for it) or the waiter's check, after
     // its increment and its own fence, sees our counts.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return m_idle_waiters.load(std::memory_order_relaxed) != 0 && notify_idle_waiters();
+    if (m_idle_waiters.load(std::memory_order_relaxed) != 0) notify_idle_waiters();
   }
   std::vector<std::exception_ptr> take_unhandled();
 
@@ -232,9 +232,6 @@ class scheduler {
                : m_spin_ns;
   }
   static constexpr std::uint64_t oversubscribed_spin_ns = 50'000;
-  /// The active workers leave no CPU of the process to other threads (a thread woken by a
-  /// worker, such as a waiter, then runs only when a worker stops spinning).
-  bool workers_fill_cpus() const noexcept { return active_workers() >= m_process_cpus; }
   void set_active_workers(unsigned n);
   unsigned prefetch_distance() const noexcept {
     return m_prefetch_distance.load(std::memory_order_relaxed);
@@ -328,7 +325,7 @@ class scheduler {
   /// `spawn`: t is being spawned (counted as a remote spawn of `from` if p is not its own).
   void push(pool& p, task* t, worker* from, bool newest_first = false, bool spawn = true) noexcept;
   void complete_group(group g, worker* from) noexcept;
-  bool notify_idle_waiters() noexcept;
+  void notify_idle_waiters() noexcept;
 
   runtime& m_runtime;
   runtime_options m_options;
@@ -343,7 +340,6 @@ class scheduler {
   std::mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};
   unsigned m_cpu_count = 1;     ///< distinct CPUs of the workers (at most the process's CPUs)
-  unsigned m_process_cpus = 1;  ///< CPUs the process may run on
   std::uint64_t m_spin_ns = 0;  ///< options().spin_before_park
   std::mutex m_resize_mutex;
   std::atomic<unsigned> m_prefetch_distance{0};

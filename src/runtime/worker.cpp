@@ -123,17 +123,13 @@ void worker::set_active(bool a) noexcept {
 void worker::run() {
   tl_worker = this;
   task_allocator::set_thread_node(m_node);
-  {
-    const topology& topo = topology::get();
+  if (m_sched.options().pin) {
     std::string why;
-    if (!m_sched.options().pin) {
-      topo.unpin_this_thread();
-    } else if (!topo.pin_this_thread(m_cpu, why)) {
-      topo.unpin_this_thread();
-      m_sched.report_pin_failure(why);
-    }
-    m_sched.worker_started();  // the constructor waits for every worker's pin (see pinned())
+    if (!topology::get().pin_this_thread(m_cpu, why)) m_sched.report_pin_failure(why);
+  } else {
+    topology::get().unpin_this_thread();
   }
+  m_sched.worker_started();  // the constructor waits for every worker's pin (see pinned())
   m_distance = m_sched.prefetch_distance();
   const unsigned interval = m_sched.options().epoch_interval_tasks;
   unsigned until_periodic = interval;  // a local: a register across the task's call
@@ -1064,16 +1060,14 @@ void worker::idle() {
     cpu_relax();
   }
   m_epoch.publish();
-  // After the publish: wait_idle() reads the published counts. A waiter woken while the workers
-  // fill every CPU runs only once a worker stops spinning: this one parks at once then.
-  const bool make_room = m_sched.notify_if_idle() && m_sched.workers_fill_cpus();
+  m_sched.notify_if_idle();  // after the publish: wait_idle() reads the published counts
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
-  const std::uint64_t spin = after_timeout || make_room ? 0 : m_sched.spin_before_park_ns();
+  const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
