@@ -3,9 +3,11 @@
 // Exit status: 0 success, 1 a benchmark failed (wrong answer, error), 2 bad command line.
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <limits>
 #include <new>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "common/placement.h"
 #include "common/registry.h"
 #include "common/reporter.h"
+#include "common/timing.h"
 #include "tessera/runtime.h"
 
 namespace bench = tessera::bench;
@@ -48,10 +51,15 @@ std::string default_workers() {
   return out;
 }
 
+/// At most this many workers: 1,024 on 2 CPUs ran a small YCSB in 0.6 s, 4,096 did not finish in
+/// 300 s (a review, 2026-11-26: idle workers that look for work walk every other worker).
+constexpr std::uint64_t max_workers = 1024;
+
 std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definition& b) {
   return {
       bench::uint_list_flag("workers", default_workers(),
-                            "comma-separated worker counts, each measured separately", 1, 4096),
+                            "comma-separated worker counts, each measured separately", 1,
+                            max_workers),
       bench::int_flag("repeat", b.default_repeat, "runs per configuration", 1, 1000000),
       bench::choice_flag("statistic", "median", {"median", "best"},
                          "which run is reported: the median, or the fastest (noisy machines)"),
@@ -249,7 +257,13 @@ int main(int argc, char** argv) {
   }
 
   std::FILE* json = nullptr;
+  // A --json file this run creates is removed again if the run ends without a row in it (a usage
+  // error found by the benchmark, a failure before the first result): until 2026-11-26 an empty
+  // file was left behind. One that existed before is only ever appended to.
+  bool json_created = false;
   if (const std::string& path = flags.text("json"); !path.empty()) {
+    std::error_code ec;
+    json_created = !std::filesystem::exists(path, ec);
     json = std::fopen(path.c_str(), "a");
     if (json == nullptr) {
       std::fprintf(stderr, "tessera-bench: --json: cannot open '%s': %s\n", path.c_str(),
@@ -264,6 +278,13 @@ int main(int argc, char** argv) {
   std::vector<unsigned> workers;
   for (const std::uint64_t w : flags.uint_list("workers"))
     workers.push_back(static_cast<unsigned>(w));
+  if (const unsigned most = *std::max_element(workers.begin(), workers.end());
+      most > tessera::default_worker_cpus().size()) {
+    std::fprintf(stderr,
+                 "tessera-bench: note: %u workers on %zu CPUs: oversubscribed, the times measure "
+                 "how the OS shares the CPUs as much as the implementations\n",
+                 most, tessera::default_worker_cpus().size());
+  }
   const bench::run_context ctx{.benchmark = *b,
                                .flags = flags,
                                .workers = workers,
@@ -271,14 +292,28 @@ int main(int argc, char** argv) {
                                .implementations = flags.list("implementation"),
                                .report = report};
   const bench::onetbb_workers_joined join_onetbb;  // see onetbb_workers.h
+  const auto remove_empty_json = [&] {
+    std::error_code ec;
+    const std::string& path = flags.text("json");
+    if (json_created && std::filesystem::file_size(path, ec) == 0 && !ec)
+      std::filesystem::remove(path, ec);
+  };
   const std::string handoff_before = handoff_range(flags, workers);
   try {
     b->run(ctx);
+  } catch (const bench::usage_failure& e) {
+    if (json != nullptr) std::fclose(json);
+    remove_empty_json();
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     (void)finish(report, flags, workers, handoff_before, json);
+    remove_empty_json();
     std::fprintf(stderr, "tessera-bench: %s: FAILED: %s\n", b->name.c_str(),
                  failure_text(e).c_str());
     return 1;
   }
-  return finish(report, flags, workers, handoff_before, json) ? 0 : 1;
+  const bool written = finish(report, flags, workers, handoff_before, json);
+  remove_empty_json();
+  return written ? 0 : 1;
 }

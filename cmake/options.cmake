@@ -10,7 +10,16 @@ option(TESSERA_BUILD_TESTS "Build the GoogleTest suite" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_BUILD_BENCH "Build tessera-bench and the competitors" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_INSTALL "Install rules, a package for find_package(tessera) and tessera.pc" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_STATISTICS "Keep per-worker timing statistics (idle/parked time, prefetches)" ON)
-option(TESSERA_DEBUG_CHECKS "Programmer-error assertions in release builds too" OFF)
+# On by default in a Debug build (a project that adds tessera with add_subdirectory or
+# FetchContent and builds Debug gets the checks without asking); OFF elsewhere unless set.
+if(CMAKE_BUILD_TYPE STREQUAL "Debug")
+  set(tessera_debug_checks_default ON)
+else()
+  set(tessera_debug_checks_default OFF)
+endif()
+option(TESSERA_DEBUG_CHECKS
+       "Programmer-error checks (a task handed over twice, a stale group, ...): std::logic_error"
+       ${tessera_debug_checks_default})
 # The definitions that code including tessera's headers needs as well: the library target's public
 # compile definitions (src/CMakeLists.txt) and tessera.pc's Cflags (cmake/install.cmake) both use
 # this one list.

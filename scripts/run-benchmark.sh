@@ -7,6 +7,7 @@
 # five rounds in turns did not repeat (tessera ahead in every round).
 # Extra arguments go to `tessera-bench ycsb` (try --help) and override these defaults, e.g.
 # `--repeat 1` for one round, or `--implementation all` to add tessera without prefetching.
+# JOBS=N builds with N jobs (default: one per CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
@@ -14,6 +15,7 @@ for arg in "$@"; do
     echo "usage: scripts/run-benchmark.sh [tessera-bench ycsb flags]"
     echo "Installs what is missing, builds the bench preset and runs tessera-bench ycsb"
     echo "--repeat 3 --implementation tessera,threads,tbb, then the flags given here."
+    echo "JOBS=N builds with N jobs (default: one per CPU)."
     if [[ -x build/bench/bench/tessera-bench ]]; then
       echo
       exec build/bench/bench/tessera-bench ycsb --help
@@ -25,7 +27,12 @@ for arg in "$@"; do
 done
 scripts/install-deps.sh
 cmake --preset bench >/dev/null
-cmake --build --preset bench -j "$(nproc)" --target tessera-bench
+jobs=${JOBS:-$(nproc)}
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "scripts/run-benchmark.sh: JOBS must be a positive number, got '${jobs}'" >&2
+  exit 2
+fi
+cmake --build --preset bench -j "${jobs}" --target tessera-bench
 defaults=(--repeat 3 --implementation tessera,threads,tbb)
 echo "run-benchmark: tessera-bench ycsb ${defaults[*]} $*" >&2
 exec build/bench/bench/tessera-bench ycsb "${defaults[@]}" "$@"

@@ -149,6 +149,43 @@ TEST_P(api_errors_test, resource_hints_outside_their_ranges_are_refused) {
   r.stop();
 }
 
+/// stop() from one of the runtime's own tasks throws, as wait() and wait_idle() do there; it
+/// aborted the process until 2026-11-26.
+TEST_P(api_errors_test, stop_from_a_task_of_the_runtime_throws_and_the_runtime_runs_on) {
+  auto& r = start();
+  std::atomic<int> threw{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&r, &threw](context&) {
+        try {
+          r.stop();
+        } catch (const std::logic_error&) {
+          threw.fetch_add(1);
+        }
+      },
+      g);
+  r.wait(g);
+  EXPECT_EQ(threw.load(), 1);
+  EXPECT_TRUE(r.running());
+}
+
+/// A second wait, and a wait on group{}, say what is wrong (both said "stale or unknown group").
+TEST_P(api_errors_test, a_second_wait_and_a_wait_on_no_group_say_what_is_wrong) {
+  auto& r = start();
+  const auto message = [&r](group g) -> std::string {
+    try {
+      r.wait(g);
+    } catch (const std::logic_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const group g = r.make_group();
+  r.wait(g);
+  EXPECT_NE(message(g).find("waited for already"), std::string::npos) << message(g);
+  EXPECT_NE(message(group{}).find("names no group"), std::string::npos) << message(group{});
+}
+
 TEST(api_errors, durations_in_the_options_must_be_between_zero_and_an_hour) {
   EXPECT_THROW(runtime({.workers = 1, .spin_before_park = std::chrono::microseconds(-1)}),
                std::invalid_argument);

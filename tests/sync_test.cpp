@@ -397,6 +397,19 @@ TEST_P(sync_test_two_workers, a_run_that_validated_is_final_and_a_later_validate
   r.retire_resource(obj);
 }
 
+/// racy_store's value takes the field's type: a literal 0 into a std::uint64_t or a std::uint8_t
+/// field compiles (it did not: T was deduced from both arguments).
+TEST(racy_access, a_literal_stores_into_a_field_of_any_width) {
+  struct fields {
+    std::uint64_t wide = 7;
+    std::uint8_t narrow = 7;
+  } f;
+  racy_store(f.wide, 0);
+  racy_store(f.narrow, racy_load(f.narrow) + 1);
+  EXPECT_EQ(racy_load(f.wide), 0u);
+  EXPECT_EQ(racy_load(f.narrow), 8u);
+}
+
 TEST_P(sync_test, writing_is_true_only_for_writers_that_the_runtime_protects) {
   auto& r = start();
   struct probe {

@@ -177,9 +177,14 @@ std::string reporter::table() const {
   out += to_string(reported_statistic());
   out += " of " + std::to_string(runs) +
          " run(s); ns/op: seconds x workers / ops (worker-time per operation)";
-  if (!m_reference.empty())
+  const bool reference_ran =
+      std::any_of(m_rows.begin(), m_rows.end(),
+                  [this](const row& r) { return r.measured() && r.implementation == m_reference; });
+  if (reference_ran)
     out += ";\nvs " + m_reference + ": ops/s over " + m_reference +
            "'s ops/s at the same workers and parameters";
+  else if (!m_reference.empty())
+    out += ";\nvs " + m_reference + ": " + m_reference + " was not run";
   out += "\n";
   return out;
 }

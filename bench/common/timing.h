@@ -40,6 +40,14 @@ class bench_failure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A bad command line found only once a benchmark looked at its flags together (a trace file that
+/// cannot be read, flags that contradict each other): the whole message, which names the flag.
+/// tessera-bench prints it and exits with status 2, leaving no --json file behind.
+class usage_failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class stopwatch {
  public:
   stopwatch() noexcept : m_start(std::chrono::steady_clock::now()) {}

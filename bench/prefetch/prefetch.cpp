@@ -9,7 +9,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
@@ -32,7 +34,8 @@ object_store::object_store(std::size_t total_bytes, unsigned object_bytes, bool 
   m_mapped = (m_objects * object_bytes + huge - 1) / huge * huge;
   void* p = mmap(nullptr, m_mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw bench_failure("prefetch: cannot map " + std::to_string(m_mapped) + " bytes");
+    throw bench_failure("prefetch: cannot map " + std::to_string(m_mapped) +
+                        " bytes (--memory-mb): " + std::strerror(errno));
   // Explicit either way, so that the system's THP default does not decide the page size.
   madvise(p, m_mapped, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   m_memory = static_cast<std::byte*>(p);
@@ -164,8 +167,7 @@ std::size_t last_level_cache_bytes() {
 namespace {
 
 [[noreturn]] void usage_error(const std::string& flag, const std::string& what) {
-  std::fprintf(stderr, "tessera-bench: --%s: %s\n", flag.c_str(), what.c_str());
-  std::exit(2);
+  throw usage_failure("tessera-bench: --" + flag + ": " + what);
 }
 
 std::vector<double> parse_ratios(const std::string& text) {

@@ -49,9 +49,7 @@ struct settings {
 };
 
 [[noreturn]] void usage_error(const std::string& flag, const std::string& what) {
-  std::fprintf(stderr, "tessera-bench: %s: %s\n", flag.c_str(), what.c_str());
-  std::fflush(stderr);
-  std::exit(2);
+  throw usage_failure("tessera-bench: " + flag + ": " + what);
 }
 
 kv::tree_sync parse_sync(const std::string& name) {
@@ -175,8 +173,8 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
     throw bench_failure(where + ": the tree holds " + std::to_string(keys) + " keys, expected " +
                         std::to_string(*phase.keys_after));
   std::fprintf(stderr,
-               "tessera-bench: %s%s: %zu ops in %.3f s, %s (cpu %.3f s, %.1f ns/op); %llu keys, "
-               "%s\n",
+               "tessera-bench: %s%s: %zu ops in %.3f s, %s (cpu %.3f s, %.1f ns of cpu per op); "
+               "%llu keys, %s\n",
                where.c_str(), attempt.c_str(), phase.ops.size(), seconds,
                mops(phase.ops.size(), seconds).c_str(), cpu,
                phase.ops.empty() ? 0.0 : cpu * 1e9 / static_cast<double>(phase.ops.size()),

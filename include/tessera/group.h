@@ -8,7 +8,7 @@
 // Tasks spawned by a task of the group join the group.
 //
 //   tessera::group g = rt.make_group();
-//   for (int i = 0; i < 100; ++i) rt.spawn([&](tessera::context&) { work(i); }, g);
+//   for (int i = 0; i < 100; ++i) rt.spawn([i](tessera::context&) { work(i); }, g);
 //   rt.wait(g);   // every task of g (and their children) finished; rethrows the first exception
 //
 // Memory ordering: everything written by the tasks of a group happens-before wait() returns and

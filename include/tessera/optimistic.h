@@ -42,9 +42,10 @@ inline T racy_load(const T& field) noexcept {
   return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
 }
 
+/// The value's type is the field's (not deduced from it): racy_store(u64_field, 0) compiles.
 template <class T>
   requires std::is_trivially_copyable_v<T>
-inline void racy_store(T& field, T value) noexcept {
+inline void racy_store(T& field, std::type_identity_t<T> value) noexcept {
   detail::check_racy_field<T>();
   std::atomic_ref<T>(field).store(value, std::memory_order_relaxed);
 }

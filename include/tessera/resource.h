@@ -12,6 +12,17 @@
 //   t->annotate_resource(acct, tessera::access::write);
 //   rt.spawn(t);              // runs under the selected primitive
 //   rt.retire_resource(acct); // freed once no task can still see it (epoch-based)
+//
+// What an object must be for optimistic reading. Under the optimistic primitives (the automatic
+// choice for `exclusive_writers`, the default isolation) a reader runs while a writer changes the
+// object, and learns only afterwards, from the version, that it must run again. So the object is
+// read as plain fields, through racy_load (optimistic.h): numbers, fixed arrays, pointers to
+// memory that stays valid (other resources, which are retired, never freed under a reader). A
+// reader must not walk memory that a writer frees or moves: a std::vector that grows, a
+// std::string, a std::unordered_map that rehashes or is cleared. Such a reader can crash (a
+// review's map of 200 entries, cleared and refilled by writers, segfaulted in 5 of 5 runs) before
+// it could validate. For such an object name the latch: `.primitive = primitive::rwlatch`
+// (readers in parallel, never beside a writer), or `.isolation = isolation::exclusive`.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +56,9 @@ enum class primitive : std::uint8_t {
 
 std::string_view to_string(primitive p) noexcept;
 
+/// How tasks use a resource. The defaults choose an optimistic primitive: right for objects of
+/// plain fields, wrong for one that owns memory its writers free or move (see the top of this
+/// header); name `primitive::rwlatch` for those.
 struct resource_hints {
   enum isolation isolation = isolation::exclusive_writers;
   /// Expected fraction of accesses that only read, 0.0 .. 1.0.

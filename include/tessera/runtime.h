@@ -115,7 +115,9 @@ class runtime {
   runtime& operator=(const runtime&) = delete;
   ~runtime();
 
-  /// Drains all tasks, joins the workers, releases retired resources. Idempotent.
+  /// Drains all tasks, joins the workers, releases retired resources. Idempotent. From one of the
+  /// runtime's own tasks it throws std::logic_error (the task would wait for itself); the
+  /// destructor, which cannot throw, stops the process with a message then.
   void stop();
   bool running() const noexcept;
 

@@ -54,7 +54,15 @@ runtime::runtime(runtime_options options)
   m_scheduler = std::make_unique<detail::scheduler>(*this, options);
 }
 
-runtime::~runtime() { stop(); }
+runtime::~runtime() {
+  if (m_scheduler->on_own_worker()) {
+    // A destructor cannot throw: stop() would wait for the very task that runs it.
+    std::fputs("tessera: a runtime destroyed by one of its own tasks (it would wait for itself)\n",
+               stderr);
+    std::abort();
+  }
+  stop();
+}
 
 void runtime::stop() { m_scheduler->stop(); }
 bool runtime::running() const noexcept { return m_scheduler->running(); }

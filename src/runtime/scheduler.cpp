@@ -368,7 +368,13 @@ void scheduler::wait(group g) {
         "tessera: runtime::wait(group) called from one of its own workers; use "
         "context::when_done instead");
   }
-  if (!m_groups.current(g)) throw std::logic_error("tessera: wait on a stale or unknown group");
+  if (!g.valid())
+    throw std::logic_error("tessera: wait on group{}, which names no group (make one with "
+                           "make_group())");
+  if (!m_groups.current(g))
+    throw std::logic_error(
+        "tessera: wait on a group that is no longer open (it was waited for already: a group "
+        "allows one wait) or that another runtime made");
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::group_wait_checked.load(std::memory_order_acquire)) hook();
 #endif
@@ -737,12 +743,12 @@ runtime_statistics scheduler::statistics() const {
 }
 
 void scheduler::stop() {
+  // A task cannot wait for its own runtime to drain (it is one of the tasks). An error, as for
+  // wait() and wait_idle(); it aborted the process until 2026-11-26.
+  if (on_own_worker())
+    throw std::logic_error("tessera: runtime::stop() called from one of its own tasks");
   std::lock_guard lock(m_stop_mutex);
   if (m_stopped) return;
-  if (on_own_worker()) {
-    std::fprintf(stderr, "tessera: runtime::stop() called from one of its own workers\n");
-    std::abort();
-  }
   // seq_cst: see spawn(), and worker::maybe_reclaim: a reclamation task spawned from here on is
   // either counted before wait_idle() reads the counts (seq_cst, in quiescent()), or not
   // spawned at all.

@@ -15,7 +15,8 @@
 namespace ycsb {
 
 trace_error::trace_error(std::string file, uint64_t line, std::string reason)
-    : std::runtime_error{file + ":" + std::to_string(line) + ": " + reason},
+    // Line 0: the file as a whole (it cannot be opened, or is empty): no line number shown.
+    : std::runtime_error{file + (line == 0 ? "" : ":" + std::to_string(line)) + ": " + reason},
       m_file{std::move(file)},
       m_line{line},
       m_reason{std::move(reason)} {}

@@ -41,6 +41,7 @@ namespace ycsb {
 
 class trace_error : public std::runtime_error {
  public:
+  /// `line` 0: about the file as a whole (what() then shows no line number).
   trace_error(std::string file, uint64_t line, std::string reason);
 
   [[nodiscard]] const std::string& file() const noexcept { return m_file; }
