@@ -9,7 +9,7 @@ set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 option(TESSERA_BUILD_TESTS "Build the GoogleTest suite" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_BUILD_BENCH "Build tessera-bench and the competitors" ${PROJECT_IS_TOP_LEVEL})
 option(TESSERA_INSTALL "Install rules, a package for find_package(tessera) and tessera.pc" ${PROJECT_IS_TOP_LEVEL})
-option(TESSERA_STATISTICS "Keep per-worker timing statistics (idle/parked time, prefetches)" ON)
+option(TESSERA_STATISTICS "Keep per-worker timing statistics (idle and parked time)" ON)
 # On by default in a Debug build (a project that adds tessera with add_subdirectory or
 # FetchContent and builds Debug gets the checks without asking); OFF elsewhere unless set.
 if(CMAKE_BUILD_TYPE STREQUAL "Debug")

@@ -5,9 +5,9 @@
 // `registration`, plus that file (and its implementation files) in bench/CMakeLists.txt:
 //
 //   static void run(const run_context& ctx) {
-//     for (unsigned w : ctx.workers) ctx.report.add(row("sync", "tessera", w, measure(...)));
+//     for (unsigned w : ctx.workers) ctx.report.add(row("example", "tessera", w, measure(...)));
 //   }
-//   static const registration sync_benchmark({.name = "sync", .help = "latch primitives",
+//   static const registration example_benchmark({.name = "example", .help = "one line",
 //       .implementations = {"tessera", "std"}, .reference = "std",
 //       .flags = {int_flag("keys", 1000, "number of keys", 1)}, .run = run});
 //

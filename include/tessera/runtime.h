@@ -94,7 +94,9 @@ struct runtime_options {
   /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
   unsigned prefetch_distance = 2;
   task_allocator allocator = task_allocator::pool;
-  /// A worker publishes its local epoch every this many tasks (and whenever idle).
+  /// Tasks between two of a worker's periodic rounds (and one whenever it is idle): publishing
+  /// its epoch counts, flushing its group batch, draining inboxes that have mail, publishing its
+  /// queue length for thieves.
   unsigned epoch_interval_tasks = 50;
   /// The global epoch advances at most this often (at most one hour).
   std::chrono::microseconds epoch_period{1000};

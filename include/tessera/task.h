@@ -116,8 +116,10 @@ class task : public detail::task_state {
   /// Runs the task. Returns nullptr when done, `this` to be scheduled again (after changing the
   /// annotations), or another task to be scheduled in its place (this one is then destroyed).
   /// A follow-up with a data annotation is queued like a spawn, so its data is prefetched while
-  /// other tasks run. One without data, placed nowhere else, runs next on this worker without a
-  /// queue round-trip (scheduler bypass), unless a more urgent task is queued; after 64 such
+  /// other tasks run. One without data, of normal priority and placed nowhere else, runs next on
+  /// this worker without a queue round-trip (scheduler bypass), unless a more urgent task is
+  /// queued or waits in the prefetch window (one of high or low priority is queued at the back of
+  /// its priority's queue, like a spawn); after 64 such
   /// follow-ups in a row (each returned by the one before) the next is queued at the back, so a
   /// task that keeps returning itself, or a new task, cannot starve the others. (A task that
   /// polls by spawning a fresh copy of itself each time instead can: a spawned child without

@@ -530,13 +530,13 @@ void scheduler::wait_idle() {
   if (quiescent()) return;
   // Sleep until a worker going idle finds the runtime quiescent (notify_if_idle). Until
   // 2026-11-26 this polled with sleeps doubling up to 1 ms, so a wait returned up to ~1 ms late.
-  m_idle_waiters.fetch_add(1, std::memory_order_seq_cst);
+  // acq_rel: the other side of notify_if_idle's read-modify-write (what the workers that went
+  // idle before published is visible to the check below).
+  m_idle_waiters.fetch_add(1, std::memory_order_acq_rel);
   for (;;) {
     // acquire, read before the check: a notification after the check changes the word, and the
-    // futex wait below then returns at once.
+    // futex wait below then returns at once; one before it is seen with what its worker saw.
     const std::uint32_t seq = m_idle_seq.load(std::memory_order_acquire);
-    // seq_cst fence: the other side of notify_if_idle's (our increment before, the counts after).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (quiescent()) break;
     // The timeout is a safety net only (test_hooks::idle_wait_timeout_ns lets a test rule it out).
     std::uint64_t timeout_ns = 50'000'000;

@@ -6,7 +6,7 @@
 //      over every placement annotation (for tasks spawned by workers this rule is applied
 //      when the task is about to run, see choose_pool);
 //   2. a worker target -> that worker's home pool;
-//   3. a NUMA node target -> the home pool of a worker on that node (round-robin);
+//   3. a NUMA node target -> the home pool of a worker on that node (one at random);
 //   4. spawned by a worker -> that worker's home pool (optimistic and latched readers stay local);
 //   5. spawned from outside -> the home pool of an active worker, round-robin.
 // A push into a pool the spawning worker owns is a plain list append; anything else is one
@@ -174,13 +174,15 @@ class scheduler {
   void wait_idle();
   bool quiescent() const noexcept;
   /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
-  /// waiters if the runtime is quiescent. Without waiters: a fence and one load.
+  /// waiters if the runtime is quiescent. Without waiters: one read-modify-write.
   void notify_if_idle() noexcept {
-    // seq_cst fence, Dekker with wait_idle(): the counts published before it, the waiter count
-    // read after it. Either we see the waiter (and check for it) or the waiter's check, after
-    // its increment and its own fence, sees our counts.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (m_idle_waiters.load(std::memory_order_relaxed) != 0) notify_idle_waiters();
+    // Every worker going idle and every waiter registering does a read-modify-write of this one
+    // word (acq_rel), so they are ordered in its modification order, and each one acquires what
+    // the ones before it published. A waiter that registers after us sees our counts; if it
+    // registered before, we see it and check. And the last worker to go idle sees every other
+    // worker's counts, so one of us finds the runtime quiescent. (No fences: ThreadSanitizer
+    // does not model them.)
+    if (m_idle_waiters.fetch_add(0, std::memory_order_acq_rel) != 0) notify_idle_waiters();
   }
   std::vector<std::exception_ptr> take_unhandled();
 
