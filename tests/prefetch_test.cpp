@@ -227,6 +227,24 @@ TEST(prefetch_plan_test, header_line_first_for_every_resource_with_the_tasks_int
   }
 }
 
+/// A resource annotated with 0 bytes runs under its primitive, which reads the header: the header
+/// line is prefetched, and no data line. Plain data of 0 bytes: nothing. (Until 2026-11-26 a
+/// size of 0 prefetched nothing at all.)
+TEST(prefetch_plan_test, a_resource_of_zero_bytes_gets_its_header_and_no_data_line) {
+  runtime r({.workers = 1, .pin = false});
+  auto* obj = r.make_resource<record>({.primitive = primitive::spinlock});
+  probe t;
+  t.annotate_resource(obj, access::write, 0);
+  const prefetch_plan plan = plan_prefetch(t);
+  ASSERT_EQ(plan.count, 1u);
+  EXPECT_EQ(plan.address[0], static_cast<const void*>(header_of(obj)));
+  probe plain;
+  static record data;
+  plain.annotate_data(&data, 0);
+  EXPECT_EQ(plan_prefetch(plain).count, 0u);
+  r.retire_resource(obj);
+}
+
 TEST(prefetch_plan_test, a_resource_over_the_cap_gets_its_header_and_sixteen_lines) {
   struct big {
     std::array<std::byte, 4096> bytes{};

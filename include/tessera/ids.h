@@ -34,7 +34,8 @@ struct numa_node_id {
 /// priority among those in its queues. Bounded exceptions: a task that arrives from another
 /// thread waits in an inbox until the worker next looks (every 16 tasks taken from its queues,
 /// or every `epoch_interval_tasks` while it runs spawned children); and the tasks already taken
-/// into the prefetch window (prefetch_distance + 1) run first.
+/// into the prefetch window (up to prefetch_distance + 1, the distance in force when they were
+/// taken: lowering it does not put tasks back) run first.
 enum class priority : std::uint8_t { high = 0, normal = 1, low = 2 };
 inline constexpr unsigned priority_count = 3;
 

@@ -41,17 +41,21 @@ struct prefetch_plan {
 
 /// Calls `f(address)` for every address a prefetch of the annotation [data, data + size) issues,
 /// in order: `header` first if given (its address only: not read here), then `data`, then the
-/// start of each following line the object overlaps, at most max_lines data addresses in all.
+/// start of each following line the object overlaps, at most max_lines data addresses in all
+/// (none for a size of 0: the header alone).
 /// Returns how many. `size` is below 4 GiB (a task keeps it in 32 bits), so nothing overflows.
 template <class F>
 TESSERA_ALWAYS_INLINE unsigned for_each_prefetch_address(const void* data, std::size_t size,
                                                          const resource_header* header, F&& f) {
-  if (data == nullptr || size == 0) return 0;
+  if (data == nullptr) return 0;
   unsigned n = 0;
   if (header != nullptr) {
     f(static_cast<const void*>(header));
     n = 1;
   }
+  // A resource annotated with 0 bytes still runs under its primitive, which reads the header: the
+  // header is prefetched (it was not until 2026-11-26), no data line.
+  if (size == 0) return n;
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t first_line = begin & ~std::uintptr_t{63};
   const std::uintptr_t last_line = (begin + size - 1) & ~std::uintptr_t{63};
