@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -27,10 +28,11 @@
 
 namespace tessera::bench::ycsb_bench {
 
-/// Executes `op` on `tree`; nullptr if the answer is right, else what is wrong. `scan_out` has
-/// room for op.scan_length entries.
-inline const char* execute_checked(kv::olc_tree& tree, const ::ycsb::operation& op, expect e,
-                                   kv::entry* scan_out) {
+/// Executes `op` on `tree`; what is wrong with the answer (false if it is right). `scan_out` has
+/// room for op.scan_length entries; `stable_keys` are the keys a scan must not skip (scan_error).
+inline wrong_answer execute_checked(kv::olc_tree& tree, const ::ycsb::operation& op, expect e,
+                                    kv::entry* scan_out,
+                                    std::span<const std::uint64_t> stable_keys) {
   using ::ycsb::op_type;
   switch (op.type) {
     case op_type::insert: return presence_error(e, !tree.insert(op.key, op.value));
@@ -40,7 +42,7 @@ inline const char* execute_checked(kv::olc_tree& tree, const ::ycsb::operation& 
     }
     case op_type::update: return presence_error(e, tree.update(op.key, op.value));
     case op_type::scan:
-      return scan_error(e, op, scan_out, tree.scan(op.key, op.scan_length, scan_out));
+      return scan_error(e, op, scan_out, tree.scan(op.key, op.scan_length, scan_out), stable_keys);
     case op_type::read_modify_write: {
       const std::optional<kv::value_t> v = tree.lookup(op.key);
       const char* read_error = lookup_error(e, op, v.has_value(), v.value_or(0));
@@ -71,11 +73,12 @@ class olc_store final : public store {
     kv::olc_tree& tree = *m_tree;
     const ::ycsb::operation* ops = phase.ops.data();
     const expect* expected = phase.expected.data();
+    const std::span<const std::uint64_t> stable_keys = phase.stable_keys;
     stopwatch clock;
     m_driver.run(phase.ops.size(), [&](std::size_t i, kv::worker_id w) {
       const unsigned self = kv::to_index(w);
-      if (const char* what = execute_checked(tree, ops[i], expected[i], m_scan[self].data()))
-          [[unlikely]] {
+      if (const wrong_answer what = execute_checked(tree, ops[i], expected[i], m_scan[self].data(),
+                                                    stable_keys)) [[unlikely]] {
         errors.record(i, ops[i], what);
       }
       meter.tick(self);

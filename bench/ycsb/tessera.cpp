@@ -14,6 +14,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct phase_state {
   kv::task_tree* tree = nullptr;
   const ::ycsb::operation* ops = nullptr;
   const expect* expected = nullptr;
+  std::span<const std::uint64_t> stable_keys;  ///< what scans must not skip (scan_error)
   std::uint64_t op_count = 0;
   std::uint32_t batch = 0;
   error_log* errors = nullptr;
@@ -109,8 +111,9 @@ class batch_driver final : public task {
   batch_slot* m_slot;
 };
 
-/// The answer of a finished request, or nullptr if it is right.
-const char* answer_error(const kv::request& r, const ::ycsb::operation& op, expect e) {
+/// What is wrong with the answer of a finished request (false if it is right).
+wrong_answer answer_error(const kv::request& r, const ::ycsb::operation& op, expect e,
+                          std::span<const std::uint64_t> stable_keys) {
   const bool ok = r.status == kv::request_status::ok;
   switch (op.type) {
     case op_type::insert:
@@ -122,7 +125,7 @@ const char* answer_error(const kv::request& r, const ::ycsb::operation& op, expe
                                                 : presence_error(e, ok);
     case op_type::update:
     case op_type::remove: return presence_error(e, ok);
-    case op_type::scan: return scan_error(e, op, r.scan_out, r.scanned);
+    case op_type::scan: return scan_error(e, op, r.scan_out, r.scanned, stable_keys);
   }
   return "unknown operation type";
 }
@@ -132,7 +135,8 @@ void on_request_done(kv::request& r) {
   phase_state& p = *slot.phase;
   const std::uint64_t index = slot.first + static_cast<std::uint64_t>(&r - slot.requests.data());
   const ::ycsb::operation& op = p.ops[index];
-  if (const char* what = answer_error(r, op, p.expected[index])) [[unlikely]] {
+  if (const wrong_answer what = answer_error(r, op, p.expected[index], p.stable_keys))
+      [[unlikely]] {
     p.errors->record(index, op, what);
   }
   if (op.type == op_type::read_modify_write && r.type == kv::request_type::lookup) {
@@ -192,6 +196,7 @@ class tessera_store final : public store {
     p.tree = m_tree.get();
     p.ops = phase.ops.data();
     p.expected = phase.expected.data();
+    p.stable_keys = phase.stable_keys;
     p.op_count = phase.ops.size();
     p.batch = m_config.batch;
     p.errors = &errors;

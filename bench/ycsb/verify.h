@@ -7,8 +7,15 @@
 // when the answer depends on the order in which concurrent batches run (keys inserted or
 // removed during the run). Inserts are `absent` when they must succeed.
 //
+// Scans are checked for completeness too: the keys that are `present` throughout a phase (its
+// "stable" keys, phase_data::stable_keys, sorted) that fall in the range a scan covered must all
+// be in it. A scan from s that delivered all scan_length entries covered [s, last key delivered];
+// one that delivered fewer reached the end of the tree and covered every key >= s. Keys inserted
+// or removed during the phase may or may not appear.
+//
 //   error_log errors;
-//   if (const char* what = lookup_error(e, op, found, value)) errors.record(i, op, what);
+//   if (const wrong_answer w = lookup_error(e, op, found, value)) errors.record(i, op, w);
+//   if (const wrong_answer w = scan_error(e, op, out, count, stable_keys)) errors.record(i, op, w);
 //   ...after the workers joined:
 //   if (errors.count() > 0) std::puts(errors.first());
 //
@@ -16,15 +23,48 @@
 // count() and first() are exact once the recording threads joined (or the runtime is idle).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 
 #include "kv/node.h"
 #include "ycsb/operation.h"
 
 namespace tessera::bench::ycsb_bench {
+
+/// What is wrong with an answer; converts to false when nothing is. A description, plus, for a
+/// key named in it (a scan that skipped a key), the key, rendered between `what` and `rest`:
+/// "scan skipped key 42, which must be present". Allocates nothing.
+struct wrong_answer {
+  const char* what = nullptr;
+  const char* rest = "";
+  std::uint64_t key = 0;
+  bool has_key = false;
+
+  constexpr wrong_answer() noexcept = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): the checks return descriptions or nullptr.
+  constexpr wrong_answer(const char* description) noexcept : what(description) {}
+  [[nodiscard]] static constexpr wrong_answer naming(const char* what, std::uint64_t key,
+                                                     const char* rest) noexcept {
+    wrong_answer w(what);
+    w.rest = rest;
+    w.key = key;
+    w.has_key = true;
+    return w;
+  }
+  constexpr explicit operator bool() const noexcept { return what != nullptr; }
+
+  /// The description as text ("" if nothing is wrong); snprintf's result.
+  int describe(char* buffer, std::size_t size) const noexcept {
+    if (what == nullptr) return std::snprintf(buffer, size, "%s", "");
+    if (!has_key) return std::snprintf(buffer, size, "%s", what);
+    return std::snprintf(buffer, size, "%s %llu%s", what, static_cast<unsigned long long>(key),
+                         rest);
+  }
+};
 
 /// Whether an operation must find its key.
 enum class expect : std::uint8_t { absent, present, either };
@@ -50,9 +90,14 @@ enum class expect : std::uint8_t { absent, present, either };
 
 /// A SCAN that delivered `count` entries: at most scan_length, keys >= the start key and strictly
 /// ascending, legal values, and the start key itself first when it must be present (a scan of
-/// length 0, which a trace may ask for, delivers nothing).
-[[nodiscard]] constexpr const char* scan_error(expect e, const ::ycsb::operation& op,
-                                               const kv::entry* out, std::size_t count) noexcept {
+/// length 0, which a trace may ask for, delivers nothing). Then completeness: every key of
+/// `stable` (sorted ascending; the keys present throughout the phase) in the range the scan
+/// covered must be in it — [start key, last key delivered] when it delivered scan_length entries,
+/// every key >= the start key when it delivered fewer (it ran to the end of the tree). Keys not in
+/// `stable` may be missing. O(count + stable keys in the range + log |stable|), no allocation.
+[[nodiscard]] constexpr wrong_answer scan_error(expect e, const ::ycsb::operation& op,
+                                                const kv::entry* out, std::size_t count,
+                                                std::span<const std::uint64_t> stable) noexcept {
   if (count > op.scan_length) return "scan returned more entries than asked for";
   if (e == expect::present && op.scan_length > 0 && (count == 0 || out[0].key != op.key))
     return "scan does not start with its start key, which must be present";
@@ -63,19 +108,33 @@ enum class expect : std::uint8_t { absent, present, either };
     if (i > 0 && out[i].key <= out[i - 1].key) return "scan keys not strictly ascending";
     if (!::ycsb::is_legal_value(out[i].key, out[i].value)) return "scan returned an illegal value";
   }
+  const bool to_the_end = count < op.scan_length;  // the tree ended before scan_length entries
+  if (!to_the_end && count == 0) return nullptr;   // a scan of length 0 covers nothing
+  const std::uint64_t last = count > 0 ? out[count - 1].key : 0;
+  std::size_t j = 0;  // merge walk: out[j] is the first delivered entry not below the stable key
+  for (auto k = std::lower_bound(stable.begin(), stable.end(), op.key); k != stable.end(); ++k) {
+    if (!to_the_end && *k > last) break;
+    while (j < count && out[j].key < *k) ++j;
+    if (j == count || out[j].key != *k)
+      return wrong_answer::naming("scan skipped key", *k, ", which must be present");
+    ++j;
+  }
   return nullptr;
 }
 
 /// Counts wrong answers and keeps the first one's description.
 class error_log {
  public:
-  void record(std::uint64_t index, const ::ycsb::operation& op, const char* what) noexcept {
+  void record(std::uint64_t index, const ::ycsb::operation& op, const wrong_answer& what) noexcept {
     // relaxed: the count is read after the workers joined; fetch_add elects the one writer of
     // m_first.
     if (m_count.fetch_add(1, std::memory_order_relaxed) != 0) return;
-    std::snprintf(m_first, sizeof m_first, "operation %llu, %s key %llu: %s",
-                  static_cast<unsigned long long>(index), ::ycsb::to_string(op.type),
-                  static_cast<unsigned long long>(op.key), what);
+    const int n =
+        std::snprintf(m_first, sizeof m_first,
+                      "operation %llu, %s key %llu: ", static_cast<unsigned long long>(index),
+                      ::ycsb::to_string(op.type), static_cast<unsigned long long>(op.key));
+    if (n >= 0 && static_cast<std::size_t>(n) < sizeof m_first)
+      what.describe(m_first + n, sizeof m_first - static_cast<std::size_t>(n));
   }
 
   [[nodiscard]] std::uint64_t count() const noexcept {

@@ -130,8 +130,9 @@ std::uint32_t max_scan_length(const std::vector<operation>& ops) {
   return longest;
 }
 
-/// Fills `expected` and `keys_after` of both phases. With a generated run, the table holds only
-/// the run's inserts: every other key the generator names was loaded.
+/// Fills `expected`, `keys_after`, `max_scan_length` and `stable_keys` of both phases. With a
+/// generated run, the table holds only the run's inserts: every other key the generator names was
+/// loaded.
 void classify_phases(workload_data& w, bool generated_run, std::uint64_t generated_records) {
   std::size_t role_ops = generated_run ? 0 : w.load.ops.size();
   for (const operation& op : w.run.ops)
@@ -170,6 +171,21 @@ void classify_phases(workload_data& w, bool generated_run, std::uint64_t generat
   if (!order_dependent) w.run.keys_after = loaded + added - dropped;
   w.load.max_scan_length = 0;
   w.run.max_scan_length = max_scan_length(w.run.ops);
+
+  // The run's stable keys: loaded and neither inserted nor removed by it, so present from its
+  // first operation to its last. The load phase has no scans and needs none.
+  w.load.stable_keys.clear();
+  w.run.stable_keys.clear();
+  if (w.run.max_scan_length > 0) {
+    std::vector<std::uint64_t>& stable = w.run.stable_keys;
+    stable.reserve(w.load.ops.size());
+    for (const operation& op : w.load.ops) {
+      const key_roles& r = roles_of(op.key);
+      if (r.inserted == 0 && r.removed == 0) stable.push_back(op.key);
+    }
+    std::sort(stable.begin(), stable.end());
+    stable.erase(std::unique(stable.begin(), stable.end()), stable.end());  // a trace may repeat
+  }
 }
 
 }  // namespace

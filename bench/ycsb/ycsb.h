@@ -2,9 +2,11 @@
 // task tree and on the optimistic-lock-coupling baseline driven by threads and by oneTBB.
 //
 // A workload is prepared once (generated or read from traces) as two arrays of ycsb::operation,
-// each operation paired with the answer it must give (`expect`). Every implementation is a
-// `store`: it builds a fresh tree, executes a phase — all operations handed out in batches of
-// 500 — checks every answer while it runs, and exposes the quiescent tree to kv::check_tree.
+// each operation paired with the answer it must give (`expect`), plus, for a phase with scans,
+// the sorted keys that every scan covering them must deliver (phase_data::stable_keys). Every
+// implementation is a `store`: it builds a fresh tree, executes a phase — all operations handed
+// out in batches of 500 — checks every answer while it runs, and exposes the quiescent tree to
+// kv::check_tree.
 //
 //   workload_data w = prepare_workload({.workload = 'a', .records = 1000, .operations = 1000});
 //   std::unique_ptr<store> s = make_threads_store(2, 500, true);
@@ -38,6 +40,10 @@ struct phase_data {
   /// Keys in the tree after the phase, when that does not depend on the order of execution.
   std::optional<std::uint64_t> keys_after;
   std::uint32_t max_scan_length = 0;  ///< room a scan needs
+  /// Keys present throughout the phase (loaded, and neither inserted nor removed by it), sorted
+  /// ascending: what a scan must not skip (scan_error). Filled only for a phase with scans of
+  /// length > 0 (8 bytes a key: 80 MB at 10 M records); empty otherwise.
+  std::vector<std::uint64_t> stable_keys;
 };
 
 struct workload_options {

@@ -1,0 +1,232 @@
+// The ycsb benchmark's answer checks (verify.h), above all the completeness of scans, and the
+// stable keys that prepare_workload() hands them (workload.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/olc_tree.h"
+#include "ycsb/verify.h"
+#include "ycsb/ycsb.h"
+
+namespace tessera::bench::ycsb_bench {
+namespace {
+
+using ::ycsb::op_type;
+using ::ycsb::operation;
+
+/// The entries a scan delivering these keys returns (legal values).
+std::vector<kv::entry> entries(std::initializer_list<std::uint64_t> keys) {
+  std::vector<kv::entry> out;
+  for (const std::uint64_t k : keys) out.push_back({k, ::ycsb::value_of(k)});
+  return out;
+}
+
+operation scan(std::uint64_t from, std::uint32_t length) {
+  return operation{.type = op_type::scan, .scan_length = length, .key = from};
+}
+
+/// scan_error's description as text; "" when the scan is right.
+std::string check(const operation& op, const std::vector<kv::entry>& out,
+                  const std::vector<std::uint64_t>& stable, expect e = expect::either) {
+  const wrong_answer w = scan_error(e, op, out.data(), out.size(), stable);
+  char text[256];
+  w.describe(text, sizeof text);
+  EXPECT_EQ(static_cast<bool>(w), text[0] != '\0');
+  return text;
+}
+
+const std::vector<std::uint64_t> stable{10, 20, 30, 40, 50};
+
+TEST(ScanCompleteness, CompleteScanPasses) {
+  EXPECT_EQ(check(scan(10, 3), entries({10, 20, 30}), stable, expect::present), "");
+  // Non-stable keys (inserted during the run) may appear among them.
+  EXPECT_EQ(check(scan(10, 5), entries({10, 15, 20, 25, 30}), stable), "");
+  // Every stable key, then the end of the tree.
+  EXPECT_EQ(check(scan(5, 100), entries({10, 20, 30, 40, 50, 60}), stable), "");
+}
+
+TEST(ScanCompleteness, FullScanCoversOnlyUpToItsLastKey) {
+  // 3 entries asked for, 3 delivered: 40 and 50 lie beyond the range the scan covered.
+  EXPECT_EQ(check(scan(20, 3), entries({20, 30, 35}), stable), "");
+  EXPECT_EQ(check(scan(20, 1), entries({20}), stable), "");
+}
+
+TEST(ScanCompleteness, StartKeyNeedNotBeStable) {
+  EXPECT_EQ(check(scan(11, 2), entries({20, 30}), stable, expect::absent), "");
+  EXPECT_EQ(check(scan(11, 2), entries({12, 20}), stable), "");
+  EXPECT_EQ(check(scan(11, 2), entries({30, 40}), stable),
+            "scan skipped key 20, which must be present");
+}
+
+TEST(ScanCompleteness, MissingStableKeyInTheMiddleFails) {
+  EXPECT_EQ(check(scan(10, 3), entries({10, 30, 40}), stable, expect::present),
+            "scan skipped key 20, which must be present");
+  EXPECT_EQ(check(scan(10, 4), entries({10, 15, 20, 40}), stable),
+            "scan skipped key 30, which must be present");
+  // The missing key sits between two non-stable keys.
+  EXPECT_EQ(check(scan(25, 2), entries({26, 41}), stable),
+            "scan skipped key 30, which must be present");
+}
+
+TEST(ScanCompleteness, ShortScanStoppingBeforeTheLastStableKeyFails) {
+  // Fewer entries than asked for: the tree ended, so 40 and 50 must have been delivered.
+  EXPECT_EQ(check(scan(10, 10), entries({10, 20, 30}), stable),
+            "scan skipped key 40, which must be present");
+  EXPECT_EQ(check(scan(10, 5), entries({10, 20, 30, 40}), stable),
+            "scan skipped key 50, which must be present");
+  // Nothing at all from a start below stable keys.
+  EXPECT_EQ(check(scan(45, 3), {}, stable), "scan skipped key 50, which must be present");
+}
+
+TEST(ScanCompleteness, ShortScanPastTheLastStableKeyPasses) {
+  EXPECT_EQ(check(scan(35, 10), entries({40, 50}), stable), "");
+  EXPECT_EQ(check(scan(51, 10), {}, stable), "");
+  EXPECT_EQ(check(scan(51, 10), entries({52, 53}), stable), "");
+}
+
+TEST(ScanCompleteness, NonStableKeysMayBeMissing) {
+  // Say 15, 25 and 35 were loaded but inserted or removed again during the run: not stable, so
+  // absent from every answer is fine.
+  EXPECT_EQ(check(scan(10, 4), entries({10, 20, 30, 40}), stable), "");
+  EXPECT_EQ(check(scan(12, 100), entries({20, 30, 40, 50}), stable), "");
+  EXPECT_EQ(check(scan(10, 3), entries({10, 20, 30}), {}), "");  // no stable keys at all
+  EXPECT_EQ(check(scan(10, 3), {}, {}), "");
+}
+
+TEST(ScanCompleteness, ScanOfLengthZeroCoversNothing) {
+  const std::vector<std::uint64_t> with_zero{0, 1, 2};
+  EXPECT_EQ(check(scan(0, 0), {}, with_zero), "");
+  EXPECT_EQ(check(scan(0, 0), {}, stable), "");
+}
+
+TEST(ScanCompleteness, KeysAtTheEndsOfTheKeySpace) {
+  const std::uint64_t top = ~std::uint64_t{0};
+  const std::vector<std::uint64_t> ends{0, top};
+  EXPECT_EQ(check(scan(0, 2), entries({0, top}), ends), "");
+  EXPECT_EQ(check(scan(0, 3), entries({0}), ends),
+            "scan skipped key " + std::to_string(top) + ", which must be present");
+  EXPECT_EQ(check(scan(0, 2), entries({1, top}), ends),
+            "scan skipped key 0, which must be present");
+}
+
+TEST(ScanCompleteness, OrderAndValuesAreStillCheckedFirst) {
+  EXPECT_EQ(check(scan(10, 3), entries({10, 30, 20}), stable), "scan keys not strictly ascending");
+  std::vector<kv::entry> bad = entries({10, 20});
+  bad[1].value = 7;
+  EXPECT_EQ(check(scan(10, 2), bad, stable), "scan returned an illegal value");
+  EXPECT_EQ(check(scan(10, 1), entries({10, 20}), stable),
+            "scan returned more entries than asked for");
+  EXPECT_EQ(check(scan(10, 2), entries({20, 30}), stable, expect::present),
+            "scan does not start with its start key, which must be present");
+}
+
+TEST(ErrorLog, NamesTheSkippedKey) {
+  error_log errors;
+  const std::vector<kv::entry> out = entries({10, 30});
+  const operation op = scan(10, 2);
+  if (const wrong_answer w = scan_error(expect::present, op, out.data(), out.size(), stable))
+    errors.record(7, op, w);
+  errors.record(8, op, "a later error");
+  EXPECT_EQ(errors.count(), 2u);
+  EXPECT_STREQ(errors.first(),
+               "operation 7, SCAN key 10: scan skipped key 20, which must be present");
+}
+
+TEST(ErrorLog, PlainDescription) {
+  error_log errors;
+  errors.record(3, operation{.type = op_type::read, .key = 5}, "illegal value");
+  EXPECT_STREQ(errors.first(), "operation 3, READ key 5: illegal value");
+}
+
+/// A real tree: scans of a quiescent olc_tree pass; removing a stable key behind the check's
+/// back is caught by the next scan that covers it.
+TEST(ScanCompleteness, CatchesAKeyLostByTheTree) {
+  kv::olc_tree tree;
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t i = 0; i < 5000; ++i) keys.push_back(::ycsb::key_of(i));
+  for (const std::uint64_t k : keys) ASSERT_TRUE(tree.insert(k, ::ycsb::value_of(k)));
+  std::sort(keys.begin(), keys.end());
+  std::vector<kv::entry> out(100);
+  for (std::size_t i = 0; i < keys.size(); i += 97) {
+    const operation op = scan(keys[i], 100);
+    const std::size_t n = tree.scan(op.key, op.scan_length, out.data());
+    EXPECT_FALSE(scan_error(expect::present, op, out.data(), n, keys)) << i;
+  }
+  ASSERT_TRUE(tree.remove(keys[1001]));
+  const operation op = scan(keys[1000], 10);
+  const std::size_t n = tree.scan(op.key, op.scan_length, out.data());
+  const wrong_answer w = scan_error(expect::present, op, out.data(), n, keys);
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w.has_key);
+  EXPECT_EQ(w.key, keys[1001]);
+  // Near the end: a short scan that misses the lost key.
+  ASSERT_TRUE(tree.remove(keys[keys.size() - 2]));
+  const operation tail = scan(keys[keys.size() - 5], 10);
+  const std::size_t m = tree.scan(tail.key, tail.scan_length, out.data());
+  EXPECT_EQ(m, 4u);
+  const wrong_answer v = scan_error(expect::present, tail, out.data(), m, keys);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v.key, keys[keys.size() - 2]);
+}
+
+TEST(StableKeys, GeneratedScanWorkloadHoldsEveryLoadedKeySorted) {
+  const workload_data w = prepare_workload({.workload = 'e', .records = 2000, .operations = 2000});
+  ASSERT_GT(w.run.max_scan_length, 0u);
+  std::vector<std::uint64_t> loaded;
+  for (const operation& op : w.load.ops) loaded.push_back(op.key);
+  std::sort(loaded.begin(), loaded.end());
+  EXPECT_EQ(w.run.stable_keys, loaded);  // the run only inserts new keys
+  EXPECT_TRUE(w.load.stable_keys.empty());
+  for (const operation& op : w.run.ops) {
+    if (op.type == op_type::insert) {
+      EXPECT_FALSE(std::binary_search(loaded.begin(), loaded.end(), op.key));
+    }
+  }
+}
+
+TEST(StableKeys, NotBuiltWithoutScans) {
+  for (const char workload : {'a', 'b', 'c', 'd', 'f'}) {
+    const workload_data w =
+        prepare_workload({.workload = workload, .records = 500, .operations = 500});
+    EXPECT_EQ(w.run.max_scan_length, 0u) << workload;
+    EXPECT_TRUE(w.run.stable_keys.empty()) << workload;
+  }
+}
+
+TEST(StableKeys, TraceInsertsAndRemovesAreNotStable) {
+  const std::string dir = ::testing::TempDir();
+  const std::string load = dir + "/verify_test_load.txt";
+  const std::string run = dir + "/verify_test_run.txt";
+  {
+    std::ofstream l(load);
+    l << "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\nINSERT 5\nINSERT 3\n";
+    std::ofstream r(run);
+    r << "INSERT 2\nDELETE 4\nINSERT 9\nSCAN 1 10\nREAD 5\n";
+  }
+  const workload_data w = prepare_workload({.load_file = load, .run_file = run});
+  std::remove(load.c_str());
+  std::remove(run.c_str());
+  EXPECT_EQ(w.run.stable_keys, (std::vector<std::uint64_t>{1, 3, 5}));
+  EXPECT_EQ(w.run.max_scan_length, 10u);
+}
+
+TEST(StableKeys, TraceScansOfLengthZeroBuildNothing) {
+  const std::string run = ::testing::TempDir() + "/verify_test_run0.txt";
+  {
+    std::ofstream r(run);
+    r << "SCAN " << ::ycsb::key_of(0) << " 0\nREAD 7\n";
+  }
+  const workload_data w = prepare_workload({.records = 100, .run_file = run});
+  std::remove(run.c_str());
+  EXPECT_TRUE(w.run.stable_keys.empty());
+}
+
+}  // namespace
+}  // namespace tessera::bench::ycsb_bench
