@@ -1060,13 +1060,16 @@ void worker::idle() {
     cpu_relax();
   }
   m_epoch.publish();
-  m_sched.notify_if_idle();  // after the publish: wait_idle() reads the published counts
   m_queued.store(0, std::memory_order_relaxed);
   m_distance = m_sched.prefetch_distance();
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   m_sched.try_advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
+  // After the publish (wait_idle() reads the published counts) and after the reclamation task:
+  // notified first, a waiter could read the statistics while that task ran (a TSan run of
+  // statistics_reclaim caught one executed task too few).
+  m_sched.notify_if_idle();
   const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
