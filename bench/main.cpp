@@ -278,12 +278,13 @@ int main(int argc, char** argv) {
   std::vector<unsigned> workers;
   for (const std::uint64_t w : flags.uint_list("workers"))
     workers.push_back(static_cast<unsigned>(w));
-  if (const unsigned most = *std::max_element(workers.begin(), workers.end());
-      most > tessera::default_worker_cpus().size()) {
+  if (const unsigned most = *std::max_element(workers.begin(), workers.end()),
+      cpus = static_cast<unsigned>(tessera::default_worker_cpus().size());
+      most > cpus) {
     std::fprintf(stderr,
-                 "tessera-bench: note: %u workers on %zu CPUs: oversubscribed, the times measure "
+                 "tessera-bench: note: %u workers on %u CPUs: oversubscribed, the times measure "
                  "how the OS shares the CPUs as much as the implementations\n",
-                 most, tessera::default_worker_cpus().size());
+                 most, cpus);
   }
   const bench::run_context ctx{.benchmark = *b,
                                .flags = flags,

@@ -1,8 +1,6 @@
 #include "runtime/scheduler.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <unistd.h>  // sysconf
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "memory/task_allocator.h"
+#include "runtime/futex.h"
 #include "runtime/test_hooks.h"
 #include "runtime/topology.h"
 #include "sync/latch.h"
@@ -390,8 +389,7 @@ void scheduler::wait(group g) {
   // acquire: every write of the group's tasks happens-before we return (paired with the
   // completer's release store of `done`).
   while (s.done.load(std::memory_order_acquire) == 0) {
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.done), FUTEX_WAIT_PRIVATE, 0, nullptr,
-            nullptr, 0);
+    futex_wait(s.done, 0);
   }
   std::exception_ptr error;
   {
@@ -456,8 +454,7 @@ void scheduler::complete_group(group g, worker* from) noexcept {
     error = nullptr;  // the waiter takes the slot's reference; ours must not outlive the wake-up
     // release: publish the group's work to the waiter; then wake it.
     s.done.store(1, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.done), FUTEX_WAKE_PRIVATE, INT32_MAX,
-            nullptr, nullptr, 0);
+    futex_wake(s.done, futex_wake_all);
     return;
   }
   m_groups.release(g);
@@ -545,10 +542,7 @@ void scheduler::wait_idle() {
       timeout_ns = t;
     }
 #endif
-    const timespec ts{.tv_sec = static_cast<time_t>(timeout_ns / 1'000'000'000),
-                      .tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000)};
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&m_idle_seq), FUTEX_WAIT_PRIVATE, seq, &ts,
-            nullptr, 0);
+    futex_wait_for(m_idle_seq, seq, timeout_ns);
   }
   m_idle_waiters.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -556,8 +550,7 @@ void scheduler::wait_idle() {
 void scheduler::notify_idle_waiters() noexcept {
   if (!quiescent()) return;
   m_idle_seq.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&m_idle_seq), FUTEX_WAKE_PRIVATE, INT32_MAX,
-          nullptr, nullptr, 0);
+  futex_wake(m_idle_seq, futex_wake_all);
 }
 
 void scheduler::try_advance_epoch(std::uint64_t now) noexcept {

@@ -1,9 +1,5 @@
 #include "runtime/worker.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <ctime>
@@ -11,6 +7,7 @@
 #include <utility>
 
 #include "memory/task_allocator.h"
+#include "runtime/futex.h"
 #include "runtime/prefetch.h"
 #include "runtime/scheduler.h"
 #include "runtime/test_hooks.h"
@@ -25,16 +22,6 @@ static_assert(worker::window_slots > runtime::max_prefetch_distance &&
               "the prefetch window is a power-of-two ring holding distance + 1 tasks");
 
 thread_local worker* tl_worker = nullptr;
-
-void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, long timeout_ns) {
-  timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts,
-          nullptr, 0);
-}
-void futex_wake(std::atomic<std::uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr,
-          nullptr, 0);
-}
 
 /// Frees a detached list of retired resources (reclamation runs as a task, seed 001 §4.4).
 class reclaim_task final : public task {
@@ -1144,7 +1131,7 @@ bool worker::park() {
     timeout_ns = t;
   }
 #endif
-  futex_wait(m_sleeping, 1, static_cast<long>(timeout_ns));
+  futex_wait_for(m_sleeping, 1, timeout_ns);
   // Still 1: nobody woke us (a waker exchanges it to 0 before its futex wake); the timeout, or a
   // spurious return. Relaxed: only this worker's own next idle() depends on it.
   const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
@@ -1230,14 +1217,15 @@ worker_statistics worker::statistics() const noexcept {
     s.executed += m_epoch.completed[i].load(std::memory_order_relaxed);
     s.spawned_local += m_epoch.spawned[i].load(std::memory_order_relaxed);
   }
-  // Open group batches count as tasks in the epoch counters, not in the statistics.
+  // Not the user's: open group batches (pseudo-tasks in the epoch counters) and the runtime's
+  // reclamation tasks (counted in the user's statistics until 2026-11-26).
   const std::uint64_t batches = m_stats.group_batches.load(std::memory_order_relaxed);
-  s.executed -= std::min(s.executed, batches);
-  s.spawned_local -= std::min(s.spawned_local, batches);
-  // Nor do the runtime's reclamation tasks (counted in the user's statistics until 2026-11-26).
-  s.executed -= std::min(s.executed, m_stats.reclaims_run.load(std::memory_order_relaxed));
-  s.spawned_local -=
-      std::min(s.spawned_local, m_stats.reclaims_spawned.load(std::memory_order_relaxed));
+  const std::uint64_t not_run_by_user =
+      batches + m_stats.reclaims_run.load(std::memory_order_relaxed);
+  const std::uint64_t not_spawned_by_user =
+      batches + m_stats.reclaims_spawned.load(std::memory_order_relaxed);
+  s.executed -= std::min(s.executed, not_run_by_user);
+  s.spawned_local -= std::min(s.spawned_local, not_spawned_by_user);
   s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
   s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
   s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);
