@@ -400,6 +400,7 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
                       .spawned_local = 2,
                       .spawned_remote = 3,
                       .optimistic_retries = 4,
+                      .optimistic_fallbacks = 15,
                       .prefetches = 5,
                       .pools_stolen = 6,
                       .tasks_stolen = 7,
@@ -416,6 +417,7 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
   EXPECT_EQ(b.spawned_local, 4u);
   EXPECT_EQ(b.spawned_remote, 6u);
   EXPECT_EQ(b.optimistic_retries, 8u);
+  EXPECT_EQ(b.optimistic_fallbacks, 30u);
   EXPECT_EQ(b.prefetches, 10u);
   EXPECT_EQ(b.pools_stolen, 12u);
   EXPECT_EQ(b.tasks_stolen, 14u);

@@ -399,6 +399,100 @@ TEST_P(sync_test_two_workers, a_run_that_validated_is_final_and_a_later_validate
 
 /// racy_store's value takes the field's type: a literal 0 into a std::uint64_t or a std::uint8_t
 /// field compiles (it did not: T was deduced from both arguments).
+/// A reader that never validates: each run bumps the resource's version as a writer finishing
+/// beside it would. It records, per run, the worker, whether the run was optimistic
+/// (ctx.validate() then compares the version and says false), the latch word and the owner of
+/// the resource's pool.
+class starved_reader final : public counted_task {
+ public:
+  struct run_record {
+    unsigned worker;
+    bool optimistic;
+    std::uint32_t latch;
+    unsigned pool_owner;
+  };
+  starved_reader(runtime& r, record* obj, std::vector<run_record>& runs)
+      : m_rt(&r), m_obj(obj), m_runs(&runs) {
+    annotate_resource(obj, access::read);
+  }
+
+  task* execute(context& ctx) override {
+    auto* h = header_of(m_obj);
+    (void)racy_load(m_obj->fields[0].value);
+    h->version.fetch_add(2);  // "a writer came and went" (even: none inside)
+    // Recorded whether or not the run validates (a real task would act only after it did).
+    const bool optimistic = !ctx.validate();
+    const unsigned owner =
+        m_rt->internals().pool_at(h->pool.load()).owner.load(std::memory_order_relaxed);
+    m_runs->push_back({ctx.worker().value, optimistic, h->latch.load(), owner});
+    return nullptr;
+  }
+
+ private:
+  runtime* m_rt;
+  record* m_obj;
+  std::vector<run_record>* m_runs;
+};
+
+/// Under optimistic_latch, a read that never validates runs optimistically
+/// worker::optimistic_runs times, then once under the shared latch, which keeps writers out
+/// (until 2026-11-26 it was retried for as long as writers overlapped it).
+TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_shared_latch_at_last) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
+  std::vector<starved_reader::run_record> runs;
+  const auto before = r.statistics().total();
+  const group g = r.make_group();
+  r.spawn(r.make_task<starved_reader>(r, obj, runs), g);
+  r.wait(g);
+  r.wait_idle();
+  const auto after = r.statistics().total();
+  constexpr unsigned n = detail::worker::optimistic_runs;
+  ASSERT_EQ(runs.size(), n + 1);
+  for (unsigned i = 0; i < n; ++i) {
+    EXPECT_TRUE(runs[i].optimistic) << "run " << i;
+    EXPECT_EQ(runs[i].latch, 0u) << "run " << i;
+  }
+  EXPECT_FALSE(runs[n].optimistic) << "the last run was validated against the version";
+  EXPECT_EQ(runs[n].latch, 1u) << "the last run did not hold the latch shared";
+  EXPECT_EQ(header_of(obj)->latch.load(), 0u) << "the latch was not released";
+  EXPECT_EQ(after.optimistic_retries - before.optimistic_retries, n);
+  EXPECT_EQ(after.optimistic_fallbacks - before.optimistic_fallbacks, 1u);
+  r.retire_resource(obj);
+}
+
+/// Under optimistic_scheduled, writers run only in the resource's pool: a read that never
+/// validates on another worker is forwarded there after worker::optimistic_runs runs, and runs
+/// on that pool's owner without a version check.
+TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_writers_pool_at_last) {
+  auto& r = start();
+  auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_scheduled});
+  r.move_resource(obj, wid(0));
+  std::vector<starved_reader::run_record> runs;
+  const auto before = r.statistics().total();
+  const group g = r.make_group();
+  auto* reader = r.make_task<starved_reader>(r, obj, runs);
+  reader->annotate(wid(1));  // not the pool's owner (a reader is routed by its target)
+  r.spawn(reader, g);
+  r.wait(g);
+  r.wait_idle();
+  const auto after = r.statistics().total();
+  constexpr unsigned n = detail::worker::optimistic_runs;
+  ASSERT_GE(runs.size(), n + 1);
+  // Nothing steals the resource's pool here (worker 0 has no work), so the runs are exact.
+  ASSERT_EQ(runs.size(), n + 1);
+  for (unsigned i = 0; i < n; ++i) {
+    EXPECT_TRUE(runs[i].optimistic) << "run " << i;
+    EXPECT_NE(runs[i].worker, runs[i].pool_owner) << "run " << i;
+  }
+  EXPECT_FALSE(runs[n].optimistic) << "the last run was validated against the version";
+  EXPECT_EQ(runs[n].worker, runs[n].pool_owner) << "the last run was not on the pool's owner";
+  EXPECT_EQ(after.optimistic_retries - before.optimistic_retries, n);
+  EXPECT_EQ(after.optimistic_fallbacks - before.optimistic_fallbacks, 1u);
+  EXPECT_EQ(after.executed - before.executed, 1u) << "the forwarded read is one task";
+  r.retire_resource(obj);
+}
+
 TEST(racy_access, a_literal_stores_into_a_field_of_any_width) {
   struct fields {
     std::uint64_t wide = 7;

@@ -56,7 +56,9 @@ class context {
   /// started. Call it before acting outside the task (a spawn, a callback); if it returns
   /// false, return immediately: the runtime restores the task and runs it again. What a run
   /// that fails validation returns is dropped; a new task it returns (made in that run, never
-  /// one a rerun could return again) is freed. Under every other primitive it returns true.
+  /// one a rerun could return again) is freed. Under every other primitive it returns true, and
+  /// so it does in the run that ends a read that writers overlapped 8 times in a row: that run
+  /// keeps the writers out (the resource's latch held shared, or its pool), so it cannot tear.
   ///
   /// Once validate() returned true the run is final, since the task may have acted on what it
   /// read: the runtime never runs it again, and keeps what it returns or throws. A later call

@@ -197,6 +197,7 @@ worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noe
   spawned_local += o.spawned_local;
   spawned_remote += o.spawned_remote;
   optimistic_retries += o.optimistic_retries;
+  optimistic_fallbacks += o.optimistic_fallbacks;
   prefetches += o.prefetches;
   pools_stolen += o.pools_stolen;
   tasks_stolen += o.tasks_stolen;
@@ -220,18 +221,20 @@ std::string runtime_statistics::to_string() const {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line,
-                "%-7s %12s %12s %12s %10s %12s %8s %8s %10s %8s %8s %6s %6s %10s %10s\n", "worker",
-                "executed", "spawn-local", "spawn-remote", "retries", "prefetches", "pools-in",
+                "%-7s %12s %12s %12s %10s %9s %12s %8s %8s %10s %8s %8s %6s %6s %10s %10s\n",
+                "worker", "executed", "spawn-local", "spawn-remote", "retries", "fallbacks",
+                "prefetches", "pools-in",
                 "tasks-out", "walked", "asked", "empty", "exc", "woke", "idle-ms", "parked-ms");
   out << line;
   auto row = [&](const std::string& name, const worker_statistics& w) {
     std::snprintf(line, sizeof line,
-                  "%-7s %12llu %12llu %12llu %10llu %12llu %8llu %8llu %10llu %8llu %8llu %6llu "
+                  "%-7s %12llu %12llu %12llu %10llu %9llu %12llu %8llu %8llu %10llu %8llu %8llu %6llu "
                   "%6llu %10.1f %10.1f\n",
                   name.c_str(), static_cast<unsigned long long>(w.executed),
                   static_cast<unsigned long long>(w.spawned_local),
                   static_cast<unsigned long long>(w.spawned_remote),
                   static_cast<unsigned long long>(w.optimistic_retries),
+                  static_cast<unsigned long long>(w.optimistic_fallbacks),
                   static_cast<unsigned long long>(w.prefetches),
                   static_cast<unsigned long long>(w.pools_stolen),
                   static_cast<unsigned long long>(w.tasks_stolen),

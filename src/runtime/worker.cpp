@@ -702,12 +702,38 @@ TESSERA_NOINLINE void worker::drop_torn_run(task* t, task* follow, bool first,
 
 TESSERA_NOINLINE task* worker::rerun_optimistic_read(task* t, resource_header& h, bool first,
                                                      std::exception_ptr& error) {
-  for (unsigned attempt = 1;; ++attempt) {
+  // The inline run was the first (or found a writer inside and did not run).
+  for (unsigned run = 1; run < optimistic_runs; ++run) {
     const std::uint64_t v = begin_read(h);
     task* follow;
     if (optimistic_run(t, h, v, first, follow, error)) return follow;
-    if (attempt >= 8) std::this_thread::yield();
   }
+  // Writers kept overlapping it (until 2026-11-26 it retried for as long as they did, yielding
+  // after the 8th try: a reader of a hot object could starve).
+  return read_pessimistically(t, h, error);
+}
+
+TESSERA_NOINLINE task* worker::read_pessimistically(task* t, resource_header& h,
+                                                    std::exception_ptr& error) {
+  bump(m_stats.optimistic_fallbacks);
+  // m_validating is false: validate() says true, writing() false (the task reads).
+  if (h.prim == primitive::optimistic_latch) {
+    // Writers hold the latch exclusively; a writer waiting for it keeps new readers out, so this
+    // run neither starves nor is starved. acquire/release as for any latched reader.
+    read_lock(h);
+    task* follow = invoke(t, error);
+    read_unlock(h);
+    return follow;
+  }
+  // optimistic_scheduled: writers run only on the owner of the resource's pool. acquire: as in
+  // execute_on_resource (the pool may just have been handed to us).
+  pool& home = m_sched.pool_at(h.pool.load(std::memory_order_relaxed));
+  if (home.owner.load(std::memory_order_acquire) == m_index) return invoke(t, error);
+  // Queued behind the writers there, as a task passed on: it stays counted as one task in
+  // flight. If the pool changes hands before it runs, it reads optimistically again there.
+  m_ctx.m_current = nullptr;  // t is the other worker's now
+  m_sched.push(home, t, this, false, /*spawn=*/false);
+  return forwarded_read();
 }
 
 void worker::take_copy(const task* t) {
@@ -826,6 +852,9 @@ void worker::execute_on_resource(task* t, pool* p) {
         follow = invoke(t, error);
       } else {
         follow = run_optimistic_read(t, h, error);
+        if (follow == forwarded_read()) [[unlikely]] {
+          return;  // to the resource's pool (read_pessimistically)
+        }
       }
       break;
     case primitive::scheduling:
@@ -1229,6 +1258,7 @@ worker_statistics worker::statistics() const noexcept {
   s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
   s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
   s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);
+  s.optimistic_fallbacks = m_stats.optimistic_fallbacks.load(std::memory_order_relaxed);
   s.prefetches = m_stats.prefetches.load(std::memory_order_relaxed);
   s.pools_stolen = m_stats.pools_stolen.load(std::memory_order_relaxed);
   s.tasks_stolen = m_stats.tasks_stolen.load(std::memory_order_relaxed);

@@ -38,6 +38,7 @@ class scheduler;
 struct worker_counters {
   std::atomic<std::uint64_t> spawned_remote{0};
   std::atomic<std::uint64_t> optimistic_retries{0};
+  std::atomic<std::uint64_t> optimistic_fallbacks{0};
   std::atomic<std::uint64_t> prefetches{0};
   std::atomic<std::uint64_t> pools_stolen{0};
   std::atomic<std::uint64_t> tasks_stolen{0};
@@ -87,6 +88,10 @@ class worker {
   static constexpr unsigned quick_polls = 32;
   /// periodic() reads the clock (to advance the epoch) at least every this many calls.
   static constexpr unsigned max_clock_every = 64;
+  /// An optimistic read runs optimistically at most this many times; if none validates, it runs
+  /// once more excluding the resource's writers (read_pessimistically), so that a stream of
+  /// writers cannot starve it.
+  static constexpr unsigned optimistic_runs = 8;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -274,6 +279,13 @@ class worker {
   /// is inline; retries, and a first run that finds a writer inside, are rerun_optimistic_read.
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
   task* rerun_optimistic_read(task* t, resource_header& h, bool first, std::exception_ptr& error);
+  /// After optimistic_runs runs that did not validate: one run that no writer overlaps. Under
+  /// optimistic_latch it holds the latch shared (writers hold it exclusively); under
+  /// optimistic_scheduled it runs in the resource's pool, where the writers run: at once if this
+  /// worker owns that pool, else `t` is forwarded there and forwarded_read() is returned.
+  task* read_pessimistically(task* t, resource_header& h, std::exception_ptr& error);
+  /// What read_pessimistically returns for a task it forwarded (never dereferenced).
+  static task* forwarded_read() noexcept { return reinterpret_cast<task*>(alignof(task)); }
   /// One run of `t` from version `v` (even): true if it is final (the read validated, or with
   /// debug checks a broken promise), with `follow` and `error` set; false if a writer overlapped
   /// (`t` is then as it was dequeued).
