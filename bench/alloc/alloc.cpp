@@ -1,7 +1,10 @@
 // The `alloc` subcommand: registration, flags, and the loop over configurations.
 #include "alloc/alloc.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "common/registry.h"
 
@@ -17,37 +20,47 @@ void run(const run_context& ctx) {
     for (const auto& size_name : ctx.flags.list("sizes")) {
       const auto bytes = static_cast<unsigned>(std::stoul(size_name));
       for (const unsigned w : ctx.workers) {
+        // Who sits out this configuration, and why; the others take turns run by run
+        // (measure_in_turns), so that a slow phase of a shared machine falls on all of them.
+        std::vector<std::string> runs;
+        std::map<std::string, library> libraries;
+        std::map<std::string, std::string> sitting_out;
         for (const auto& impl : ctx.implementations) {
-          auto skip = [&](std::string why) {
-            ctx.report.add(row::skipped("alloc", impl, w, std::move(why))
-                               .with("pattern", pattern_name)
-                               .with("size", bytes)
-                               .with("window", window));
-          };
           if (shape == pattern::crossthread && w < 2) {
-            skip("needs 2+ workers");
+            sitting_out[impl] = "needs 2+ workers";
             continue;
           }
-          library lib;
           if (impl != "tessera" && impl != "tessera-system") {
-            lib = load_library(impl);
+            library lib = load_library(impl);
             if (!lib.unavailable.empty()) {
-              skip(lib.unavailable);
+              sitting_out[impl] = lib.unavailable;
               continue;
             }
+            libraries[impl] = std::move(lib);
           }
-          config cfg{.workers = w,
-                     .ops = ops,
-                     .bytes = bytes,
-                     .window = window,
-                     .shape = shape,
-                     .repeat = ctx.repeat,
-                     .label = ctx.label(impl, w, "pattern=" + pattern_name + " size=" + size_name),
-                     .tessera = tessera_settings::from(ctx.flags)};
-          const measurement m = impl == "tessera"          ? run_tessera(cfg, false)
-                                : impl == "tessera-system" ? run_tessera(cfg, true)
-                                                           : run_library(cfg, lib);
-          ctx.report.add(row("alloc", impl, w, m)
+          runs.push_back(impl);
+        }
+        const std::vector<measurement> results =
+            measure_in_turns(runs, [&](const std::string& impl) {
+              const config cfg{
+                  .workers = w,
+                  .ops = ops,
+                  .bytes = bytes,
+                  .window = window,
+                  .shape = shape,
+                  .repeat = ctx.repeat,
+                  .label = ctx.label(impl, w, "pattern=" + pattern_name + " size=" + size_name),
+                  .tessera = tessera_settings::from(ctx.flags)};
+              if (impl == "tessera") return run_tessera(cfg, false);
+              if (impl == "tessera-system") return run_tessera(cfg, true);
+              return run_library(cfg, libraries.at(impl));
+            });
+        for (const auto& impl : ctx.implementations) {
+          const auto at = std::find(runs.begin(), runs.end(), impl);
+          row r = at == runs.end()
+                      ? row::skipped("alloc", impl, w, sitting_out.at(impl))
+                      : row("alloc", impl, w, results[static_cast<std::size_t>(at - runs.begin())]);
+          ctx.report.add(std::move(r)
                              .with("pattern", pattern_name)
                              .with("size", bytes)
                              .with("window", window));

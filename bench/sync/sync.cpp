@@ -81,25 +81,25 @@ void run(const run_context& ctx) {
                                          .hot_percent = hot ? hot_percent : 0,
                                          .seed = 1});
       for (const unsigned w : ctx.workers) {
-        for (const auto& impl : ctx.implementations) {
-          config cfg{.workers = w,
-                     .lanes = lanes,
-                     .pin = settings.pin,
-                     .spin_us = settings.spin_us,
-                     .runtime_stats = settings.statistics,
-                     .label = ctx.label(impl, w, "mix=" + mix + " access=" + access),
-                     .mix = mix,
-                     .hot = hot,
-                     .repeat = ctx.repeat};
-          measurement m;
-          if (impl == "threads-shared_mutex") {
-            m = run_threads("shared_mutex", wl, cfg);
-          } else if (impl == "threads-spinlock") {
-            m = run_threads("spinlock", wl, cfg);
-          } else {
-            m = run_tessera(impl, wl, cfg);
-          }
-          ctx.report.add(row("sync", impl, w, m)
+        // The implementations take turns run by run (measure_in_turns): a slow phase of a
+        // shared machine falls on all of them, not on whichever ran then.
+        const std::vector<measurement> results =
+            measure_in_turns(ctx.implementations, [&](const std::string& impl) {
+              const config cfg{.workers = w,
+                               .lanes = lanes,
+                               .pin = settings.pin,
+                               .spin_us = settings.spin_us,
+                               .runtime_stats = settings.statistics,
+                               .label = ctx.label(impl, w, "mix=" + mix + " access=" + access),
+                               .mix = mix,
+                               .hot = hot,
+                               .repeat = ctx.repeat};
+              if (impl == "threads-shared_mutex") return run_threads("shared_mutex", wl, cfg);
+              if (impl == "threads-spinlock") return run_threads("spinlock", wl, cfg);
+              return run_tessera(impl, wl, cfg);
+            });
+        for (std::size_t i = 0; i < ctx.implementations.size(); ++i) {
+          ctx.report.add(row("sync", ctx.implementations[i], w, results[i])
                              .with("mix", mix)
                              .with("access", access)
                              .with("objects", static_cast<std::int64_t>(objects)));
