@@ -7,6 +7,10 @@
 // when the answer depends on the order in which concurrent batches run (keys inserted or
 // removed during the run). Inserts are `absent` when they must succeed.
 //
+// After each phase, the tree's content (content_error): every key the phase updated holds the
+// updated value (a lost update fails here), every key no operation of the phase wrote holds the
+// value it was loaded with, keys inserted or removed during the phase either legal value.
+//
 // Scans are checked for completeness too: the keys that are `present` throughout a phase (its
 // "stable" keys, phase_data::stable_keys, sorted) that fall in the range a scan covered must all
 // be in it. A scan from s that delivered all scan_length entries covered [s, last key delivered];
@@ -119,6 +123,54 @@ enum class expect : std::uint8_t { absent, present, either };
       return wrong_answer::naming("scan skipped key", *k, ", which must be present");
     ++j;
   }
+  return nullptr;
+}
+
+/// After a phase, on the quiescent tree under `root`: what every key holds. Walks the leaves left
+/// to right (the leftmost leaf by first children, then the right links) beside the two sorted
+/// lists of phase_data: a key of `updated` must be present with updated_value_of(key) (else the
+/// tree lost an update, or the key); a key of `unsettled` may hold either legal value; every
+/// other key must hold value_of(key), the value it was loaded with (an updated value there is an
+/// update that went to the wrong key). O(keys in the tree + |updated| + |unsettled|), no
+/// allocation. The structure itself is kv::check_tree's to check (call it first).
+[[nodiscard]] inline wrong_answer content_error(const kv::node* root,
+                                                std::span<const std::uint64_t> updated,
+                                                std::span<const std::uint64_t> unsettled) noexcept {
+  if (root == nullptr) return "the tree has no root";
+  const kv::node* leaf = root;
+  while (!leaf->is_leaf()) {
+    leaf = leaf->child(0);
+    if (leaf == nullptr) return "an inner node has no first child";
+  }
+  std::size_t u = 0;  // updated[u]: the first updated key not below the key looked at
+  std::size_t x = 0;  // unsettled[x]: likewise
+  for (; leaf != nullptr; leaf = leaf->right()) {
+    for (std::size_t i = 0; i < leaf->count(); ++i) {
+      const std::uint64_t key = leaf->key(i);
+      const std::uint64_t value = leaf->value(i);
+      if (u < updated.size() && updated[u] < key)
+        return wrong_answer::naming("key", updated[u],
+                                    ", which the phase updated, is missing from the tree");
+      while (x < unsettled.size() && unsettled[x] < key) ++x;
+      if (!::ycsb::is_legal_value(key, value))
+        return wrong_answer::naming("key", key, " holds an illegal value after the phase");
+      if (u < updated.size() && updated[u] == key) {
+        ++u;
+        if (value != ::ycsb::updated_value_of(key))
+          return wrong_answer::naming("key", key,
+                                      " holds its loaded value, but the phase updated it (a lost "
+                                      "update)");
+      } else if (x < unsettled.size() && unsettled[x] == key) {
+        // inserted or removed by the phase: either legal value
+      } else if (value != ::ycsb::value_of(key)) {
+        return wrong_answer::naming("key", key,
+                                    " holds an updated value, but no update of the phase named it");
+      }
+    }
+  }
+  if (u < updated.size())
+    return wrong_answer::naming("key", updated[u],
+                                ", which the phase updated, is missing from the tree");
   return nullptr;
 }
 

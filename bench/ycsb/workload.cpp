@@ -130,7 +130,14 @@ std::uint32_t max_scan_length(const std::vector<operation>& ops) {
   return longest;
 }
 
-/// Fills `expected`, `keys_after`, `max_scan_length` and `stable_keys` of both phases. With a
+/// Sorts `keys` ascending and drops duplicates.
+void sort_unique(std::vector<std::uint64_t>& keys) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+}
+
+/// Fills `expected`, `keys_after`, `max_scan_length`, `stable_keys`, `updated_keys` and
+/// `unsettled_keys` of both phases. With a
 /// generated run, the table holds only the run's inserts: every other key the generator names was
 /// loaded.
 void classify_phases(workload_data& w, bool generated_run, std::uint64_t generated_records) {
@@ -183,9 +190,31 @@ void classify_phases(workload_data& w, bool generated_run, std::uint64_t generat
       const key_roles& r = roles_of(op.key);
       if (r.inserted == 0 && r.removed == 0) stable.push_back(op.key);
     }
-    std::sort(stable.begin(), stable.end());
-    stable.erase(std::unique(stable.begin(), stable.end()), stable.end());  // a trace may repeat
+    sort_unique(stable);  // a trace may repeat a key
   }
+
+  // The content after each phase. The load phase inserts every key with its loaded value (a
+  // load trace holds INSERT lines only); the run leaves the keys it updates, stable ones, with
+  // the updated value, and the keys it inserts or removes in a state that depends on the order.
+  w.load.updated_keys.clear();
+  w.load.unsettled_keys.clear();
+  w.run.updated_keys.clear();
+  w.run.unsettled_keys.clear();
+  for (const operation& op : w.run.ops) {
+    switch (op.type) {
+      case op_type::update:
+      case op_type::read_modify_write: {
+        const key_roles& r = roles_of(op.key);
+        if (r.loaded > 0 && r.inserted == 0 && r.removed == 0) w.run.updated_keys.push_back(op.key);
+        break;
+      }
+      case op_type::insert:
+      case op_type::remove: w.run.unsettled_keys.push_back(op.key); break;
+      default: break;
+    }
+  }
+  sort_unique(w.run.updated_keys);
+  sort_unique(w.run.unsettled_keys);
 }
 
 }  // namespace

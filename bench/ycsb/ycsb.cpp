@@ -163,8 +163,13 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
   if (s.check) {
     const kv::check_result r = kv::check_tree(st.root());
     if (!r.ok) throw bench_failure(where + ": kv::check_tree: " + r.message);
+    if (const wrong_answer w = content_error(st.root(), phase.updated_keys, phase.unsettled_keys)) {
+      char what[256];
+      w.describe(what, sizeof what);
+      throw bench_failure(where + ": " + what);
+    }
     keys = r.stats.keys;
-    tree = "tree ok: height " + std::to_string(r.stats.height) + ", " +
+    tree = "tree and values ok: height " + std::to_string(r.stats.height) + ", " +
            std::to_string(r.stats.leaves) + " leaves";
   } else {
     keys = st.size();
@@ -299,7 +304,9 @@ const registration ycsb_benchmark({
                      "replay this trace as the run phase (without --load-file: after loading "
                      "--records generated records)",
                      "FILE"),
-         bool_flag("check", true, "run kv::check_tree after each phase"),
+         bool_flag("check", true,
+                   "after each phase, check the tree's structure (kv::check_tree) and what every "
+                   "key holds"),
          choice_flag("progress", "auto", {"auto", "yes", "no"},
                      "progress line on stderr (auto: if stderr is a terminal)")}),
     .run = run,

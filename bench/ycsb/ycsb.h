@@ -44,6 +44,12 @@ struct phase_data {
   /// ascending: what a scan must not skip (scan_error). Filled only for a phase with scans of
   /// length > 0 (8 bytes a key: 80 MB at 10 M records); empty otherwise.
   std::vector<std::uint64_t> stable_keys;
+  /// What the tree must hold after the phase (content_error), both sorted ascending: the stable
+  /// keys the phase updates (update or read-modify-write), which must hold updated_value_of(key),
+  /// and the keys it inserts or removes, which may hold either legal value or be absent. Every
+  /// other key in the tree must hold the value it was loaded with. 8 bytes per key named.
+  std::vector<std::uint64_t> updated_keys;
+  std::vector<std::uint64_t> unsettled_keys;
 };
 
 struct workload_options {

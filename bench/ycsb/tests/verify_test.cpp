@@ -176,6 +176,128 @@ TEST(ScanCompleteness, CatchesAKeyLostByTheTree) {
   EXPECT_EQ(v.key, keys[keys.size() - 2]);
 }
 
+/// A quiescent olc_tree of 5,000 loaded keys (several levels), every seventh updated.
+struct content_fixture {
+  kv::olc_tree tree;
+  std::vector<std::uint64_t> keys;     // sorted
+  std::vector<std::uint64_t> updated;  // sorted
+  content_fixture() {
+    for (std::uint64_t i = 0; i < 5000; ++i) keys.push_back(::ycsb::key_of(i));
+    for (const std::uint64_t k : keys) EXPECT_TRUE(tree.insert(k, ::ycsb::value_of(k)));
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t i = 0; i < keys.size(); i += 7) {
+      EXPECT_TRUE(tree.update(keys[i], ::ycsb::updated_value_of(keys[i])));
+      updated.push_back(keys[i]);
+    }
+  }
+  [[nodiscard]] wrong_answer check(const std::vector<std::uint64_t>& unsettled = {}) const {
+    return content_error(tree.root(), updated, unsettled);
+  }
+};
+
+std::string describe(const wrong_answer& w) {
+  char text[256];
+  w.describe(text, sizeof text);
+  return text;
+}
+
+TEST(ContentCheck, PassesWhenEveryKeyHoldsWhatThePhaseLeft) {
+  content_fixture f;
+  ASSERT_FALSE(f.tree.root()->is_leaf()) << "the walk should start below the root";
+  EXPECT_FALSE(f.check()) << describe(f.check());
+  kv::olc_tree empty;
+  EXPECT_FALSE(content_error(empty.root(), {}, {}));
+}
+
+TEST(ContentCheck, CatchesALostUpdate) {
+  content_fixture f;
+  const std::uint64_t lost = f.keys[701];  // 701 = 7 * 100 + 1: not updated
+  f.updated.insert(std::lower_bound(f.updated.begin(), f.updated.end(), lost), lost);
+  const wrong_answer w = f.check();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w.key, lost);
+  EXPECT_NE(describe(w).find("lost update"), std::string::npos) << describe(w);
+}
+
+TEST(ContentCheck, CatchesAnUpdateOfAKeyNoOperationNamed) {
+  content_fixture f;
+  ASSERT_TRUE(f.tree.update(f.keys[702], ::ycsb::updated_value_of(f.keys[702])));
+  const wrong_answer w = f.check();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w.key, f.keys[702]);
+  EXPECT_NE(describe(w).find("no update of the phase named it"), std::string::npos);
+  // Inserted or removed by the phase: either value is right.
+  EXPECT_FALSE(f.check({f.keys[702]}));
+}
+
+TEST(ContentCheck, CatchesAnUpdatedKeyThatIsMissing) {
+  content_fixture f;
+  ASSERT_TRUE(f.tree.remove(f.keys[700]));           // updated, in the middle
+  ASSERT_TRUE(f.tree.remove(f.updated.back()));      // and the last one updated
+  const wrong_answer w = f.check();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w.key, f.keys[700]);
+  EXPECT_NE(describe(w).find("missing"), std::string::npos) << describe(w);
+  f.updated.erase(std::find(f.updated.begin(), f.updated.end(), f.keys[700]));
+  const wrong_answer tail = f.check();
+  ASSERT_TRUE(tail);
+  EXPECT_EQ(tail.key, f.updated.back());
+}
+
+TEST(ContentCheck, CatchesAnIllegalValueEvenWhereEitherIsRight) {
+  content_fixture f;
+  ASSERT_TRUE(f.tree.update(f.keys[3], 12345));
+  EXPECT_TRUE(f.check());
+  const wrong_answer w = f.check({f.keys[3]});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w.key, f.keys[3]);
+  EXPECT_NE(describe(w).find("illegal"), std::string::npos) << describe(w);
+}
+
+TEST(ContentKeys, GeneratedUpdatesAreListedAndInsertsAreUnsettled) {
+  for (const char workload : {'a', 'b', 'd', 'e', 'f'}) {
+    const workload_data w =
+        prepare_workload({.workload = workload, .records = 2000, .operations = 4000});
+    EXPECT_TRUE(w.load.updated_keys.empty()) << workload;
+    EXPECT_TRUE(w.load.unsettled_keys.empty()) << workload;
+    std::vector<std::uint64_t> updated, inserted;
+    for (const operation& op : w.run.ops) {
+      if (op.type == op_type::update || op.type == op_type::read_modify_write)
+        updated.push_back(op.key);
+      if (op.type == op_type::insert) inserted.push_back(op.key);
+    }
+    std::sort(inserted.begin(), inserted.end());
+    inserted.erase(std::unique(inserted.begin(), inserted.end()), inserted.end());
+    EXPECT_EQ(w.run.unsettled_keys, inserted) << workload;
+    // Updated: the loaded keys among them (an update of a key the run inserted is unsettled).
+    std::erase_if(updated, [&](std::uint64_t k) {
+      return std::binary_search(inserted.begin(), inserted.end(), k);
+    });
+    std::sort(updated.begin(), updated.end());
+    updated.erase(std::unique(updated.begin(), updated.end()), updated.end());
+    EXPECT_EQ(w.run.updated_keys, updated) << workload;
+    EXPECT_EQ(workload == 'a' || workload == 'b' || workload == 'f', !updated.empty())
+        << workload;
+  }
+}
+
+TEST(ContentKeys, TraceUpdatesOfKeysTheRunInsertsOrRemovesAreUnsettled) {
+  const std::string dir = ::testing::TempDir();
+  const std::string load = dir + "/verify_test_content_load.txt";
+  const std::string run = dir + "/verify_test_content_run.txt";
+  {
+    std::ofstream l(load);
+    l << "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\n";
+    std::ofstream r(run);
+    r << "UPDATE 3\nUPDATE 1\nUPDATE 3\nDELETE 2\nUPDATE 2\nINSERT 9\nUPDATE 9\nUPDATE 8\n";
+  }
+  const workload_data w = prepare_workload({.load_file = load, .run_file = run});
+  std::remove(load.c_str());
+  std::remove(run.c_str());
+  EXPECT_EQ(w.run.updated_keys, (std::vector<std::uint64_t>{1, 3}));  // 8: never loaded
+  EXPECT_EQ(w.run.unsettled_keys, (std::vector<std::uint64_t>{2, 9}));
+}
+
 TEST(StableKeys, GeneratedScanWorkloadHoldsEveryLoadedKeySorted) {
   const workload_data w = prepare_workload({.workload = 'e', .records = 2000, .operations = 2000});
   ASSERT_GT(w.run.max_scan_length, 0u);
