@@ -525,8 +525,9 @@ TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
 }
 #endif
 
-// With more workers than CPUs a spinner holds a CPU that a worker with work needs: the spin is
-// capped (50 µs), whatever spin_before_park asks for.
+// With more workers than CPUs a spinner holds a CPU that a worker with work needs: idle workers
+// park after their quick poll, whatever spin_before_park asks for (until 2026-11-26 they spun up
+// to 50 µs first).
 TEST(spin_before_park, is_capped_with_more_workers_than_cpus) {
   runtime r({.workers = cpu_count() + 1, .spin_before_park = std::chrono::seconds(30)});
   const std::uint64_t before = parked_ns_after_waking_all(r);

@@ -101,10 +101,10 @@ struct runtime_options {
   /// The global epoch advances at most this often (at most one hour).
   std::chrono::microseconds epoch_period{1000};
   /// Idle workers look for work this long before they park. With more active workers than CPUs
-  /// (distinct CPUs of `cpus`, at most those the process may run on), at most 50 µs: a spinning
-  /// worker then holds a CPU that a worker with work needs. (200 µs: on a 16-core VM, 16 workers
-  /// handing tasks round-robin parked and woke each other in convoys with 50 µs, 10.7 µs of worker
-  /// time per task; 1.2 µs with 200.)
+  /// (distinct CPUs of `cpus`, at most those the process may run on) they park after a poll of
+  /// about a microsecond instead: a spinning worker then holds a CPU that a worker with work
+  /// needs. (200 µs: on a 16-core VM, 16 workers handing tasks round-robin parked and woke each
+  /// other in convoys with 50 µs, 10.7 µs of worker time per task; 1.2 µs with 200.)
   std::chrono::microseconds spin_before_park{200};
   /// Report (to stderr) exceptions thrown by tasks that belong to no group.
   bool report_unhandled_exceptions = true;

@@ -226,14 +226,12 @@ class scheduler {
   pool& pool_at(unsigned i) noexcept { return *m_pools[i]; }
   unsigned pool_count() const noexcept { return static_cast<unsigned>(m_pools.size()); }
   unsigned active_workers() const noexcept { return m_active.load(std::memory_order_acquire); }
-  /// How long an idle worker spins before it parks (options().spin_before_park, at most
-  /// oversubscribed_spin_ns while more workers are active than they have CPUs).
+  /// How long an idle worker spins before it parks: options().spin_before_park, or none while
+  /// more workers are active than they have CPUs (a spinner would hold a CPU that a worker with
+  /// work waits for; it parks after idle()'s quick poll).
   std::uint64_t spin_before_park_ns() const noexcept {
-    return active_workers() > m_cpu_count && m_spin_ns > oversubscribed_spin_ns
-               ? oversubscribed_spin_ns
-               : m_spin_ns;
+    return active_workers() > m_cpu_count ? 0 : m_spin_ns;
   }
-  static constexpr std::uint64_t oversubscribed_spin_ns = 50'000;
   void set_active_workers(unsigned n);
   unsigned prefetch_distance() const noexcept {
     return m_prefetch_distance.load(std::memory_order_relaxed);
