@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/scheduler.h"
+#include "sync/latch.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -435,9 +436,9 @@ class starved_reader final : public counted_task {
 };
 
 /// Under optimistic_latch, a read that never validates runs optimistically
-/// worker::optimistic_runs times, then once under the shared latch, which keeps writers out
-/// (until 2026-11-26 it was retried for as long as writers overlapped it).
-TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_shared_latch_at_last) {
+/// worker::optimistic_runs times, then once holding the latch as a writer would, which keeps
+/// writers out (until 2026-11-26 it was retried for as long as writers overlapped it).
+TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last) {
   auto& r = start();
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
   std::vector<starved_reader::run_record> runs;
@@ -454,7 +455,7 @@ TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_shared_latch_a
     EXPECT_EQ(runs[i].latch, 0u) << "run " << i;
   }
   EXPECT_FALSE(runs[n].optimistic) << "the last run was validated against the version";
-  EXPECT_EQ(runs[n].latch, 1u) << "the last run did not hold the latch shared";
+  EXPECT_EQ(runs[n].latch, detail::rw_writer) << "the last run did not hold the latch";
   EXPECT_EQ(header_of(obj)->latch.load(), 0u) << "the latch was not released";
   EXPECT_EQ(after.optimistic_retries - before.optimistic_retries, n);
   EXPECT_EQ(after.optimistic_fallbacks - before.optimistic_fallbacks, 1u);

@@ -58,7 +58,7 @@ class context {
   /// that fails validation returns is dropped; a new task it returns (made in that run, never
   /// one a rerun could return again) is freed. Under every other primitive it returns true, and
   /// so it does in the run that ends a read that writers overlapped 8 times in a row: that run
-  /// keeps the writers out (the resource's latch held shared, or its pool), so it cannot tear.
+  /// keeps the writers out (the resource's latch, or its pool), so it cannot tear.
   ///
   /// Once validate() returned true the run is final, since the task may have acted on what it
   /// read: the runtime never runs it again, and keeps what it returns or throws. A later call

@@ -718,11 +718,13 @@ TESSERA_NOINLINE task* worker::read_pessimistically(task* t, resource_header& h,
   bump(m_stats.optimistic_fallbacks);
   // m_validating is false: validate() says true, writing() false (the task reads).
   if (h.prim == primitive::optimistic_latch) {
-    // Writers hold the latch exclusively; a writer waiting for it keeps new readers out, so this
-    // run neither starves nor is starved. acquire/release as for any latched reader.
-    read_lock(h);
+    // The latch taken as a writer takes it, the version left alone: this run competes with the
+    // writers on their terms (held shared, it would wait behind every writer that queued, since
+    // a waiting writer keeps new readers out), and optimistic readers beside it are not torn.
+    // acquire/release as for a writer.
+    write_lock(h);
     task* follow = invoke(t, error);
-    read_unlock(h);
+    write_unlock(h);
     return follow;
   }
   // optimistic_scheduled: writers run only on the owner of the resource's pool. acquire: as in

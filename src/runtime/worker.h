@@ -89,8 +89,8 @@ class worker {
   /// periodic() reads the clock (to advance the epoch) at least every this many calls.
   static constexpr unsigned max_clock_every = 64;
   /// An optimistic read runs optimistically at most this many times; if none validates, it runs
-  /// once more excluding the resource's writers (read_pessimistically), so that a stream of
-  /// writers cannot starve it.
+  /// once more excluding the resource's writers (read_pessimistically), so that writers that keep
+  /// overlapping it cannot make it retry without end.
   static constexpr unsigned optimistic_runs = 8;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
@@ -280,7 +280,7 @@ class worker {
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
   task* rerun_optimistic_read(task* t, resource_header& h, bool first, std::exception_ptr& error);
   /// After optimistic_runs runs that did not validate: one run that no writer overlaps. Under
-  /// optimistic_latch it holds the latch shared (writers hold it exclusively); under
+  /// optimistic_latch it holds the latch as a writer does, without changing the version; under
   /// optimistic_scheduled it runs in the resource's pool, where the writers run: at once if this
   /// worker owns that pool, else `t` is forwarded there and forwarded_read() is returned.
   task* read_pessimistically(task* t, resource_header& h, std::exception_ptr& error);
