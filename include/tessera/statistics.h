@@ -22,7 +22,7 @@ struct worker_statistics {
   std::uint64_t spawned_local = 0;   ///< spawns into a pool this worker owned
   std::uint64_t spawned_remote = 0;  ///< spawns into another worker's pool
   std::uint64_t optimistic_retries = 0;    ///< optimistic runs that failed validation
-  std::uint64_t optimistic_fallbacks = 0;  ///< reads run excluding writers after 8 failed runs
+  std::uint64_t optimistic_fallbacks = 0;  ///< reads run excluding writers after 8 torn tries
   std::uint64_t prefetches = 0;        ///< prefetches issued: data lines and resource headers
   std::uint64_t pools_stolen = 0;      ///< whole pools this worker took from others
   std::uint64_t tasks_stolen = 0;      ///< single tasks (no placement target, not serialized by a pool) handed to thieves

@@ -42,6 +42,15 @@ inline bool serialized_by_pool(const task* t) noexcept {
          (p == primitive::optimistic_scheduled && t->mode() == access::write);
 }
 
+/// True if `t` reads a resource under `optimistic_scheduled` whose pool is `pool_index`: there it
+/// runs beside no writer (worker::answer_steal_request keeps it). Reads the resource's header.
+inline bool scheduled_reader_of(const task* t, std::uint32_t pool_index) noexcept {
+  if (!t->has_resource()) return false;
+  const resource_header& h = *resource_header::of(t->data());
+  return h.prim == primitive::optimistic_scheduled && t->mode() != access::write &&
+         h.pool.load(std::memory_order_relaxed) == pool_index;
+}
+
 /// The worker the calling thread is (any runtime), or nullptr.
 worker* current_worker() noexcept;
 

@@ -369,8 +369,15 @@ void worker::answer_steal_request() {
 #endif
   std::size_t moved = 0;
   std::size_t steps = 0;
-  auto movable = [](const task* t) {
-    return t->m_target_kind == task::target_none && !serialized_by_pool(t);
+  // Not movable either: a reader of an optimistic_scheduled resource whose pool this is (with
+  // one pool per worker, resources live in home pools). Here it runs without a version check;
+  // on a thief it would read optimistically beside the writers again, and a read forwarded here
+  // by read_pessimistically could bounce between thieves and this pool (a review on 2026-11-26:
+  // up to 22 torn runs of one read with pools_per_worker = 1).
+  const std::uint32_t home_index = m_home->index;
+  auto movable = [home_index](const task* t) {
+    return t->m_target_kind == task::target_none && !serialized_by_pool(t) &&
+           !scheduled_reader_of(t, home_index);
   };
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     local_queue& q = m_home->local[pr];
@@ -732,7 +739,9 @@ TESSERA_NOINLINE task* worker::read_pessimistically(task* t, resource_header& h,
   pool& home = m_sched.pool_at(h.pool.load(std::memory_order_relaxed));
   if (home.owner.load(std::memory_order_acquire) == m_index) return invoke(t, error);
   // Queued behind the writers there, as a task passed on: it stays counted as one task in
-  // flight. If the pool changes hands before it runs, it reads optimistically again there.
+  // flight. A pool that changes hands takes it along (its new owner runs it without a check),
+  // and no thief takes it alone (answer_steal_request); only a move_resource() before it runs
+  // sends it back to optimistic reads.
   m_ctx.m_current = nullptr;  // t is the other worker's now
   m_sched.push(home, t, this, false, /*spawn=*/false);
   return forwarded_read();

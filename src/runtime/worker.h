@@ -274,9 +274,12 @@ class worker {
   /// execute() for a task annotated with a resource: under the resource's primitive.
   void execute_on_resource(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;
-  /// Runs `t` as an optimistic reader of `h` until a run validates: restored from a copy
-  /// before each retry, or rerun as it is if its type validates first (task.h). The first run
-  /// is inline; retries, and a first run that finds a writer inside, are rerun_optimistic_read.
+  /// Runs `t` as an optimistic reader of `h` until a run validates, at most optimistic_runs tries
+  /// (a first try that finds a writer inside counts, without a run): restored from a copy before
+  /// each retry, or rerun as it is if its type validates first (task.h); then once with the
+  /// writers kept out (read_pessimistically), which may forward `t` and return forwarded_read().
+  /// The first run is inline; retries, and a first run that finds a writer inside, are
+  /// rerun_optimistic_read.
   task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
   task* rerun_optimistic_read(task* t, resource_header& h, bool first, std::exception_ptr& error);
   /// After optimistic_runs runs that did not validate: one run that no writer overlaps. Under
