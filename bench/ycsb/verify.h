@@ -131,11 +131,14 @@ enum class expect : std::uint8_t { absent, present, either };
 /// lists of phase_data: a key of `updated` must be present with updated_value_of(key) (else the
 /// tree lost an update, or the key); a key of `unsettled` may hold either legal value; every
 /// other key must hold value_of(key), the value it was loaded with (an updated value there is an
-/// update that went to the wrong key). O(keys in the tree + |updated| + |unsettled|), no
+/// update that went to the wrong key); and the keys not in `unsettled` must number
+/// `settled_count` (phase_data::settled_count: a lost key, or one that appeared from nowhere,
+/// fails). O(keys in the tree + |updated| + |unsettled|), no
 /// allocation. The structure itself is kv::check_tree's to check (call it first).
 [[nodiscard]] inline wrong_answer content_error(const kv::node* root,
                                                 std::span<const std::uint64_t> updated,
-                                                std::span<const std::uint64_t> unsettled) noexcept {
+                                                std::span<const std::uint64_t> unsettled,
+                                                std::uint64_t settled_count) noexcept {
   if (root == nullptr) return "the tree has no root";
   const kv::node* leaf = root;
   while (!leaf->is_leaf()) {
@@ -144,6 +147,7 @@ enum class expect : std::uint8_t { absent, present, either };
   }
   std::size_t u = 0;  // updated[u]: the first updated key not below the key looked at
   std::size_t x = 0;  // unsettled[x]: likewise
+  std::uint64_t settled = 0;  // keys seen that are not in unsettled
   for (; leaf != nullptr; leaf = leaf->right()) {
     for (std::size_t i = 0; i < leaf->count(); ++i) {
       const std::uint64_t key = leaf->key(i);
@@ -160,9 +164,10 @@ enum class expect : std::uint8_t { absent, present, either };
           return wrong_answer::naming("key", key,
                                       " holds its loaded value, but the phase updated it (a lost "
                                       "update)");
+        ++settled;
       } else if (x < unsettled.size() && unsettled[x] == key) {
         // inserted or removed by the phase: either legal value
-      } else if (value != ::ycsb::value_of(key)) {
+      } else if (++settled, value != ::ycsb::value_of(key)) {
         return wrong_answer::naming("key", key,
                                     " holds an updated value, but no update of the phase named it");
       }
@@ -171,6 +176,10 @@ enum class expect : std::uint8_t { absent, present, either };
   if (u < updated.size())
     return wrong_answer::naming("key", updated[u],
                                 ", which the phase updated, is missing from the tree");
+  if (settled < settled_count)
+    return "the tree lost a key that no insert or remove of the phase named";
+  if (settled > settled_count)
+    return "the tree holds a key that was neither loaded nor inserted";
   return nullptr;
 }
 

@@ -215,6 +215,10 @@ void classify_phases(workload_data& w, bool generated_run, std::uint64_t generat
   }
   sort_unique(w.run.updated_keys);
   sort_unique(w.run.unsettled_keys);
+  w.load.settled_count = loaded;
+  std::uint64_t loaded_unsettled = 0;
+  for (const std::uint64_t k : w.run.unsettled_keys) loaded_unsettled += roles_of(k).loaded > 0;
+  w.run.settled_count = loaded - loaded_unsettled;
 }
 
 }  // namespace

@@ -163,7 +163,8 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
   if (s.check) {
     const kv::check_result r = kv::check_tree(st.root());
     if (!r.ok) throw bench_failure(where + ": kv::check_tree: " + r.message);
-    if (const wrong_answer w = content_error(st.root(), phase.updated_keys, phase.unsettled_keys)) {
+    if (const wrong_answer w = content_error(st.root(), phase.updated_keys, phase.unsettled_keys,
+                                               phase.settled_count)) {
       char what[256];
       w.describe(what, sizeof what);
       throw bench_failure(where + ": " + what);

@@ -50,6 +50,10 @@ struct phase_data {
   /// other key in the tree must hold the value it was loaded with. 8 bytes per key named.
   std::vector<std::uint64_t> updated_keys;
   std::vector<std::uint64_t> unsettled_keys;
+  /// How many keys not in unsettled_keys the tree holds after the phase: the loaded keys that no
+  /// insert or remove of the phase names (content_error counts them, so a lost key fails even
+  /// where keys_after is unknown).
+  std::uint64_t settled_count = 0;
 };
 
 struct workload_options {

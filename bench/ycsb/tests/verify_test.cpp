@@ -191,7 +191,10 @@ struct content_fixture {
     }
   }
   [[nodiscard]] wrong_answer check(const std::vector<std::uint64_t>& unsettled = {}) const {
-    return content_error(tree.root(), updated, unsettled);
+    std::uint64_t settled = keys.size();  // loaded keys no insert or remove named
+    for (const std::uint64_t k : unsettled)
+      settled -= std::binary_search(keys.begin(), keys.end(), k) ? 1 : 0;
+    return content_error(tree.root(), updated, unsettled, settled);
   }
 };
 
@@ -206,7 +209,7 @@ TEST(ContentCheck, PassesWhenEveryKeyHoldsWhatThePhaseLeft) {
   ASSERT_FALSE(f.tree.root()->is_leaf()) << "the walk should start below the root";
   EXPECT_FALSE(f.check()) << describe(f.check());
   kv::olc_tree empty;
-  EXPECT_FALSE(content_error(empty.root(), {}, {}));
+  EXPECT_FALSE(content_error(empty.root(), {}, {}, 0));
 }
 
 TEST(ContentCheck, CatchesALostUpdate) {
@@ -244,6 +247,23 @@ TEST(ContentCheck, CatchesAnUpdatedKeyThatIsMissing) {
   EXPECT_EQ(tail.key, f.updated.back());
 }
 
+// A loaded key that nothing wrote and that went missing, and a key that appeared from nowhere
+// (found by a review on 2026-11-26: the walk alone looked only at keys in the tree).
+TEST(ContentCheck, CatchesALostKeyThatNothingWroteAndAKeyFromNowhere) {
+  content_fixture f;
+  ASSERT_TRUE(f.tree.remove(f.keys[701]));
+  const wrong_answer lost = f.check();
+  ASSERT_TRUE(lost);
+  EXPECT_NE(describe(lost).find("lost a key"), std::string::npos) << describe(lost);
+  EXPECT_FALSE(f.check({f.keys[701]})) << "a key the phase removed may be missing";
+  ASSERT_TRUE(f.tree.insert(f.keys[701], ::ycsb::value_of(f.keys[701])));
+  ASSERT_TRUE(f.tree.insert(12345, ::ycsb::value_of(12345)));
+  const wrong_answer extra = f.check();
+  ASSERT_TRUE(extra);
+  EXPECT_NE(describe(extra).find("neither loaded nor inserted"), std::string::npos)
+      << describe(extra);
+}
+
 TEST(ContentCheck, CatchesAnIllegalValueEvenWhereEitherIsRight) {
   content_fixture f;
   ASSERT_TRUE(f.tree.update(f.keys[3], 12345));
@@ -269,6 +289,8 @@ TEST(ContentKeys, GeneratedUpdatesAreListedAndInsertsAreUnsettled) {
     std::sort(inserted.begin(), inserted.end());
     inserted.erase(std::unique(inserted.begin(), inserted.end()), inserted.end());
     EXPECT_EQ(w.run.unsettled_keys, inserted) << workload;
+    EXPECT_EQ(w.load.settled_count, 2000u) << workload;
+    EXPECT_EQ(w.run.settled_count, 2000u) << workload;  // the run inserts new keys only
     // Updated: the loaded keys among them (an update of a key the run inserted is unsettled).
     std::erase_if(updated, [&](std::uint64_t k) {
       return std::binary_search(inserted.begin(), inserted.end(), k);
@@ -296,6 +318,8 @@ TEST(ContentKeys, TraceUpdatesOfKeysTheRunInsertsOrRemovesAreUnsettled) {
   std::remove(run.c_str());
   EXPECT_EQ(w.run.updated_keys, (std::vector<std::uint64_t>{1, 3}));  // 8: never loaded
   EXPECT_EQ(w.run.unsettled_keys, (std::vector<std::uint64_t>{2, 9}));
+  EXPECT_EQ(w.load.settled_count, 4u);
+  EXPECT_EQ(w.run.settled_count, 3u);  // 1, 3, 4
 }
 
 TEST(StableKeys, GeneratedScanWorkloadHoldsEveryLoadedKeySorted) {
