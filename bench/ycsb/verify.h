@@ -167,9 +167,12 @@ enum class expect : std::uint8_t { absent, present, either };
         ++settled;
       } else if (x < unsettled.size() && unsettled[x] == key) {
         // inserted or removed by the phase: either legal value
-      } else if (++settled, value != ::ycsb::value_of(key)) {
-        return wrong_answer::naming("key", key,
-                                    " holds an updated value, but no update of the phase named it");
+      } else {
+        ++settled;
+        if (value != ::ycsb::value_of(key))
+          return wrong_answer::naming("key", key,
+                                      " holds an updated value, but no update of the phase named "
+                                      "it");
       }
     }
   }

@@ -176,6 +176,20 @@ TEST(ScanCompleteness, CatchesAKeyLostByTheTree) {
   EXPECT_EQ(v.key, keys[keys.size() - 2]);
 }
 
+/// prepare_workload() of a load trace and a run trace with these lines (files `name`_load.txt and
+/// `name`_run.txt in the test's temporary directory, removed again).
+workload_data prepare_traces(const std::string& name, const char* load_lines,
+                             const char* run_lines) {
+  const std::string load = ::testing::TempDir() + "/verify_test_" + name + "_load.txt";
+  const std::string run = ::testing::TempDir() + "/verify_test_" + name + "_run.txt";
+  std::ofstream(load) << load_lines;
+  std::ofstream(run) << run_lines;
+  workload_data w = prepare_workload({.load_file = load, .run_file = run});
+  std::remove(load.c_str());
+  std::remove(run.c_str());
+  return w;
+}
+
 /// A quiescent olc_tree of 5,000 loaded keys (several levels), every seventh updated.
 struct content_fixture {
   kv::olc_tree tree;
@@ -304,18 +318,9 @@ TEST(ContentKeys, GeneratedUpdatesAreListedAndInsertsAreUnsettled) {
 }
 
 TEST(ContentKeys, TraceUpdatesOfKeysTheRunInsertsOrRemovesAreUnsettled) {
-  const std::string dir = ::testing::TempDir();
-  const std::string load = dir + "/verify_test_content_load.txt";
-  const std::string run = dir + "/verify_test_content_run.txt";
-  {
-    std::ofstream l(load);
-    l << "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\n";
-    std::ofstream r(run);
-    r << "UPDATE 3\nUPDATE 1\nUPDATE 3\nDELETE 2\nUPDATE 2\nINSERT 9\nUPDATE 9\nUPDATE 8\n";
-  }
-  const workload_data w = prepare_workload({.load_file = load, .run_file = run});
-  std::remove(load.c_str());
-  std::remove(run.c_str());
+  const workload_data w = prepare_traces(
+      "content", "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\n",
+      "UPDATE 3\nUPDATE 1\nUPDATE 3\nDELETE 2\nUPDATE 2\nINSERT 9\nUPDATE 9\nUPDATE 8\n");
   EXPECT_EQ(w.run.updated_keys, (std::vector<std::uint64_t>{1, 3}));  // 8: never loaded
   EXPECT_EQ(w.run.unsettled_keys, (std::vector<std::uint64_t>{2, 9}));
   EXPECT_EQ(w.load.settled_count, 4u);
@@ -347,18 +352,9 @@ TEST(StableKeys, NotBuiltWithoutScans) {
 }
 
 TEST(StableKeys, TraceInsertsAndRemovesAreNotStable) {
-  const std::string dir = ::testing::TempDir();
-  const std::string load = dir + "/verify_test_load.txt";
-  const std::string run = dir + "/verify_test_run.txt";
-  {
-    std::ofstream l(load);
-    l << "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\nINSERT 5\nINSERT 3\n";
-    std::ofstream r(run);
-    r << "INSERT 2\nDELETE 4\nINSERT 9\nSCAN 1 10\nREAD 5\n";
-  }
-  const workload_data w = prepare_workload({.load_file = load, .run_file = run});
-  std::remove(load.c_str());
-  std::remove(run.c_str());
+  const workload_data w =
+      prepare_traces("stable", "INSERT 1\nINSERT 2\nINSERT 3\nINSERT 4\nINSERT 5\nINSERT 3\n",
+                     "INSERT 2\nDELETE 4\nINSERT 9\nSCAN 1 10\nREAD 5\n");
   EXPECT_EQ(w.run.stable_keys, (std::vector<std::uint64_t>{1, 3, 5}));
   EXPECT_EQ(w.run.max_scan_length, 10u);
 }
