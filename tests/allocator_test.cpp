@@ -1,5 +1,10 @@
 // White-box tests of the multi-level task allocator (src/memory/task_allocator.h), without a
 // runtime: size classes, reuse, alignment, cross-thread frees that must not pile up memory.
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -304,6 +309,30 @@ TEST(task_allocator, one_way_cross_thread_frees_do_not_grow_os_memory) {
 
 TEST(task_allocator, one_way_frees_on_another_numa_node_do_not_grow_os_memory) {
   expect_one_way_frees_not_to_grow_os_memory(0, 1);
+}
+
+/// The heaps ask for their chunks' pages on the node (preferred, so a full node lends pages and
+/// the process is not OOM-killed as under MPOL_BIND, which numa_tonode_memory used until
+/// 2026-11-26), and a node that is not there is refused with an errno, not a message per chunk.
+TEST(task_allocator, a_chunk_is_placed_on_a_node_by_preference_and_a_missing_node_is_refused) {
+  ASSERT_GE(numa_available(), 0) << "the kernel has no NUMA support";
+  const std::size_t bytes = alloc::chunk_bytes;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const int here = numa_node_of_cpu(sched_getcpu());
+  const unsigned node = here < 0 ? 0u : static_cast<unsigned>(here);
+  EXPECT_EQ(alloc::place_on_node(p, bytes, node), 0);
+  int mode = -1;
+  unsigned long mask = 0;
+  ASSERT_EQ(get_mempolicy(&mode, &mask, 64 + 1, p, MPOL_F_ADDR), 0);
+  EXPECT_EQ(mode, MPOL_PREFERRED);
+  EXPECT_EQ(mask, 1ul << node);
+  std::memset(p, 1, bytes);  // the pages come (from that node, while it has memory)
+  if (numa_max_node() < 63) {
+    EXPECT_EQ(alloc::place_on_node(p, bytes, 63), EINVAL);
+  }
+  EXPECT_EQ(alloc::place_on_node(p, bytes, 64), EINVAL);  // past the heaps' 64 nodes
+  ::munmap(p, bytes);
 }
 
 /// A thread_local constructed before the thread's first slow path is destroyed after the cache's

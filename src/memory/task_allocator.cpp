@@ -1,17 +1,18 @@
 #include "memory/task_allocator.h"
 
+#include <numa.h>
+#include <numaif.h>
 #include <sys/mman.h>
 
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
-
-#if defined(TESSERA_HAVE_NUMA)
-#include <numa.h>
-#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -44,6 +45,25 @@ struct batch {
 
 constexpr unsigned max_nodes = 64;
 
+/// Set when a placement was refused: said once on stderr, and no chunk is placed after it (each
+/// refusal would be one system call and the same answer). Relaxed: a flag, nothing it orders.
+std::atomic<bool> placement_refused{false};
+
+/// Asks the kernel to place a new chunk on `node` (before anything touches it) on a machine with
+/// more than one node. A refusal costs nothing but the placement.
+void place_chunk(void* p, unsigned node) noexcept {
+  if (placement_refused.load(std::memory_order_relaxed)) return;
+  static const bool several_nodes = numa_available() >= 0 && numa_max_node() > 0;
+  if (!several_nodes) return;
+  if (const int err = task_allocator::place_on_node(p, task_allocator::chunk_bytes, node);
+      err != 0 && !placement_refused.exchange(true, std::memory_order_relaxed)) {
+    std::fprintf(stderr,
+                 "tessera: could not place task memory on NUMA node %u (mbind: %s); the kernel "
+                 "places it from now on\n",
+                 node, std::strerror(err));
+  }
+}
+
 struct node_heap {
   std::mutex mutex;
   std::vector<batch> batches[task_allocator::class_count];
@@ -60,13 +80,7 @@ struct node_heap {
     void* p = ::mmap(nullptr, task_allocator::chunk_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-#if defined(TESSERA_HAVE_NUMA)
-    if (numa_available() >= 0 && numa_max_node() > 0) {
-      numa_tonode_memory(p, task_allocator::chunk_bytes, static_cast<int>(node));
-    }
-#else
-    (void)node;
-#endif
+    place_chunk(p, node);
     counter.fetch_add(task_allocator::chunk_bytes, std::memory_order_relaxed);
     return static_cast<char*>(p);
   }
@@ -338,6 +352,18 @@ std::size_t task_allocator::thread_cached_blocks() noexcept {
 }
 
 void task_allocator::flush_thread_cache() noexcept { flush(tl_task_cache); }
+
+int task_allocator::place_on_node(void* p, std::size_t bytes, unsigned node) noexcept {
+  if (node >= max_nodes) return EINVAL;
+  // MPOL_PREFERRED, not MPOL_BIND (what numa_tonode_memory uses, and what tessera used until
+  // 2026-11-26): a full node then lends pages from another instead of getting the process
+  // OOM-killed, and a refusal is ours to report (libnuma printed "mbind: Invalid argument" for
+  // every chunk when a cpuset left the node out). maxnode counts one bit more than the mask has,
+  // as libnuma passes it.
+  const unsigned long mask = 1ul << node;
+  if (mbind(p, bytes, MPOL_PREFERRED, &mask, max_nodes + 1, 0) == 0) return 0;
+  return errno;
+}
 
 std::size_t task_allocator::os_bytes() noexcept {
   std::size_t n = 0;

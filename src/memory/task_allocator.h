@@ -3,7 +3,8 @@
 // Level 1: a per-thread LIFO free list per size class, used without any synchronization.
 // Level 2: a per-NUMA-node heap per size class (mutex-protected), exchanging whole batches of
 //          blocks with the thread caches.
-// Level 3: the operating system: 1 MiB chunks, placed on the node with libnuma.
+// Level 3: the operating system: 1 MiB chunks, placed on the node with libnuma (preferred, not
+//          bound: a full node lends pages from another; a refusal is said once on stderr).
 //
 // A block freed on another thread goes to that thread's list; when a list grows past push_limit
 // (32 batches), one batch goes back to the thread's node heap, so cross-thread frees never pile up
@@ -58,6 +59,11 @@ class task_allocator {
   static std::size_t thread_cached_blocks() noexcept;
   /// Returns the calling thread's cached blocks to its node heap.
   static void flush_thread_cache() noexcept;
+  /// Asks the kernel to take the pages of [p, p + bytes) from `node` while it has free memory
+  /// there (MPOL_PREFERRED): 0, or the errno of the refusal (EINVAL for a node that is not there
+  /// or that the process's cpuset leaves out). The heaps call it for every chunk on a machine of
+  /// several nodes; exposed for tests.
+  static int place_on_node(void* p, std::size_t bytes, unsigned node) noexcept;
   /// Bytes obtained from the operating system so far (all nodes); for tests.
   static std::size_t os_bytes() noexcept;
 

@@ -1,6 +1,7 @@
 #include "runtime/topology.h"
 
 #include <hwloc.h>
+#include <numa.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -12,9 +13,6 @@
 #include <string>
 #include <utility>
 
-#if defined(TESSERA_HAVE_NUMA)
-#include <numa.h>
-#endif
 
 namespace tessera::detail {
 
@@ -91,7 +89,6 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
   }
   m_node_of_cpu.assign(cpu_slots, 0);
   bool nodes_known = false;
-#if defined(TESSERA_HAVE_NUMA)
   if (!synthetic && numa_available() >= 0) {
     for (unsigned c = 0; c < cpu_slots; ++c) {
       int n = numa_node_of_cpu(static_cast<int>(c));
@@ -99,7 +96,6 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
     }
     nodes_known = true;
   }
-#endif
   if (!nodes_known && m_impl->topo != nullptr) {
     // hwloc's NUMA nodes (memory children in hwloc 2): the one whose cpuset holds the CPU.
     hwloc_obj_t node = nullptr;
