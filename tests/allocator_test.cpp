@@ -439,6 +439,26 @@ TEST(allocator_asan, fresh_blocks_on_a_threads_list_are_poisoned) {
   }).join();
 }
 
+// A block handed out for fewer bytes than its class is poisoned past them, as a malloc'd
+// object's tail: a task that writes past its own object is reported (until 2026-11-27 the whole
+// block was addressable). Objects smaller than a free block's header too.
+TEST(allocator_asan, a_block_is_poisoned_past_the_bytes_asked_for) {
+  std::thread([] {
+    for (const std::size_t bytes : {std::size_t{1}, std::size_t{72}, std::size_t{100}}) {
+      auto* p = static_cast<char*>(alloc::allocate(bytes));
+      EXPECT_FALSE(__asan_address_is_poisoned(p + bytes - 1)) << bytes << " bytes";
+      EXPECT_TRUE(__asan_address_is_poisoned(p + bytes)) << bytes << " bytes";
+      EXPECT_TRUE(__asan_address_is_poisoned(p + alloc::class_bytes(alloc::size_class(bytes)) - 1));
+      alloc::deallocate(p, bytes);
+      EXPECT_TRUE(__asan_address_is_poisoned(p));
+      auto* q = static_cast<char*>(alloc::allocate(alloc::class_bytes(alloc::size_class(bytes))));
+      EXPECT_EQ(q, p) << "the list hands the block just freed out again";
+      EXPECT_FALSE(__asan_address_is_poisoned(q + alloc::class_bytes(alloc::size_class(bytes)) - 1));
+      alloc::deallocate(q, alloc::class_bytes(alloc::size_class(bytes)));
+    }
+  }).join();
+}
+
 }  // namespace
 }  // namespace tessera::test
 #endif

@@ -163,6 +163,7 @@ std::size_t depth_of(free_block* top) noexcept {
 /// returns the list's new length.
 std::size_t put_on_list(task_cache& tc, unsigned c, free_block* blk) noexcept {
   const std::size_t depth = depth_of(tc.head[c]) + 1;
+  TESSERA_UNPOISON(blk, sizeof(free_block));  // an object smaller than the header (hand_out)
   blk->next = tc.head[c];
   blk->depth = depth;
   TESSERA_POISON(blk, task_allocator::class_bytes(c));
@@ -237,21 +238,32 @@ struct cache_owner {
   }
 };
 
+/// Under ASan, a block of class `c` handed out for `bytes` is addressable up to `bytes` and
+/// poisoned after it, as a malloc'd object's tail is: a task that writes past its own object
+/// into the rest of the block is reported (until 2026-11-27 the whole block was unpoisoned).
+void hand_out(free_block* blk, std::size_t bytes, unsigned c) noexcept {
+  TESSERA_POISON(blk, task_allocator::class_bytes(c));
+  TESSERA_UNPOISON(blk, bytes);
+  (void)blk, (void)bytes, (void)c;
+}
+
 /// allocate() after the thread's exit flush: one block of a batch, the rest back to the heap.
-void* allocate_after_exit(unsigned c, unsigned node) {
+void* allocate_after_exit(unsigned c, unsigned node, std::size_t bytes) {
   const batch b = take_batch(c, node);
   free_block* blk = b.head;
-  TESSERA_UNPOISON(blk, task_allocator::class_bytes(c));
+  TESSERA_UNPOISON(blk, sizeof(free_block));
   if (b.count > 1) {
     node_heap& heap = global_heaps().nodes[node];
     std::lock_guard lock(heap.mutex);
     heap.give(c, batch{blk->next, b.tail, b.count - 1});
   }
+  hand_out(blk, bytes, c);
   return blk;
 }
 
 /// deallocate() after the thread's exit flush: a batch of one, to the heap.
 void deallocate_after_exit(free_block* blk, unsigned c, unsigned node) noexcept {
+  TESSERA_UNPOISON(blk, sizeof(free_block));  // an object smaller than the header (hand_out)
   batch one;
   one.push(blk);
   TESSERA_POISON(blk, task_allocator::class_bytes(c));
@@ -281,7 +293,7 @@ void* task_allocator::allocate(std::size_t bytes) {
   const unsigned c = size_class(bytes);
   task_cache& tc = tl_task_cache;
   if (is_floor(tc.head[c])) [[unlikely]] {
-    if (tc.closed) [[unlikely]] return allocate_after_exit(c, tc.node);
+    if (tc.closed) [[unlikely]] return allocate_after_exit(c, tc.node, bytes);
     if (!tc.registered) arm_thread_exit_flush(tc);
     const batch b = take_batch(c, tc.node);
     // The list is empty: the batch becomes its bottom.
@@ -291,8 +303,9 @@ void* task_allocator::allocate(std::size_t bytes) {
     tc.head[c] = b.head;
   }
   free_block* blk = tc.head[c];
-  TESSERA_UNPOISON(blk, class_bytes(c));
+  TESSERA_UNPOISON(blk, sizeof(free_block));
   tc.head[c] = blk->next;
+  hand_out(blk, bytes, c);
   return blk;
 }
 
