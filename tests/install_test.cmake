@@ -42,4 +42,21 @@ run("running the pkg-config build of first_program" ${WORK_DIR}/first_program_pc
 if(NOT last_output STREQUAL "1000\n")
   message(FATAL_ERROR "the pkg-config build of first_program printed '${last_output}', expected 1000")
 endif()
-message(STATUS "installed to ${prefix}; built against it with find_package and with pkg-config")
+# Code compiled with the other TESSERA_DEBUG_CHECKS than the library's must not link (the types
+# differ; runtime.h, detail::build_switches): the link error names the switch.
+set(flipped_flags ${pc_flags})
+list(FILTER flipped_flags EXCLUDE REGEX "^-DTESSERA_DEBUG_CHECKS")
+if(flipped_flags STREQUAL pc_flags)
+  list(APPEND flipped_flags -DTESSERA_DEBUG_CHECKS=1)
+endif()
+execute_process(COMMAND ${CXX} -std=c++20 ${SOURCE_DIR}/examples/first_program.cpp ${flipped_flags}
+                        -o ${WORK_DIR}/first_program_mismatch
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "first_program linked with TESSERA_DEBUG_CHECKS flipped against the library")
+endif()
+if(NOT err MATCHES "TESSERA_DEBUG_CHECKS")
+  message(FATAL_ERROR "the link error of a TESSERA_DEBUG_CHECKS mismatch does not name it:\n${err}")
+endif()
+message(STATUS "installed to ${prefix}; built against it with find_package and with pkg-config; "
+               "a TESSERA_DEBUG_CHECKS mismatch does not link")

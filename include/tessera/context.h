@@ -50,6 +50,10 @@ class context {
   /// else the running task's group. Throws std::logic_error if `g` is stale or was waited for
   /// already, or if the continuation would be in `g` itself (it would wait for itself); the
   /// continuation then stays the caller's (runtime::discard it), and nothing else changed.
+  /// If a task of `g` threw, the continuation runs all the same (it cannot tell), and the first
+  /// exception goes to the continuation's group, whose wait rethrows it (with no group, to
+  /// runtime::take_unhandled_exceptions()): a result the continuation computes from a failed
+  /// group reaches nobody unchecked.
   void when_done(group g, task* continuation);
 
   /// Under optimistic reading: true if nothing was written to the resource since the task

@@ -3,9 +3,12 @@
 // Groups follow seed 004 (GeckoDB thread pool): a slot map of group states indexed by a handle
 // that carries a generation counter, so a stale handle is detected instead of aliasing a reused
 // slot. A group is open from make_group() until exactly one wait: runtime::wait(g) from a thread
-// that is not a worker (blocks without spinning), or context::when_done(g, continuation) from
-// inside a task (never blocks a worker; the continuation is spawned when the group completes).
-// Tasks spawned by a task of the group join the group.
+// that is not a worker (blocks without spinning), context::when_done(g, continuation) from
+// inside a task (never blocks a worker; the continuation is spawned when the group completes), or
+// runtime::detach(g) (nobody waits; the slot is freed when the tasks are done). A group that gets
+// none of the three keeps its slot and the exceptions of its tasks until the runtime is destroyed
+// (which says so on stderr). A group serves one round: make one per round (they are cheap: a
+// slot taken from a free list). Tasks spawned by a task of the group join the group.
 //
 //   tessera::group g = rt.make_group();
 //   for (int i = 0; i < 100; ++i) rt.spawn([i](tessera::context&) { work(i); }, g);

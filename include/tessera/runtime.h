@@ -13,7 +13,9 @@
 // Lifetime: stop() (called by the destructor too) first drains: it waits until every task
 // spawned before or during stop() — including the tasks those tasks spawn — has run, then joins
 // the workers. Spawning from a non-worker thread after stop() began throws std::logic_error.
-// Retired resources are all released by stop().
+// Retired resources are all released by stop(). A task that never finishes (one that returns
+// itself until a flag nobody sets is set) makes stop() wait for ever: there is no cancellation;
+// let such a task look at a flag of yours that you set before stop().
 #pragma once
 
 #include <chrono>
@@ -61,6 +63,27 @@ task_block allocate_task_block(bool system) {
   }
   return {allocate_task_memory(Bytes, system), task_cache::block_of(Bytes, system)};
 }
+
+// The switches that change tessera's types (TESSERA_DEBUG_CHECKS: task.h; TESSERA_STATISTICS:
+// statistics.h) must be the same in the library and in the code that includes its headers (the
+// CMake target tessera::tessera and `pkg-config --cflags tessera` pass them). Each combination
+// has a type of its own, and runtime's constructor takes the one of the including code, which
+// the library defines for its own combination only: a mismatch is a link error that names the
+// switches the including code was compiled with (until 2026-11-27 it linked, and the first spawn
+// failed with a misleading error).
+#if defined(TESSERA_DEBUG_CHECKS) && defined(TESSERA_STATISTICS)
+struct compiled_with_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS {};
+using build_switches = compiled_with_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS;
+#elif defined(TESSERA_DEBUG_CHECKS)
+struct compiled_with_TESSERA_DEBUG_CHECKS_without_TESSERA_STATISTICS {};
+using build_switches = compiled_with_TESSERA_DEBUG_CHECKS_without_TESSERA_STATISTICS;
+#elif defined(TESSERA_STATISTICS)
+struct compiled_without_TESSERA_DEBUG_CHECKS_with_TESSERA_STATISTICS {};
+using build_switches = compiled_without_TESSERA_DEBUG_CHECKS_with_TESSERA_STATISTICS;
+#else
+struct compiled_without_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS {};
+using build_switches = compiled_without_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS;
+#endif
 }  // namespace detail
 
 /// Where task descriptors come from.
@@ -80,10 +103,10 @@ std::vector<unsigned> default_worker_cpus();
 struct runtime_options {
   /// Number of workers; default: one per CPU the process may run on. Ignored if `cpus` is set.
   /// Worker i runs on default_worker_cpus()[i], wrapping around when there are more workers.
-  std::optional<unsigned> workers;
+  std::optional<unsigned> workers{};
   /// Explicit OS CPU indices, one worker each, in this order. A CPU the machine does not have
   /// throws std::invalid_argument; one this process may not use runs its worker unpinned.
-  std::vector<unsigned> cpus;
+  std::vector<unsigned> cpus{};
   /// Pin each worker to its CPU with hwloc; if the OS refuses, run unpinned (said once on stderr).
   /// An unpinned worker may run on every CPU the process may run on (not only on those of the
   /// thread that made the runtime).
@@ -106,13 +129,15 @@ struct runtime_options {
   /// needs. (200 µs: on a 16-core VM, 16 workers handing tasks round-robin parked and woke each
   /// other in convoys with 50 µs, 10.7 µs of worker time per task; 1.2 µs with 200.)
   std::chrono::microseconds spin_before_park{200};
-  /// Report (to stderr) exceptions thrown by tasks that belong to no group.
+  /// Report (to stderr) the first exception that nobody waits for (see take_unhandled_exceptions)
+  /// and, when the runtime is destroyed, groups that were never waited for.
   bool report_unhandled_exceptions = true;
 };
 
 class runtime {
  public:
-  explicit runtime(runtime_options options = {});
+  explicit runtime(runtime_options options = {})
+      : runtime(std::move(options), detail::build_switches{}) {}
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
   ~runtime();
@@ -154,8 +179,9 @@ class runtime {
   /// Frees a task that was made but never spawned.
   void discard(task* t) noexcept;
 
-  /// Schedules `t` by its annotations. From a worker inside a task, prefer context::spawn (it
-  /// also inherits the running task's group). Thread-safe.
+  /// Schedules `t` by its annotations. Thread-safe. From inside a task it does what
+  /// context::spawn does (`t`, unless annotated with a group, joins the running task's group);
+  /// context::spawn saves finding the calling worker.
   void spawn(task* t);
   void spawn(task* t, group g) {
     t->annotate(g);
@@ -174,11 +200,19 @@ class runtime {
   /// until every task of `g` finished, then closes `g`. Rethrows the first exception a task of `g`
   /// threw. A handle of another runtime's group is stale here (std::logic_error).
   void wait(group g);
+  /// Closes `g` without waiting for it: its slot is freed when its last task finishes, and an
+  /// exception of its tasks goes where one of a task without a group goes (stderr once, then
+  /// take_unhandled_exceptions()). This is the one wait a group allows; from any thread, also
+  /// from a task. A group must be waited for, continued (context::when_done) or detached: one
+  /// that is none of these keeps its slot and its exceptions until the runtime is destroyed,
+  /// which then says how many there were on stderr. Throws std::logic_error as wait() does.
+  void detach(group g);
   /// Blocks the calling thread (which must not be one of this runtime's workers) without
   /// spinning until no task is queued or running anywhere; the last worker to go idle wakes it.
   /// Exceptions of grouped tasks stay with their groups.
   void wait_idle();
-  /// Exceptions thrown by tasks without a group since the last call.
+  /// Exceptions that nobody waits for, since the last call: thrown by tasks without a group, of
+  /// a detached group, or of a group given to when_done whose continuation is in no group.
   std::vector<std::exception_ptr> take_unhandled_exceptions();
 
   // ---- resources -----------------------------------------------------------------------------
@@ -263,6 +297,8 @@ class runtime {
   detail::scheduler& internals() noexcept { return *m_scheduler; }
 
  private:
+  /// Defined for the library's own build switches only (detail::build_switches).
+  runtime(runtime_options options, detail::build_switches);
   static void set_task_block(task* t, std::size_t bytes, bool validates_first, std::uint8_t block,
                              std::uint16_t destroyer) noexcept {
     // bytes is a multiple of 8 (a task holds a vtable pointer): bit 0 is free for the flag

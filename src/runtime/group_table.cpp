@@ -46,6 +46,7 @@ group group_table::open() {
     s.error = nullptr;
     s.continuation = nullptr;
     s.closed = false;
+    s.detached = false;
   }
   s.done.store(0, std::memory_order_relaxed);
   s.pending.store(1, std::memory_order_release);  // the open reference; release: slot reset first
@@ -81,6 +82,19 @@ void group_table::release(group g) {
   }
   std::lock_guard lock(m_mutex);
   m_free.push_back(g.index - 1);
+}
+
+std::uint32_t group_table::never_closed(std::vector<std::exception_ptr>& errors) {
+  std::lock_guard lock(m_mutex);
+  std::uint32_t n = 0;
+  for (std::uint32_t i = 0; i < m_used; ++i) {
+    group_slot& s = (*m_chunks[i / chunk_slots].load(std::memory_order_acquire))[i % chunk_slots];
+    std::lock_guard slot_lock(s.mutex);
+    if (s.closed) continue;  // closed, and released when it completed (or being waited for)
+    ++n;
+    if (s.error) errors.push_back(s.error);
+  }
+  return n;
 }
 
 }  // namespace tessera::detail

@@ -31,7 +31,8 @@ struct group_slot {
   std::mutex mutex;
   std::exception_ptr error;      // first exception (guarded by mutex)
   task* continuation = nullptr;  // guarded by mutex
-  bool closed = false;           // wait or when_done called (guarded by mutex)
+  bool closed = false;           // wait, when_done or detach called (guarded by mutex)
+  bool detached = false;         // detach called: nobody waits (guarded by mutex)
 
   /// Requires: mutex held. `g` names this slot's current group, which nobody waits for yet. The
   /// generation changes under the mutex too (group_table::release), so a second wait that
@@ -70,6 +71,10 @@ class group_table {
   void record_exception(group g, std::exception_ptr e);
   /// Returns a completed slot to the free list (generation advances).
   void release(group g);
+  /// Groups made and never closed (no wait, when_done or detach), with the exceptions they
+  /// hold. For the runtime's destructor: every task has run, so such a group still holds the
+  /// slot and whatever its tasks threw.
+  std::uint32_t never_closed(std::vector<std::exception_ptr>& errors);
 
  private:
   using chunk = std::array<group_slot, chunk_slots>;

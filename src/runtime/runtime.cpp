@@ -49,7 +49,7 @@ detail::worker* worker_of(detail::scheduler& s) noexcept {
 }
 }  // namespace
 
-runtime::runtime(runtime_options options)
+runtime::runtime(runtime_options options, detail::build_switches)
     : m_system_allocator(options.allocator == task_allocator::system) {
   m_scheduler = std::make_unique<detail::scheduler>(*this, options);
 }
@@ -88,6 +88,7 @@ void runtime::spawn(task* t) {
 
 group runtime::make_group() { return m_scheduler->make_group(); }
 void runtime::wait(group g) { m_scheduler->wait(g); }
+void runtime::detach(group g) { m_scheduler->detach(g); }
 void runtime::wait_idle() { m_scheduler->wait_idle(); }
 std::vector<std::exception_ptr> runtime::take_unhandled_exceptions() {
   return m_scheduler->take_unhandled();

@@ -1,12 +1,17 @@
 #include "runtime/scheduler.h"
 
-#include <unistd.h>  // sysconf
+#include <sys/mman.h>  // msync
+#include <unistd.h>    // sysconf
 
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "memory/task_allocator.h"
 #include "runtime/futex.h"
@@ -16,6 +21,17 @@
 
 namespace tessera::detail {
 namespace {
+
+/// what() of an exception, or "unknown exception".
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+  }
+  return "unknown exception";
+}
 
 /// Resources (header + object) start on a cache line of their own.
 constexpr std::align_val_t resource_alignment{64};
@@ -139,7 +155,23 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   }
 }
 
-scheduler::~scheduler() { stop(); }
+scheduler::~scheduler() {
+  stop();
+  // A group nobody waited for keeps its slot, and what its tasks threw, until now: say so, or
+  // the exceptions are lost without a word (a review, 2026-11-27: a million such groups held
+  // 83 MB).
+  std::vector<std::exception_ptr> errors;
+  const std::uint32_t open = m_groups.never_closed(errors);
+  if (open != 0 && m_options.report_unhandled_exceptions) {
+    std::fprintf(stderr,
+                 "tessera: %u group%s never waited for (each group needs runtime::wait, "
+                 "context::when_done or runtime::detach, or it keeps its slot until the runtime "
+                 "ends)%s%s%s\n",
+                 open, open == 1 ? " was" : "s were", errors.empty() ? "" : "; their tasks threw, first: ",
+                 errors.empty() ? "" : what_of(errors.front()).c_str(),
+                 errors.size() > 1 ? " (and more)" : "");
+  }
+}
 
 std::uint64_t scheduler::now_ns() const noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -165,6 +197,25 @@ void scheduler::handed_over_twice(const char* what) {
                          "spawn until it is done), or that make_task did not make");
 }
 
+bool scheduler::is_live_resource(const void* object) noexcept {
+  const auto address = reinterpret_cast<std::uintptr_t>(object);
+  if (address % alignof(resource_header) != 0 || address < sizeof(resource_header)) return false;
+  const auto* h = reinterpret_cast<const resource_header*>(address - sizeof(resource_header));
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // msync of an unmapped range fails with ENOMEM: the header's page is not there.
+  if (address % page == 0 &&
+      ::msync(reinterpret_cast<void*>(address - page), page, MS_ASYNC) != 0) {
+    return false;
+  }
+#if defined(__SANITIZE_ADDRESS__)
+  if (__asan_region_is_poisoned(const_cast<resource_header*>(h), sizeof(resource_header)) !=
+      nullptr) {
+    return false;
+  }
+#endif
+  return h->magic == resource_header::live_magic;
+}
+
 void scheduler::not_a_resource(const char* what) {
   throw std::logic_error(std::string("tessera: ") + what +
                          " of a task annotated with annotate_resource(p) where p was not made by "
@@ -186,7 +237,9 @@ void scheduler::null_task(const char* what) {
 #if defined(TESSERA_DEBUG_CHECKS)
 void scheduler::refuse_stale_group(task* t) {
   destroy(t);  // ownership passed to the runtime with the spawn
-  throw std::logic_error("tessera: spawn into a stale or completed group");
+  throw std::logic_error(
+      "tessera: spawn into a stale or completed group (a group serves one round: make_group() "
+      "for each, or a group of another runtime)");
 }
 #endif
 
@@ -437,6 +490,27 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
   leave_group(g, &from);
 }
 
+void scheduler::detach(group g) {
+  if (!g.valid())
+    throw std::logic_error("tessera: detach of group{}, which names no group");
+  if (!m_groups.current(g))
+    throw std::logic_error(
+        "tessera: detach of a group that is no longer open (waited for, continued with "
+        "when_done or detached already) or that another runtime made");
+  group_slot& s = m_groups.slot(g);
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.waitable(g))
+      throw std::logic_error("tessera: detach of a group that was waited for (or detached) already");
+    s.closed = true;
+    s.detached = true;
+  }
+  // From a task of this runtime, a completion here is a worker's (its continuation rules); from
+  // any other thread, an outside one.
+  worker* w = current_worker();
+  leave_group(g, (w != nullptr && &w->m_sched == this) ? w : nullptr);  // the open reference
+}
+
 void scheduler::leave_group(group g, worker* from) noexcept {
   if (m_groups.leave(g)) complete_group(g, from);
 }
@@ -445,12 +519,14 @@ void scheduler::complete_group(group g, worker* from) noexcept {
   group_slot& s = m_groups.slot(g);
   task* cont;
   std::exception_ptr error;
+  bool detached;
   {
     std::lock_guard lock(s.mutex);
     cont = s.continuation;
     error = s.error;
+    detached = s.detached;
   }
-  if (cont == nullptr) {
+  if (cont == nullptr && !detached) {
     error = nullptr;  // the waiter takes the slot's reference; ours must not outlive the wake-up
     // release: publish the group's work to the waiter; then wake it.
     s.done.store(1, std::memory_order_release);
@@ -458,8 +534,19 @@ void scheduler::complete_group(group g, worker* from) noexcept {
     return;
   }
   m_groups.release(g);
+  if (cont == nullptr) {  // detached: nobody waits
+    if (error) record_unhandled(std::move(error), "a task of a detached group");
+    return;
+  }
   // The exception moves on to the group the continuation belongs to (or to the unhandled list).
-  if (error) record_exception(cont->m_group, error);
+  if (error) {
+    if (cont->m_group.valid()) {
+      m_groups.record_exception(cont->m_group, std::move(error));
+    } else {
+      record_unhandled(std::move(error),
+                       "a task of a group given to when_done, whose continuation is in no group,");
+    }
+  }
   // Counted as spawned by when_done already, by the worker that registered it.
   if (from == nullptr) {
     route(cont, nullptr);
@@ -473,18 +560,15 @@ void scheduler::record_exception(group g, std::exception_ptr e) {
     m_groups.record_exception(g, std::move(e));
     return;
   }
+  record_unhandled(std::move(e), "a task without a group");
+}
+
+void scheduler::record_unhandled(std::exception_ptr e, const char* whose) {
   if (m_options.report_unhandled_exceptions && !m_unhandled_reported.exchange(true)) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
     std::fprintf(stderr,
-                 "tessera: a task without a group threw (%s); the worker goes on. Further ones are "
-                 "collected silently: runtime::take_unhandled_exceptions()\n",
-                 what.c_str());
+                 "tessera: %s threw (%s); nobody waits for it, and the worker goes on. Further "
+                 "ones are collected silently: runtime::take_unhandled_exceptions()\n",
+                 whose, what_of(e).c_str());
   }
   std::lock_guard lock(m_unhandled_mutex);
   m_unhandled.push_back(std::move(e));
@@ -522,7 +606,9 @@ bool scheduler::quiescent() const noexcept {
 
 void scheduler::wait_idle() {
   if (on_own_worker()) {
-    throw std::logic_error("tessera: wait_idle() called from one of its own workers");
+    throw std::logic_error(
+        "tessera: wait_idle() called from one of its own workers (a task would wait for itself; "
+        "put the work in a group and use context::when_done)");
   }
   if (quiescent()) return;
   // Sleep until a worker going idle finds the runtime quiescent (notify_if_idle). Until
@@ -621,7 +707,7 @@ void scheduler::free_resource(resource_header* h) noexcept {
 void scheduler::retire(resource_header* h) {
   // A pointer make_resource did not return was freed by stop() (free(): invalid pointer) until
   // 2026-11-26; the header's mark says whether it is one (a freed resource's is cleared too).
-  if (h->magic != resource_header::live_magic)
+  if (!is_live_resource(h->object()))
     throw std::invalid_argument(
         "tessera: retire_resource of memory that make_resource did not return (or freed already)");
   if (h->retired.exchange(true, std::memory_order_relaxed))
@@ -662,7 +748,7 @@ void scheduler::move(resource_header* h, worker_id w) {
   // The checks retire() makes (a review on 2026-11-26 moved nullptr, foreign memory and a
   // retired resource: a crash, a write into the user's memory, a pool weight counted twice).
   if (h == nullptr) throw std::invalid_argument("tessera: move_resource(nullptr)");
-  if (h->magic != resource_header::live_magic)
+  if (!is_live_resource(h->object()))
     throw std::invalid_argument(
         "tessera: move_resource of memory that make_resource did not return (or freed already)");
   if (h->retired.load(std::memory_order_relaxed))

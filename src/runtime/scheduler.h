@@ -158,15 +158,21 @@ class scheduler {
     task_allocator::release(t, block);
   }
 
+  /// `object` is one that make_resource made and that is not freed (the checks of retire, move
+  /// and, with TESSERA_DEBUG_CHECKS, of a spawn on a resource). Reads the header line before
+  /// `object` only where that cannot fault or trip a sanitizer: the pointer 64-aligned (every
+  /// resource is), the line addressable under ASan, and, for a pointer at the start of a page,
+  /// the page before it mapped. Until 2026-11-27 the line was read whatever the pointer: a plain
+  /// pointer at the start of a mapping crashed instead of throwing, and UBSan stopped a
+  /// misaligned one.
+  static bool is_live_resource(const void* object) noexcept;
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what`, if `t` is annotated with
   /// a resource that make_resource did not make (or that was freed).
   static void require_resource(const task* t, const char* what) {
-    if (t->has_resource() && resource_header::of(t->data())->magic != resource_header::live_magic)
-        [[unlikely]] {
-      not_a_resource(what);
-    }
+    if (t->has_resource() && !is_live_resource(t->data())) [[unlikely]] not_a_resource(what);
   }
+
   /// With TESSERA_DEBUG_CHECKS: `t` was made by make_task and not spawned yet (its epoch slot is
   /// still task::unspawned_slot). The one test behind require_unspawned and runtime::discard.
   static bool unspawned(const task* t) noexcept { return t->m_epoch_slot == task::unspawned_slot; }
@@ -180,6 +186,10 @@ class scheduler {
   bool on_own_worker() const noexcept;
   void leave_group(group g, worker* from) noexcept;
   void record_exception(group g, std::exception_ptr e);
+  /// `e`, thrown by a task nobody waits for (`whose`, for the message), goes to the unhandled
+  /// list; the first one is said on stderr (runtime_options::report_unhandled_exceptions).
+  void record_unhandled(std::exception_ptr e, const char* whose);
+  void detach(group g);
   void wait_idle();
   bool quiescent() const noexcept;
   /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
