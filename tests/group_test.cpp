@@ -199,6 +199,30 @@ TEST_P(group_test, when_done_runs_the_continuation_after_the_inner_group) {
   EXPECT_EQ(result, n * (n - 1) / 2);
 }
 
+// The lambda forms a task writes without reaching for the runtime: context::make_task_from and
+// when_done with a callable (added 2026-11-27; a review wrote ctx.runtime().make_task_from).
+TEST_P(group_test, when_done_takes_a_lambda_and_a_task_makes_tasks_from_lambdas) {
+  auto& r = start();
+  std::atomic<int> parts{0};
+  std::atomic<int> joined{-1};
+  const group all = r.make_group();
+  r.spawn(
+      [&, tok = live_token{}](context& ctx) {
+        const group inner = ctx.runtime().make_group();
+        for (int i = 0; i < 4; ++i) {
+          ctx.spawn(&ctx.make_task_from([&parts, tok2 = live_token{}](context&) {
+                       parts.fetch_add(1);
+                     })->annotate(inner));
+        }
+        ctx.when_done(inner, [&, tok3 = live_token{}](context&) { joined.store(parts.load()); });
+        // A refused registration frees the callable's task (the fixture counts live tokens).
+        EXPECT_THROW(ctx.when_done(inner, [tok4 = live_token{}](context&) {}), std::logic_error);
+      },
+      all);
+  r.wait(all);  // the continuation joined `all`
+  EXPECT_EQ(joined.load(), 4);
+}
+
 TEST_P(group_test, wait_idle_covers_continuations_not_yet_spawned) {
   auto& r = start();
   const int rounds = static_cast<int>(scaled(200, 30));

@@ -39,6 +39,9 @@ class context {
   /// Allocates a task from this worker's allocator.
   template <task_type T, class... Args>
   T* make_task(Args&&... args);
+  /// Wraps a callable (`void(context&)` or `task*(context&)`) as a task to annotate and spawn.
+  template <task_function F>
+  function_task<std::decay_t<F>>* make_task_from(F&& f);
 
   /// Spawns `t`. Without a group annotation, it joins the group of the running task.
   void spawn(task* t);
@@ -55,6 +58,9 @@ class context {
   /// runtime::take_unhandled_exceptions()): a result the continuation computes from a failed
   /// group reaches nobody unchecked.
   void when_done(group g, task* continuation);
+  /// when_done with a callable as the continuation (if registering throws, its task is freed).
+  template <task_function F>
+  void when_done(group g, F&& continuation);
 
   /// Under optimistic reading: true if nothing was written to the resource since the task
   /// started. Call it before acting outside the task (a spawn, a callback); if it returns

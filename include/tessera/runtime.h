@@ -335,8 +335,22 @@ T* context::make_task(Args&&... args) {
   return m_runtime->make_task<T>(std::forward<Args>(args)...);
 }
 template <task_function F>
+function_task<std::decay_t<F>>* context::make_task_from(F&& f) {
+  return make_task<function_task<std::decay_t<F>>>(std::forward<F>(f));
+}
+template <task_function F>
 void context::spawn(F&& f) {
-  spawn(make_task<function_task<std::decay_t<F>>>(std::forward<F>(f)));
+  spawn(make_task_from(std::forward<F>(f)));
+}
+template <task_function F>
+void context::when_done(group g, F&& continuation) {
+  task* t = make_task_from(std::forward<F>(continuation));
+  try {
+    when_done(g, t);
+  } catch (...) {
+    m_runtime->discard(t);
+    throw;
+  }
 }
 
 }  // namespace tessera
