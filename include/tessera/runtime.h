@@ -64,25 +64,18 @@ task_block allocate_task_block(bool system) {
   return {allocate_task_memory(Bytes, system), task_cache::block_of(Bytes, system)};
 }
 
-// The switches that change tessera's types (TESSERA_DEBUG_CHECKS: task.h; TESSERA_STATISTICS:
-// statistics.h) must be the same in the library and in the code that includes its headers (the
-// CMake target tessera::tessera and `pkg-config --cflags tessera` pass them). Each combination
-// has a type of its own, and runtime's constructor takes the one of the including code, which
-// the library defines for its own combination only: a mismatch is a link error that names the
-// switches the including code was compiled with (until 2026-11-27 it linked, and the first spawn
-// failed with a misleading error).
-#if defined(TESSERA_DEBUG_CHECKS) && defined(TESSERA_STATISTICS)
-struct compiled_with_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS {};
-using build_switches = compiled_with_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS;
-#elif defined(TESSERA_DEBUG_CHECKS)
-struct compiled_with_TESSERA_DEBUG_CHECKS_without_TESSERA_STATISTICS {};
-using build_switches = compiled_with_TESSERA_DEBUG_CHECKS_without_TESSERA_STATISTICS;
-#elif defined(TESSERA_STATISTICS)
-struct compiled_without_TESSERA_DEBUG_CHECKS_with_TESSERA_STATISTICS {};
-using build_switches = compiled_without_TESSERA_DEBUG_CHECKS_with_TESSERA_STATISTICS;
+// TESSERA_DEBUG_CHECKS changes tessera's types (task.h), so the library and the code that
+// includes its headers must agree on it (the CMake target tessera::tessera and `pkg-config
+// --cflags tessera` pass it). runtime's constructor takes a type named after the including
+// code's setting, which the library defines for its own setting only: a mismatch is a link
+// error that names the switch (until 2026-11-27 it linked, and the first spawn failed with a
+// misleading error).
+#if defined(TESSERA_DEBUG_CHECKS)
+struct compiled_with_TESSERA_DEBUG_CHECKS {};
+using build_switches = compiled_with_TESSERA_DEBUG_CHECKS;
 #else
-struct compiled_without_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS {};
-using build_switches = compiled_without_TESSERA_DEBUG_CHECKS_and_TESSERA_STATISTICS;
+struct compiled_without_TESSERA_DEBUG_CHECKS {};
+using build_switches = compiled_without_TESSERA_DEBUG_CHECKS;
 #endif
 }  // namespace detail
 
