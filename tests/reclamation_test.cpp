@@ -531,6 +531,161 @@ TEST(reclamation_race, a_reclamation_task_made_while_stop_drains_still_frees) {
   EXPECT_EQ(node::destroyed.load(), node::constructed.load());
   EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
 }
+
+/// What the hooks of the test below share with it.
+struct slot_race {
+  static constexpr std::uint64_t none = ~std::uint64_t{0};
+  std::array<std::atomic<bool>, 3> hold_parking{};  // workers held at the start of park()
+  std::array<std::atomic<bool>, 3> at_parking{};
+  std::atomic<std::uint64_t> read_epoch{none};  // what the spawner read before counting
+  std::atomic<bool> spawner_open{false};
+  std::atomic<bool> advance_held{false};  // an advance from read_epoch + 3 is held
+  std::atomic<bool> advance_open{false};
+  static inline slot_race* current = nullptr;
+  static inline thread_local bool is_spawner = false;
+
+  slot_race() {
+    current = this;
+    for (auto& h : hold_parking) h.store(true);
+    detail::test_hooks::parking.store(
+        +[](detail::worker& w) {
+          slot_race& s = *current;
+          if (w.index() >= s.hold_parking.size()) return;
+          s.at_parking[w.index()].store(true);
+          while (s.hold_parking[w.index()].load()) std::this_thread::yield();
+        },
+        std::memory_order_release);
+    detail::test_hooks::epoch_read_for_count.store(
+        +[](std::uint64_t e) {
+          if (!is_spawner) return;  // the test's other spawns, reclamation tasks
+          slot_race& s = *current;
+          std::uint64_t expected = none;
+          if (!s.read_epoch.compare_exchange_strong(expected, e)) return;  // a second try
+          while (!s.spawner_open.load()) std::this_thread::yield();
+        },
+        std::memory_order_release);
+    detail::test_hooks::epoch_advance_checked.store(
+        +[](std::uint64_t e) {
+          slot_race& s = *current;
+          const std::uint64_t read = s.read_epoch.load();
+          if (read == none || e != read + 3 || s.advance_held.exchange(true)) return;
+          while (!s.advance_open.load()) std::this_thread::yield();
+        },
+        std::memory_order_release);
+  }
+  /// Lets every held thread go (also when the test failed half-way).
+  void open_all() noexcept {
+    for (auto& h : hold_parking) h.store(false);
+    spawner_open.store(true);
+    advance_open.store(true);
+  }
+  ~slot_race() {
+    open_all();
+    detail::test_hooks::epoch_advance_checked.store(nullptr);
+    detail::test_hooks::epoch_read_for_count.store(nullptr);
+    detail::test_hooks::parking.store(nullptr);
+    current = nullptr;
+  }
+  slot_race(const slot_race&) = delete;
+  slot_race& operator=(const slot_race&) = delete;
+};
+
+/// The interleaving scheduler::count_in_current_slot exists for, forced with test hooks: a thread
+/// spawning a task from outside reads the epoch E and is held before it counts the task; the
+/// epoch moves to E+3, and an advance finds slot E % 4 balanced (nothing counted there yet) and is
+/// held before its compare-and-swap to E+4. Only then is the task counted. Until 2026-11-26 it
+/// was counted in the slot it read, E % 4, which the advance had just found empty: the task passed
+/// for an operation of epoch E+4, and a resource it had read, retired at E+3, was freed at E+7
+/// while it still held it (no slot from E+1 to E+3 waited for it). Counted in the slot of the
+/// epoch it finds after counting, E+3, it keeps the epoch below E+7 until it ends.
+/// Workers: 0 moves the epoch, 1 runs the task, 2 retires the resource (and would free it).
+TEST(reclamation_race, an_operation_counted_after_an_advance_checked_its_slot_keeps_what_it_reads) {
+  node::reset();
+  slot_race s;
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  {
+    runtime r(
+        {.workers = 3, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+    auto& sched = r.internals();
+    std::atomic<node*> link{r.make_resource<node>(hints_for(0))};
+    gate reader_gate;
+    std::atomic<std::int64_t> mark_seen{0};
+    // All three workers held on their way to park: nothing moves the epoch while the spawner
+    // reads it.
+    for (auto& a : s.at_parking) {
+      while (!a.load() && before_deadline()) std::this_thread::yield();
+    }
+    const std::uint64_t e0 = sched.global_epoch();
+    const group reader_group = r.make_group();
+    auto* reader = make_fn(r, [&, tok = live_token{}](context&) {
+      node* p = link.load(std::memory_order_acquire);
+      reader_gate.pass();  // worker 2 retires p meanwhile, and the epoch moves on
+      mark_seen.store(racy_load(p->mark));
+    });
+    reader->annotate(wid(1));
+    std::thread spawner([&] {
+      slot_race::is_spawner = true;
+      r.spawn(reader, reader_group);
+    });
+    while (s.read_epoch.load() == slot_race::none && before_deadline()) std::this_thread::yield();
+    EXPECT_EQ(s.read_epoch.load(), e0) << "the epoch moved while every worker was held";
+    // Worker 0 alone moves the epoch three times, then checks slot e0 % 4 for the fourth move.
+    s.hold_parking[0].store(false);
+    // (No group wait: the held advance may be the periodic one after a nudge, before the
+    // nudge's group learns that it completed.)
+    while (!s.advance_held.load() && before_deadline()) {
+      std::atomic<bool> ran{false};
+      auto* t = make_fn(r, [&ran, tok = live_token{}](context&) { ran.store(true); });
+      t->annotate(wid(0));
+      r.spawn(t);
+      while (!ran.load() && !s.advance_held.load()) std::this_thread::yield();
+    }
+    const bool raced = s.advance_held.load();
+    EXPECT_TRUE(raced) << "no advance from epoch " << e0 + 3 << " was held";
+    s.spawner_open.store(true);  // the spawner counts the reader now
+    spawner.join();
+    s.hold_parking[1].store(false);
+    s.hold_parking[2].store(false);
+    if (raced) {
+      reader_gate.wait_for_arrivals(1);
+      // Retired while the advance to e0 + 4 is held (at e0 + 3, unless a worker that found slot
+      // e0 % 4 still balanced moved the epoch on).
+      const group retire_group = r.make_group();
+      auto* retirer = make_fn(r, [&, tok = live_token{}](context& ctx) {
+        ctx.runtime().retire_resource(link.exchange(nullptr));
+      });
+      retirer->annotate(wid(2));
+      r.spawn(retirer, retire_group);
+      r.wait(retire_group);
+      s.advance_open.store(true);
+      // Later operations finish on workers 0 and 2; the epoch moves as far as the reader lets it.
+      for (int round = 0; round < static_cast<int>(scaled(300, 60)) && node::destroyed.load() == 0;
+           ++round) {
+        const group g = r.make_group();
+        for (const unsigned w : {0u, 2u}) {
+          auto* t = make_fn(r, [tok = live_token{}](context&) {});
+          t->annotate(wid(w));
+          r.spawn(t, g);
+        }
+        r.wait(g);
+      }
+      EXPECT_EQ(node::destroyed.load(), 0) << "freed while a task that had read it still ran";
+    }
+    s.open_all();
+    reader_gate.release();
+    r.wait(reader_group);
+    if (raced) {
+      EXPECT_EQ(mark_seen.load(), live_mark);
+    } else {
+      r.retire_resource(link.exchange(nullptr));
+    }
+    r.stop();
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+  EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
+}
+
 #endif
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);

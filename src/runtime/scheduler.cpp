@@ -647,6 +647,9 @@ void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
   // seq_cst, the counts read in slot_balanced too: see count_in_current_slot.
   std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
   if (!slot_balanced(static_cast<unsigned>((e + 1) % epoch_slots))) return;
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::epoch_advance_checked.load(std::memory_order_acquire)) hook(e);
+#endif
   // A retire that reads the new epoch happens after the balance we observed.
   m_global_epoch.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
 }

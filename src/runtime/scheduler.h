@@ -26,6 +26,7 @@
 #include "runtime/epoch.h"
 #include "runtime/group_table.h"
 #include "runtime/pool.h"
+#include "runtime/test_hooks.h"
 #include "runtime/worker.h"
 #include "tessera/runtime.h"
 #include "util/compiler.h"
@@ -405,9 +406,13 @@ inline std::uint8_t scheduler::count_in_current_slot(Count count) noexcept {
   // pause points widening both windows: a use-after-free under AddressSanitizer). Then the count
   // is taken back and made again. All seq_cst, with try_advance_epoch's loads and its CAS: a
   // count made while the epoch read twice is E is seen by every advance that reads E+1 or later.
+  // (Forced by test hooks in tests/reclamation_test.cpp, reclamation_race.)
   for (;;) {
     const std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
     const auto slot = static_cast<std::uint8_t>(e % epoch_slots);
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (auto* hook = test_hooks::epoch_read_for_count.load(std::memory_order_acquire)) hook(e);
+#endif
     count(slot, +1);
     if (m_global_epoch.load(std::memory_order_seq_cst) == e) return slot;
     count(slot, -1);  // the task is not visible to anyone yet

@@ -48,6 +48,15 @@ inline std::atomic<void (*)(unsigned index)> worker_starting{nullptr};
 /// before it takes the group's mutex.
 inline std::atomic<void (*)()> group_wait_checked{nullptr};
 
+/// Called by scheduler::count_in_current_slot on the thread that starts an operation (a spawn
+/// from outside, a spawn on a worker outside any task, a reclamation task) after it read the
+/// global epoch `e` and before it counts the task in e's slot.
+inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
+
+/// Called by scheduler::try_advance_epoch on the advancing thread once it found balanced the
+/// slot that the move from `e` to e + 1 reuses, before its compare-and-swap of the epoch.
+inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};
