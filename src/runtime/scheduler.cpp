@@ -701,10 +701,16 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
 }
 
 void scheduler::free_resource(resource_header* h) noexcept {
+#if defined(TESSERA_DEBUG_CHECKS)
+  const void* const object = h->object();
+#endif
   if (h->destroy != nullptr) h->destroy(h->object());
   h->magic = 0;
   h->~resource_header();
   ::operator delete(static_cast<void*>(h), resource_alignment);
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::resource_freed.load(std::memory_order_acquire)) hook(object);
+#endif
 }
 
 void scheduler::retire(resource_header* h) {

@@ -57,6 +57,10 @@ inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
 /// slot that the move from `e` to e + 1 reuses, before its compare-and-swap of the epoch.
 inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
 
+/// Called by scheduler::free_resource once the resource whose object was at `object` is freed
+/// (the address only: the memory is gone), on the freeing thread.
+inline std::atomic<void (*)(const void* object)> resource_freed{nullptr};
+
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.
 inline std::atomic<std::uint64_t> park_timeout_ns{0};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kv/node_ops.h"
+#include "test_hooks.h"
 
 namespace kv {
 namespace {
@@ -77,8 +78,9 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
     // leaf, to the left neighbour the leaf had when it died; that neighbour may have been merged
     // and retired since, in an epoch before this task's operation began (the dead leaf was
     // still reachable through the right link of the node it merged into): a use-after-free a
-    // review showed with delays injected. The root is always live; a descent reaches the leaf's
-    // range through its left neighbour, which covers it once the merge is done.
+    // review showed with delays injected (forced by test hooks in task_tree_test.cpp,
+    // task_tree_race). The root is always live; a descent reaches the leaf's range through its
+    // left neighbour, which covers it once the merge is done.
     if (!ctx.validate()) return false;  // torn: nothing changed yet
     if (parent != nullptr) *parent = nullptr;
     if (right_moves != nullptr) *right_moves = 0;
@@ -246,6 +248,9 @@ class unlink_task final : public tessera::task {
   }
 
   tessera::task* merge(tessera::context& ctx) {
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (auto* hook = test_hooks::unlink_merging.load(std::memory_order_acquire)) hook(m_leaf);
+#endif
     node* n = node_of(*this);
     if (!step_towards(*m_tree, *this, ctx, n, m_sep - 1, 0, access::write)) return this;
     if (n->right() != m_leaf || n->high_key() != m_sep) return nullptr;  // cannot happen
@@ -276,6 +281,9 @@ class op_task final : public tessera::task {
   tessera::task* execute(tessera::context& ctx) override {
     request& r = *m_req;
     node* n = node_of(*this);
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (auto* hook = test_hooks::op_visiting.load(std::memory_order_acquire)) hook(n);
+#endif
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_type k = r.type == request_type::scan ? r.scan_from : r.key;
     if (!step_towards(*m_tree, *this, ctx, n, k, 0, writes ? access::write : access::read,

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
 #include <map>
 #include <random>
 #include <string>
@@ -13,6 +17,12 @@
 
 #include "kv/checker.h"
 #include "kv/task_tree.h"
+
+#if defined(TESSERA_DEBUG_CHECKS)
+#include "runtime/scheduler.h"   // the global epoch
+#include "runtime/test_hooks.h"  // the runtime's seams
+#include "test_hooks.h"          // the tree's seams (apps/kv/src)
+#endif
 
 namespace {
 
@@ -256,6 +266,234 @@ INSTANTIATE_TEST_SUITE_P(
                     sync_case{kv::tree_sync::scheduling, 4}),
     name_of);
 
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// What the hooks of the test below share with it. Every hold ends at open_all() at the latest.
+struct dead_leaf_race {
+  static constexpr std::uint64_t none = ~std::uint64_t{0};
+  const kv::node* leaf = nullptr;       // L, unlinked first
+  const kv::node* neighbour = nullptr;  // N, its left neighbour, unlinked while L waits to merge
+  const tessera::runtime* rt = nullptr;
+  std::array<std::atomic<bool>, 3> held{};  // workers held in a hook or a task of the test
+  std::atomic<bool> pin_held{false};  // the task that holds the epoch
+  std::atomic<bool> pin_open{false};
+  std::atomic<bool> merge_reached{false};
+  std::atomic<bool> merge_held{false};  // L's unlink task, dead L not yet merged
+  std::atomic<bool> merge_open{false};
+  std::atomic<bool> visit_armed{false};
+  std::atomic<bool> visit_reached{false};
+  std::atomic<bool> visit_held{false};  // the operation, about to read L
+  std::atomic<bool> visit_open{false};
+  std::atomic<bool> neighbour_freed{false};
+  std::atomic<std::uint64_t> counted_epoch{none};  // of the last spawn made while recording
+  static inline dead_leaf_race* current = nullptr;
+  static inline thread_local bool recording = false;
+
+  dead_leaf_race() {
+    current = this;
+    kv::test_hooks::unlink_merging.store(
+        +[](const kv::node* l) {
+          dead_leaf_race& s = *current;
+          if (l != s.leaf || s.merge_reached.exchange(true)) return;
+          s.hold_here(s.merge_held, s.merge_open);
+        },
+        std::memory_order_release);
+    kv::test_hooks::op_visiting.store(
+        +[](const kv::node* n) {
+          dead_leaf_race& s = *current;
+          if (n != s.leaf || !s.visit_armed.load() || s.visit_reached.exchange(true)) return;
+          s.hold_here(s.visit_held, s.visit_open);
+        },
+        std::memory_order_release);
+    tessera::detail::test_hooks::resource_freed.store(
+        +[](const void* object) {
+          if (object == current->neighbour) current->neighbour_freed.store(true);
+        },
+        std::memory_order_release);
+    tessera::detail::test_hooks::epoch_read_for_count.store(
+        +[](std::uint64_t e) {
+          if (recording) current->counted_epoch.store(e);  // the last try is the one counted
+        },
+        std::memory_order_release);
+  }
+  /// Holds the calling worker until `open`; `arrived` once it is marked held.
+  void hold_here(std::atomic<bool>& arrived, const std::atomic<bool>& open) {
+    const unsigned w = rt->current_worker()->value;
+    held[w].store(true);
+    arrived.store(true);
+    while (!open.load()) std::this_thread::yield();
+    held[w].store(false);
+  }
+  void open_all() noexcept {
+    pin_open.store(true);
+    merge_open.store(true);
+    visit_open.store(true);
+  }
+  ~dead_leaf_race() {
+    open_all();
+    kv::test_hooks::unlink_merging.store(nullptr);
+    kv::test_hooks::op_visiting.store(nullptr);
+    tessera::detail::test_hooks::resource_freed.store(nullptr);
+    tessera::detail::test_hooks::epoch_read_for_count.store(nullptr);
+    current = nullptr;
+  }
+  dead_leaf_race(const dead_leaf_race&) = delete;
+  dead_leaf_race& operator=(const dead_leaf_race&) = delete;
+};
+
+void set_flag(kv::request& r) { static_cast<std::atomic<bool>*>(r.user)->store(true); }
+
+/// The interleaving of the use-after-free fixed on 2026-11-26, forced with test hooks. Under one
+/// parent: leaves M, N, L. L empties and is unlinked (unhooked, marked dead) but its merge into
+/// its left neighbour N waits; N empties and is unlinked and merged into M, which takes N's
+/// right link to the dead L, and retired. An operation that began after N's retire goes from M
+/// to L and is held there while L merges into M (retired; the operation keeps L alive) and N is
+/// freed (every operation older than N's retire has ended). Released, it meets the dead leaf.
+/// Until the fix it followed a pointer kept in L to L's left neighbour at its death, N: freed
+/// memory (the runtime's check of a follow-up's resource, or AddressSanitizer, reports it). It
+/// must start again at the root and find its key's leaf, M.
+/// The epochs are steered with operations held open (one in flight since epoch x keeps the
+/// global epoch at most at x + 3): a pin task held on worker 2 keeps it at E, so that L's
+/// operation begins in the epoch N is retired in; once the pin is released, L's operation keeps
+/// it at most at E + 3, and the lookup begins in an epoch after N's retire, so N can be freed
+/// while the lookup waits.
+TEST(task_tree_race, an_operation_that_meets_a_dead_leaf_starts_again_at_the_root) {
+  dead_leaf_race s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  auto eventually = [&](auto done) {
+    while (!done() && before_deadline()) std::this_thread::yield();
+    return done();
+  };
+  tessera::runtime rt(
+      {.workers = 3, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+  s.rt = &rt;
+  auto& sched = rt.internals();
+  kv::task_tree tree(rt, {.sync = kv::tree_sync::optimistic});
+  struct release_at_exit {
+    dead_leaf_race& s;
+    tessera::runtime& rt;
+    ~release_at_exit() {
+      s.open_all();
+      rt.wait_idle();  // before the tree's destructor
+    }
+  } release{s, rt};
+  auto worker = [](unsigned w) { return tessera::worker_id(static_cast<std::uint16_t>(w)); };
+  // An empty task on every worker not held, so that idle ones move the epoch and reclaim.
+  auto nudge = [&] {
+    const tessera::group g = rt.make_group();
+    for (unsigned w = 0; w < s.held.size(); ++w) {
+      if (s.held[w].load()) continue;
+      auto* t = rt.make_task_from([](tessera::context&) {});
+      t->annotate(worker(w));
+      rt.spawn(t, g);
+    }
+    rt.wait(g);
+  };
+  auto nudge_until = [&](auto done) {
+    while (!done() && before_deadline()) nudge();
+    return done();
+  };
+  // Submitted from a task on worker w: the operation runs there.
+  auto submit_on = [&](unsigned w, kv::request& r, std::atomic<bool>& done) {
+    r.on_done = set_flag;
+    r.user = &done;
+    auto* t = rt.make_task_from([&tree, &r](tessera::context& ctx) { tree.submit(r, &ctx); });
+    t->annotate(worker(w));
+    rt.spawn(t);
+  };
+
+  // One parent over a row of half-full leaves.
+  std::vector<kv::request> load(200);
+  for (std::size_t i = 0; i < load.size(); ++i) {
+    load[i].type = kv::request_type::insert;
+    load[i].key = 10 * i;
+    load[i].value = 10 * i;
+  }
+  run_all(rt, tree, load);
+  const kv::node* root = tree.root();
+  ASSERT_EQ(root->level(), 1u);
+  ASSERT_GE(root->count(), 3u);
+  const kv::node* m = root->child(1);
+  s.neighbour = root->child(2);
+  s.leaf = root->child(3);
+  // N and L keep one key each, removed below by the operations that empty them.
+  const kv::key_type n_key = s.neighbour->key(0);
+  const kv::key_type l_key = s.leaf->key(0);
+  std::vector<kv::request> thin;
+  for (const kv::node* leaf : {s.neighbour, s.leaf}) {
+    for (std::size_t i = 1; i < leaf->count(); ++i) {
+      thin.push_back({.type = kv::request_type::remove, .key = leaf->key(i)});
+    }
+  }
+  run_all(rt, tree, thin);
+  const std::size_t left = load.size() - thin.size() - 2;
+
+  // The pin: an operation held on worker 2 keeps the epoch at most at its own + 3, E.
+  const tessera::group pin_group = rt.make_group();
+  auto* pin = rt.make_task_from([&s](tessera::context&) { s.hold_here(s.pin_held, s.pin_open); });
+  pin->annotate(worker(2));
+  dead_leaf_race::recording = true;
+  rt.spawn(pin, pin_group);
+  dead_leaf_race::recording = false;
+  const std::uint64_t e = s.counted_epoch.load() + 3;
+  ASSERT_TRUE(eventually([&] { return s.pin_held.load(); }));
+  ASSERT_TRUE(nudge_until([&] { return sched.global_epoch() == e; }))
+      << "the epoch did not reach " << e;
+
+  // L's operation, on worker 0: L empties, is unhooked from the parent, dies; its merge waits.
+  kv::request remove_l{.type = kv::request_type::remove, .key = l_key};
+  std::atomic<bool> remove_l_done{false};
+  submit_on(0, remove_l, remove_l_done);
+  ASSERT_TRUE(eventually([&] { return s.merge_held.load(); })) << "L's merge never began";
+
+  // N's operation, on worker 1, unlinks N all the way: M takes N's range and its link to L.
+  kv::request remove_n{.type = kv::request_type::remove, .key = n_key};
+  std::atomic<bool> remove_n_done{false};
+  submit_on(1, remove_n, remove_n_done);
+  ASSERT_TRUE(eventually([&] { return tree.retired_nodes() == 1; })) << "N was not retired";
+  EXPECT_EQ(m->right(), s.leaf);
+  EXPECT_EQ(sched.global_epoch(), e) << "the epoch moved while the pin held it";
+
+  // The pin ends; the epoch moves on (at most to e + 3: L's operation is open).
+  s.pin_open.store(true);
+  rt.wait(pin_group);
+  ASSERT_TRUE(nudge_until([&] { return sched.global_epoch() > e; }));
+
+  // The lookup, on worker 2, in an epoch after N's retire: parent, M, then right to L.
+  s.visit_armed.store(true);
+  kv::request lookup{.type = kv::request_type::lookup, .key = l_key};
+  std::atomic<bool> lookup_done{false};
+  submit_on(2, lookup, lookup_done);
+  ASSERT_TRUE(eventually([&] { return s.visit_held.load(); })) << "the lookup never reached L";
+
+  // L merges into M and is retired; L's operation ends, and N, retired before the lookup
+  // began, is freed.
+  s.merge_open.store(true);
+  ASSERT_TRUE(eventually([&] { return tree.retired_nodes() == 2; })) << "L was not merged";
+  ASSERT_TRUE(nudge_until([&] { return s.neighbour_freed.load(); })) << "N was never freed";
+
+  // The lookup meets the dead L. (A task that names a freed node throws in the runtime's check
+  // of its follow-up, and its request never finishes.)
+  s.visit_open.store(true);
+  std::vector<std::exception_ptr> thrown;
+  while (!lookup_done.load() && thrown.empty() && before_deadline()) {
+    thrown = rt.take_unhandled_exceptions();
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(thrown.empty()) << "a task of the tree threw (the lookup followed a freed node?)";
+  ASSERT_TRUE(lookup_done.load()) << "the lookup never finished";
+  EXPECT_EQ(lookup.status, kv::request_status::not_found);
+  EXPECT_TRUE(remove_l_done.load());
+  EXPECT_TRUE(remove_n_done.load());
+  EXPECT_EQ(remove_l.status, kv::request_status::ok);
+  EXPECT_EQ(remove_n.status, kv::request_status::ok);
+  rt.wait_idle();
+  const kv::check_result check = kv::check_tree(tree.root());
+  EXPECT_TRUE(check.ok) << check.message;
+  EXPECT_EQ(tree.size(), left);
+}
+#endif
 }  // namespace
 
 // Thousands of inserts in flight at once into a small tree: each read its parent long before it
