@@ -33,6 +33,12 @@ std::string what_of(const std::exception_ptr& e) {
   return "unknown exception";
 }
 
+/// The object after header `h`, with no member access: `h` may be a misaligned pointer that a
+/// user's non-resource gave (resource_header::of), which UBSan rejects as `this`.
+const void* object_of(const resource_header* h) noexcept {
+  return reinterpret_cast<const char*>(h) + sizeof(resource_header);
+}
+
 /// Resources (header + object) start on a cache line of their own.
 constexpr std::align_val_t resource_alignment{64};
 
@@ -716,7 +722,7 @@ void scheduler::free_resource(resource_header* h) noexcept {
 void scheduler::retire(resource_header* h) {
   // A pointer make_resource did not return was freed by stop() (free(): invalid pointer) until
   // 2026-11-26; the header's mark says whether it is one (a freed resource's is cleared too).
-  if (!is_live_resource(h->object()))
+  if (!is_live_resource(object_of(h)))
     throw std::invalid_argument(
         "tessera: retire_resource of memory that make_resource did not return (or freed already)");
   if (h->retired.exchange(true, std::memory_order_relaxed))
@@ -757,7 +763,7 @@ void scheduler::move(resource_header* h, worker_id w) {
   // The checks retire() makes (a review on 2026-11-26 moved nullptr, foreign memory and a
   // retired resource: a crash, a write into the user's memory, a pool weight counted twice).
   if (h == nullptr) throw std::invalid_argument("tessera: move_resource(nullptr)");
-  if (!is_live_resource(h->object()))
+  if (!is_live_resource(object_of(h)))
     throw std::invalid_argument(
         "tessera: move_resource of memory that make_resource did not return (or freed already)");
   if (h->retired.load(std::memory_order_relaxed))
