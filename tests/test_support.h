@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -133,6 +134,18 @@ function_task<std::decay_t<F>>* make_fn(Maker& maker, F&& f) {
 }
 
 inline worker_id wid(unsigned w) noexcept { return worker_id(static_cast<std::uint16_t>(w)); }
+
+/// Spawns `t` from outside and returns the std::logic_error's message if the spawn was refused
+/// (the task is then still the caller's, and is discarded here), else "" (the spawn went ahead).
+inline std::string refused_spawn(runtime& r, task* t) {
+  try {
+    r.spawn(t);
+  } catch (const std::logic_error& e) {
+    r.discard(t);
+    return e.what();
+  }
+  return "";
+}
 
 /// Runs an empty task on every worker and waits for them: each worker wakes if it parked and,
 /// having run a task, has published its counters and its epoch slot (both written by itself).
