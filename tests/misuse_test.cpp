@@ -144,6 +144,33 @@ TEST_P(misuse_one_worker, when_done_with_a_spawned_continuation_is_an_error) {
   EXPECT_EQ(continuation_runs.load(), 1);
 }
 
+// destroy_resource is noexcept too: freeing a resource twice, or one that was retired (the epochs
+// free it later), stops the process with a message instead of corrupting the heap (since
+// 2026-11-27).
+TEST(misuse_death_test, destroying_a_resource_twice_or_after_retiring_it_stops_the_process) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  struct counter {
+    long value = 0;
+  };
+  EXPECT_DEATH(
+      {
+        runtime r({.workers = 1});
+        auto* c = r.make_resource<counter>(resource_hints{});
+        r.destroy_resource(c);
+        r.destroy_resource(c);
+      },
+      "destroy_resource of memory that make_resource did not return, or of a resource destroyed "
+      "or retired already");
+  EXPECT_DEATH(
+      {
+        runtime r({.workers = 1});
+        auto* c = r.make_resource<counter>(resource_hints{});
+        r.retire_resource(c);
+        r.destroy_resource(c);
+      },
+      "destroyed or retired already");
+}
+
 TEST(misuse_death_test, discarding_a_spawned_task_stops_the_process_with_a_message) {
   // discard is noexcept (it is how a task made but never spawned is given back), so the check
   // aborts. The runtime lives in the child process of the death test only.

@@ -246,7 +246,8 @@ class runtime {
   }
   /// Frees a resource at once. Only for objects no task can reach anymore and no queued task
   /// names (never published, or the runtime is idle); otherwise use retire_resource. nullptr
-  /// does nothing.
+  /// does nothing. With TESSERA_DEBUG_CHECKS, a resource destroyed or retired already, or memory
+  /// make_resource did not return, stops the process with a message.
   template <class T>
   void destroy_resource(T* object) noexcept {
     if (object == nullptr) return;

@@ -99,6 +99,19 @@ detail::resource_header* runtime::allocate_resource(std::size_t bytes,
   return m_scheduler->allocate_resource(bytes, hints);
 }
 void runtime::free_resource(detail::resource_header* h) noexcept {
+#if defined(TESSERA_DEBUG_CHECKS)
+  // noexcept (as delete), so a misuse aborts, as discard's does: freeing memory make_resource did
+  // not return, a resource twice, or one retired (the epochs free it later) corrupts the heap.
+  if (!detail::scheduler::is_live_resource(reinterpret_cast<const char*>(h) +
+                                           sizeof(detail::resource_header)) ||
+      h->retired.load(std::memory_order_relaxed)) {
+    std::fputs(
+        "tessera: destroy_resource of memory that make_resource did not return, or of a resource "
+        "destroyed or retired already\n",
+        stderr);
+    std::abort();
+  }
+#endif
   detail::scheduler::free_resource(h);
 }
 void runtime::retire(detail::resource_header* h) { m_scheduler->retire(h); }
