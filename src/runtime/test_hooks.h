@@ -57,8 +57,9 @@ inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
 /// slot that the move from `e` to e + 1 reuses, before its compare-and-swap of the epoch.
 inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
 
-/// Called by scheduler::free_resource once the resource whose object was at `object` is freed
-/// (the address only: the memory is gone), on the freeing thread.
+/// Called by scheduler::free_resource, on the freeing thread, for the resource whose object is at
+/// `object`, after its destructor ran and its mark was cleared (every check takes it for freed
+/// from then on), just before its memory is deleted: use the address as an identity only.
 inline std::atomic<void (*)(const void* object)> resource_freed{nullptr};
 
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
