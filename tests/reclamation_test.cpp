@@ -634,12 +634,16 @@ TEST(reclamation_race, an_operation_counted_after_an_advance_checked_its_slot_ke
     s.hold_parking[0].store(false);
     // (No group wait: the held advance may be the periodic one after a nudge, before the
     // nudge's group learns that it completed.)
+    // A nudge may run after the loop ended (the advance was held first): its counter lives as
+    // long as the runtime's drain (a counter per round, on the loop's stack, was written after
+    // its scope ended: AddressSanitizer's stack-use-after-scope, once in a fresh clone's run).
+    std::atomic<unsigned> nudges_run{0};
     while (!s.advance_held.load() && before_deadline()) {
-      std::atomic<bool> ran{false};
-      auto* t = make_fn(r, [&ran, tok = live_token{}](context&) { ran.store(true); });
+      const unsigned before = nudges_run.load();
+      auto* t = make_fn(r, [&nudges_run, tok = live_token{}](context&) { nudges_run.fetch_add(1); });
       t->annotate(wid(0));
       r.spawn(t);
-      while (!ran.load() && !s.advance_held.load()) std::this_thread::yield();
+      while (nudges_run.load() == before && !s.advance_held.load()) std::this_thread::yield();
     }
     const bool raced = s.advance_held.load();
     EXPECT_TRUE(raced) << "no advance from epoch " << e0 + 3 << " was held";
