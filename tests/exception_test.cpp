@@ -227,17 +227,24 @@ std::string message_of(const std::exception_ptr& e) {
 
 // context.h promises it: the continuation runs once all the same, and the exception goes to the
 // continuation's group (here none: the unhandled list).
-TEST_P(exception_test, when_done_continuation_runs_even_if_the_inner_group_threw) {
-  auto& r = start_quiet();
-  std::atomic<int> continued{0};
-  r.spawn([&, tok = live_token{}](context& ctx) {
+/// A task that gives `when_done` a group of one child that throws task_failure("inner"), with a
+/// continuation that counts its runs in `continued`.
+auto forks_a_failing_group(std::atomic<int>& continued) {
+  return [&continued, tok = live_token{}](context& ctx) {
     const group inner = ctx.runtime().make_group();
     ctx.spawn(&make_fn(ctx, [tok2 = live_token{}](context&) {
                  throw task_failure("inner", 1);
                })->annotate(inner));
-    ctx.when_done(inner,
-                  make_fn(ctx, [&, tok3 = live_token{}](context&) { continued.fetch_add(1); }));
-  });
+    ctx.when_done(inner, make_fn(ctx, [&continued, tok3 = live_token{}](context&) {
+                    continued.fetch_add(1);
+                  }));
+  };
+}
+
+TEST_P(exception_test, when_done_continuation_runs_even_if_the_inner_group_threw) {
+  auto& r = start_quiet();
+  std::atomic<int> continued{0};
+  r.spawn(forks_a_failing_group(continued));
   r.wait_idle();
   EXPECT_EQ(continued.load(), 1);
   const auto errors = r.take_unhandled_exceptions();
@@ -249,16 +256,7 @@ TEST_P(exception_test, the_inner_groups_exception_reaches_the_wait_of_the_contin
   auto& r = start_quiet();
   std::atomic<int> continued{0};
   const group outer = r.make_group();
-  r.spawn(
-      [&, tok = live_token{}](context& ctx) {
-        const group inner = ctx.runtime().make_group();
-        ctx.spawn(&make_fn(ctx, [tok2 = live_token{}](context&) {
-                     throw task_failure("inner", 2);
-                   })->annotate(inner));
-        ctx.when_done(inner,
-                      make_fn(ctx, [&, tok3 = live_token{}](context&) { continued.fetch_add(1); }));
-      },
-      outer);
+  r.spawn(forks_a_failing_group(continued), outer);
   try {
     r.wait(outer);
     ADD_FAILURE() << "the outer wait did not rethrow the inner group's exception";

@@ -244,7 +244,6 @@ struct cache_owner {
 void hand_out(free_block* blk, std::size_t bytes, unsigned c) noexcept {
   TESSERA_POISON(blk, task_allocator::class_bytes(c));
   TESSERA_UNPOISON(blk, bytes);
-  (void)blk, (void)bytes, (void)c;
 }
 
 /// allocate() after the thread's exit flush: one block of a batch, the rest back to the heap.
