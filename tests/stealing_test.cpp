@@ -499,6 +499,7 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
     detail::test_hooks::steal_requested.store(nullptr);
     detail::test_hooks::park_timeout_ns.store(0);
     EXPECT_TRUE(reached) << "worker 2 never asked worker 1 for tasks of its home pool";
+    r.detach(g);  // stop() below drains it; not waited for, so that a failure cannot hang
     r.stop();  // wakes every worker (stop() activates them all), so a failure does not hang
     EXPECT_EQ(s.children.ran.load(), 3u);
   }
