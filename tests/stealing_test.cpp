@@ -635,6 +635,38 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
   r.stop();
 }
 
+/// Worker 1 parked blind. One long task on worker 0 spawns two movable children and then keeps
+/// running (as a parallel_for's first piece does: it spawns all its halves, then runs its own
+/// piece) until worker 1 is awake. The second spawn must wake worker 1 (worker::offer_queued):
+/// until 2026-11-27 only periodic(), 50 tasks later, did, so worker 1 slept through the task
+/// (until its park timeout, 50 ms; an hour here), and a parallel_for of 16 long pieces ran on
+/// one worker of two.
+TEST(stealing_race, a_long_task_that_spawns_work_wakes_a_parked_worker_before_it_ends) {
+  const requests_seen seen;
+  const std::atomic<bool>& asked = requests_seen::asked[0][1];
+  const wake_limit_in_force limit;
+  runtime r(parking_at_once(2));
+  const group g = r.make_group();
+  EXPECT_TRUE(both_parked(r)) << "the idle workers never parked";
+  std::atomic<unsigned> children{0};
+  auto* root = make_fn(r, [&](context& ctx) {
+    for (int i = 0; i < 2; ++i) {
+      ctx.spawn([&children, tok = live_token{}](context&) { children.fetch_add(1); });
+    }
+    // Worker 1, woken, asks this worker for work (answered once this task ends).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!asked.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  });
+  root->annotate(wid(0));
+  r.spawn(root, g);
+  r.wait(g);
+  EXPECT_TRUE(asked.load())
+      << "worker 1 slept while worker 0 ran a long task with work queued";
+  EXPECT_EQ(children.load(), 2u);
+  r.stop();
+}
+
 /// Workers 1 and 2 both parked blind (idle from the start: nobody had anything queued). Worker 0
 /// then queues three movable tasks behind a task that keeps returning itself (so that worker 0
 /// checks for parked peers after every run) until worker 2 has asked it for work; the wake limit

@@ -5,6 +5,7 @@
 #include "tessera/group.h"
 #include "tessera/ids.h"
 #include "tessera/optimistic.h"
+#include "tessera/parallel_for.h"
 #include "tessera/resource.h"
 #include "tessera/runtime.h"
 #include "tessera/statistics.h"

@@ -95,6 +95,7 @@ class scheduler {
     } else {
       from.push_local(*from.home(), t, false);
     }
+    from.note_spawned_home();
   }
   /// Public spawn entry: checks, counts, groups. Inline: a task spawning a task is the hot path.
   TESSERA_ALWAYS_INLINE void spawn(task* t, worker* from) {

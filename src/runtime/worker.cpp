@@ -154,6 +154,29 @@ void worker::periodic() {
   // so: walking every inbox of every owned pool here was 4 instructions per task, and a
   // measurable part of a recursion's time.
   take_mail();
+  offer_queued();
+  m_spawns_until_offer = 2;
+  m_distance = m_sched.prefetch_distance();
+  // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
+  // as much as a task of the spawn benchmark) is read only about 16 times per period: every
+  // m_clock_every-th call, doubled while calls come faster than that, halved when slower.
+  if (--m_clock_countdown == 0) {
+    const std::uint64_t now = m_sched.now_ns();
+    const std::uint64_t target = m_sched.epoch_period_ns() / 16;
+    const std::uint64_t elapsed = now - m_last_clock_ns;
+    m_last_clock_ns = now;
+    if (elapsed < target && m_clock_every < max_clock_every) {
+      m_clock_every *= 2;
+    } else if (elapsed > 2 * target && m_clock_every > 1) {
+      m_clock_every /= 2;
+    }
+    m_clock_countdown = m_clock_every;
+    m_sched.try_advance_epoch(now);
+  }
+  maybe_reclaim();
+}
+
+void worker::offer_queued() {
   // The stack's depth is not counted (no counter on its hot path): up to two of it, enough for
   // the "more than one queued" decisions below and for thieves choosing a victim.
   const std::size_t stacked =
@@ -179,24 +202,14 @@ void worker::periodic() {
     // relaxed: nothing for a thief (choose_victim needs more than one)
     m_queued.store(static_cast<std::uint32_t>(queued), std::memory_order_relaxed);
   }
-  m_distance = m_sched.prefetch_distance();
-  // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
-  // as much as a task of the spawn benchmark) is read only about 16 times per period: every
-  // m_clock_every-th call, doubled while calls come faster than that, halved when slower.
-  if (--m_clock_countdown == 0) {
-    const std::uint64_t now = m_sched.now_ns();
-    const std::uint64_t target = m_sched.epoch_period_ns() / 16;
-    const std::uint64_t elapsed = now - m_last_clock_ns;
-    m_last_clock_ns = now;
-    if (elapsed < target && m_clock_every < max_clock_every) {
-      m_clock_every *= 2;
-    } else if (elapsed > 2 * target && m_clock_every > 1) {
-      m_clock_every /= 2;
-    }
-    m_clock_countdown = m_clock_every;
-    m_sched.try_advance_epoch(now);
-  }
-  maybe_reclaim();
+}
+
+void worker::offer_queued_after_spawns() {
+  // Out of reach until the next periodic() or idle(): one offer per interval is enough for a
+  // recursion of small tasks (periodic() offers too), and the first one is what a long task that
+  // splits its work needs.
+  m_spawns_until_offer = ~std::uint32_t{0};
+  if (m_sched.worker_count() > 1) offer_queued();
 }
 
 void worker::wake_a_peer() {
@@ -1088,6 +1101,7 @@ void worker::idle() {
   }
   m_epoch.publish();
   m_queued.store(0, std::memory_order_relaxed);
+  m_spawns_until_offer = 2;
   m_distance = m_sched.prefetch_distance();
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   m_sched.try_advance_epoch(start);

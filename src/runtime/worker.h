@@ -130,6 +130,12 @@ class worker {
   /// with another priority, it is queued at the front of the home pool as before.
   /// `priority`: t's, read by the caller before its own stores (so that a priority known where
   /// the task was made folds away).
+  /// After a spawn that stays in this worker's pools: the second since the last periodic() (or
+  /// idle()) publishes the queue for thieves and wakes a parked peer (offer_queued). A decrement
+  /// and a branch per spawn; at most one call per periodic() interval.
+  TESSERA_ALWAYS_INLINE void note_spawned_home() noexcept {
+    if (--m_spawns_until_offer == 0) [[unlikely]] offer_queued_after_spawns();
+  }
   TESSERA_ALWAYS_INLINE void push_next(task* t, std::uint8_t priority) noexcept {
     if (m_wsize != 0 || priority != stack_priority) [[unlikely]] {
       push_local(*m_home, t, true);
@@ -351,6 +357,14 @@ class worker {
   /// that it asks again. One thief is remembered; an earlier one is marked at once.
   void remember_refused(int thief) noexcept;
   void periodic();
+  /// Publishes how many tasks are queued here (m_queued) for thieves choosing a victim and, with
+  /// more than one queued and a peer parked, wakes one (wake_a_peer). From periodic(), and from
+  /// the second spawn that stays here after it (note_spawned_home): a long task that splits its
+  /// work (a parallel_for's first piece spawns all its halves in one run) would otherwise keep
+  /// it from parked peers until its next periodic(), 50 tasks later, which at a loop's 8 pieces
+  /// per worker is never.
+  void offer_queued();
+  [[gnu::noinline]] void offer_queued_after_spawns();
   /// periodic()'s wake-up of a parked peer (some are parked, more than one task queued here):
   /// out of line, since it runs only while a worker is parked, and periodic() is inlined into
   /// the worker loop.
@@ -411,6 +425,9 @@ class worker {
   std::uint64_t m_last_clock_ns = 0;      // the last read
   resource_header* m_retired = nullptr;   // newest first
   bool m_slept_through = false;           // the last park() ended by its timeout, not a wake-up
+  // Spawns staying here until offer_queued() runs (note_spawned_home); reset to 2 by periodic()
+  // and idle(), set out of reach once it ran (until the next reset).
+  std::uint32_t m_spawns_until_offer = 2;
   group m_gcache{};                       // the group whose count is batched (invalid: none)
   std::int64_t m_gdelta = 0;              // its batched change
   std::uint8_t m_gslot = 0;  // epoch slot the open batch is counted in (as a pseudo-task)

@@ -1,0 +1,63 @@
+// bench/loop/loop.h — a parallel loop over an array in three task systems.
+//
+// Each run makes `loops` passes over `elements` 32-bit values, back to back, each pass one
+// parallel loop (tessera::parallel_for, tbb::parallel_for, `#pragma omp parallel for`), each
+// with the system's default split (tessera: ~16 pieces per worker; oneTBB: auto_partitioner;
+// OpenMP: schedule(static)). Pass k sets out[i] = mix(out[i] + in[i] + k), so every pass must
+// have run over every element for the check after the run to pass; ops = elements x loops.
+// Large arrays measure the memory system; small ones with many loops measure what a loop costs
+// to start and to finish (tessera's runtime& form blocks the calling thread, which a worker then
+// wakes; OpenMP's and oneTBB's calling thread takes part in the loop; `tessera-task` runs the
+// loops from inside the runtime, one continuation after another, and waits once).
+//
+//   loop::config cfg{.workers = 2, .elements = 1 << 20, .loops = 10, .repeat = 3};
+//   measurement m = loop::run_onetbb(cfg);     // throws bench_failure on a wrong result
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/tessera_settings.h"
+#include "common/timing.h"
+
+namespace tessera::bench::loop {
+
+/// The per-element work: a multiplicative hash, a few cycles, no memory beside the element.
+inline std::uint32_t mix(std::uint32_t x) noexcept {
+  x *= 2654435761u;
+  return x ^ (x >> 15);
+}
+
+/// The input and, computed once per configuration, what `out` must hold after `loops` passes.
+struct data {
+  data(std::size_t elements, unsigned loops);
+  std::vector<std::uint32_t> in;
+  std::vector<std::uint32_t> expected;
+  unsigned loops;
+};
+
+struct config {
+  unsigned workers = 1;
+  std::size_t elements = 0;
+  unsigned loops = 1;
+  std::size_t grain = 0;  ///< tessera: loop_options::grain (0: its default)
+  unsigned repeat = 3;
+  std::string label;         ///< for progress lines
+  tessera_settings tessera;  ///< pin: every implementation (common/placement.h); the rest: tessera
+  const data* input = nullptr;
+};
+
+/// A fresh output array (zeros) for one run.
+std::vector<std::uint32_t> fresh_output(const config& cfg);
+/// sample{elements x loops, seconds}, or bench_failure naming the first wrong element.
+sample checked(const char* implementation, const config& cfg, const std::vector<std::uint32_t>& out,
+               double seconds);
+
+measurement run_tessera(const config& cfg);
+measurement run_tessera_task(const config& cfg);
+measurement run_onetbb(const config& cfg);
+measurement run_openmp(const config& cfg);
+
+}  // namespace tessera::bench::loop

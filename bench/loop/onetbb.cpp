@@ -1,0 +1,40 @@
+// loop on oneTBB: tbb::parallel_for over a blocked_range (auto_partitioner, the default) inside
+// a tbb::task_arena of `workers` slots (the calling thread takes one of them).
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/onetbb_placement.h"
+#include "loop/loop.h"
+
+namespace tessera::bench::loop {
+
+measurement run_onetbb(const config& cfg) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
+  tbb::task_arena arena(static_cast<int>(cfg.workers));
+  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  const std::uint32_t* in = cfg.input->in.data();
+  return measure(cfg.label, cfg.repeat, [&] {
+    std::vector<std::uint32_t> out = fresh_output(cfg);
+    std::uint32_t* o = out.data();
+    stopwatch clock;
+    arena.execute([&] {
+      for (unsigned k = 0; k < cfg.loops; ++k) {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cfg.elements),
+                          [in, o, k](const tbb::blocked_range<std::size_t>& r) {
+                            for (std::size_t i = r.begin(); i < r.end(); ++i)
+                              o[i] = mix(o[i] + in[i] + k);
+                          });
+      }
+    });
+    const double seconds = clock.seconds();
+    return checked("onetbb", cfg, out, seconds);
+  });
+}
+
+}  // namespace tessera::bench::loop

@@ -1,0 +1,73 @@
+// loop on tessera, two ways. `tessera`: tessera::parallel_for from the calling thread, which
+// blocks (without spinning) until a worker finishes the loop's last piece. `tessera-task`: the
+// loops run inside the runtime, each started by a task (parallel_for(ctx, g, ...)) that hands
+// the next loop to when_done(g, ...), so nothing sleeps between loops; the caller waits once.
+// Both with the default split (or --grain).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "loop/loop.h"
+#include "tessera/tessera.h"
+
+namespace tessera::bench::loop {
+
+namespace {
+
+/// Starts loop k in a group of its own and continues with loop k + 1 when it is done.
+struct loop_step {
+  const config* cfg;
+  const std::uint32_t* in;
+  std::uint32_t* out;
+  unsigned k;
+
+  void operator()(context& ctx) const {
+    if (k == cfg->loops) return;
+    const group g = ctx.runtime().make_group();
+    const std::uint32_t* i_ = in;
+    std::uint32_t* o = out;
+    const unsigned pass = k;
+    parallel_for(ctx, g, 0, cfg->elements, [i_, o, pass](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) o[i] = mix(o[i] + i_[i] + pass);
+    }, {.grain = cfg->grain});
+    ctx.when_done(g, loop_step{cfg, in, out, k + 1});  // joins the running task's group
+  }
+};
+
+}  // namespace
+
+measurement run_tessera_task(const config& cfg) {
+  runtime rt(cfg.tessera.options(cfg.workers));
+  const measurement m = measure(cfg.label, cfg.repeat, [&] {
+    std::vector<std::uint32_t> out = fresh_output(cfg);
+    const group all = rt.make_group();
+    stopwatch clock;
+    rt.spawn(loop_step{&cfg, cfg.input->in.data(), out.data(), 0}, all);
+    rt.wait(all);  // every loop and continuation joined `all`
+    const double seconds = clock.seconds();
+    return checked("tessera-task", cfg, out, seconds);
+  });
+  cfg.tessera.print_statistics(cfg.label, rt);
+  return m;
+}
+
+measurement run_tessera(const config& cfg) {
+  runtime rt(cfg.tessera.options(cfg.workers));
+  const std::uint32_t* in = cfg.input->in.data();
+  const measurement m = measure(cfg.label, cfg.repeat, [&] {
+    std::vector<std::uint32_t> out = fresh_output(cfg);
+    std::uint32_t* o = out.data();
+    stopwatch clock;
+    for (unsigned k = 0; k < cfg.loops; ++k) {
+      parallel_for(rt, 0, cfg.elements, [in, o, k](std::size_t first, std::size_t last) {
+        for (std::size_t i = first; i < last; ++i) o[i] = mix(o[i] + in[i] + k);
+      }, {.grain = cfg.grain});
+    }
+    const double seconds = clock.seconds();
+    return checked("tessera", cfg, out, seconds);
+  });
+  cfg.tessera.print_statistics(cfg.label, rt);
+  return m;
+}
+
+}  // namespace tessera::bench::loop

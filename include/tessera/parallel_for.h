@@ -1,0 +1,235 @@
+// tessera/parallel_for.h — a loop over an index range, run as tasks.
+//
+//   std::vector<double> v(n);
+//   tessera::parallel_for(rt, 0, n, [&](std::size_t i) { v[i] = std::sqrt(double(i)); });
+//
+// The range [first, last) is split in halves, recursively, into pieces of at most `grain`
+// indices (loop_options; by default about 16 pieces per active worker). A piece splits off its
+// upper half as a new task and keeps the lower one, so a worker's queue holds the halves oldest
+// and biggest first, and an idle worker's steal takes the biggest (worker::answer_steal_request).
+// The body is called once per index (`body(i)`), or once per piece if it takes two indices
+// (`body(first, last)`, the form for per-piece set-up such as a local sum), or the piece's
+// context and two indices (`body(ctx, first, last)`: to spawn, or to nest another loop).
+//
+// The body is moved (or copied) once into state that all pieces share, and called on many
+// workers at once: its call operator must be const (a `mutable` lambda does not compile). It is
+// destroyed by the last piece to finish, before the loop counts as done.
+//
+// From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) blocks
+// (without spinning) until every piece finished; from a task, parallel_for(context&, g, ...)
+// spawns the pieces into group `g` (or, with `group{}`, into the running task's group) and
+// returns at once: continue with context::when_done(g, ...), as with any group.
+//
+// A body that throws: pieces that have not started yet are skipped (those running finish), and
+// the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it).
+//
+// Memory ordering: everything the body did happens-before parallel_for(runtime&) returns, and
+// before a continuation given to when_done for the loop's group starts (group.h).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/context.h"
+#include "tessera/group.h"
+#include "tessera/ids.h"
+#include "tessera/runtime.h"
+#include "tessera/task.h"
+
+namespace tessera {
+
+struct loop_options {
+  /// The most indices a piece holds; 0: about 16 pieces per active worker.
+  std::size_t grain = 0;
+  /// Priority of every piece (ids.h).
+  tessera::priority priority = tessera::priority::normal;
+};
+
+/// A body called once per piece with its [first, last).
+template <class B>
+concept range_body = std::invocable<const B&, std::size_t, std::size_t>;
+/// A body called once per piece with the running piece's context and its [first, last): it may
+/// spawn, or start a nested loop with parallel_for(ctx, group{}, ...), which joins the outer
+/// loop's group (the outer loop is done once the nested ones are).
+template <class B>
+concept context_range_body = std::invocable<const B&, context&, std::size_t, std::size_t>;
+/// A body called once per index.
+template <class B>
+concept index_body = std::invocable<const B&, std::size_t>;
+template <class B>
+concept loop_body = range_body<B> || context_range_body<B> || index_body<B>;
+
+namespace detail {
+
+/// What the pieces of one loop share. Freed by the last piece to finish.
+template <class Body>
+struct loop_state {
+  template <class B>
+  loop_state(B&& b, std::size_t g, tessera::priority p)
+      : body(std::forward<B>(b)), grain(g), prio(p) {}
+  Body body;
+  std::size_t grain;
+  tessera::priority prio;
+  // Pieces spawned and not finished. An increment (relaxed) is made by a piece that holds a
+  // count itself, before the spawn; the decrement is acq_rel, so the piece that takes the count
+  // to 0 sees every other piece's use of the body finished before it destroys the state.
+  std::atomic<std::size_t> pieces{1};
+  // A piece threw; relaxed: only a hint that saves running the pieces not started yet (the
+  // exception itself travels through the group).
+  std::atomic<bool> failed{false};
+};
+
+template <class Body>
+class loop_piece final : public task {
+ public:
+  loop_piece(loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
+      : m_state(state), m_first(first), m_last(last) {}
+
+  loop_state<Body>* state() const noexcept { return m_state; }
+
+  task* execute(context& ctx) override {
+    struct release {
+      loop_state<Body>* s;
+      ~release() {
+        if (s->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+      }
+    } done{m_state};
+    if (m_state->failed.load(std::memory_order_relaxed)) return nullptr;
+    std::size_t last = m_last;
+    while (last - m_first > m_state->grain) {
+      const std::size_t mid = m_first + (last - m_first) / 2;
+      auto* upper = ctx.make_task<loop_piece>(m_state, mid, last);
+      upper->annotate(m_state->prio);
+      m_state->pieces.fetch_add(1, std::memory_order_relaxed);
+      ctx.spawn(upper);  // joins this piece's group
+      last = mid;
+    }
+    const Body& body = m_state->body;
+    try {
+      if constexpr (context_range_body<Body>) {
+        std::invoke(body, ctx, m_first, last);
+      } else if constexpr (range_body<Body>) {
+        std::invoke(body, m_first, last);
+      } else {
+        for (std::size_t i = m_first; i < last; ++i) std::invoke(body, i);
+      }
+    } catch (...) {
+      m_state->failed.store(true, std::memory_order_relaxed);
+      throw;
+    }
+    return nullptr;
+  }
+
+ private:
+  loop_state<Body>* m_state;
+  std::size_t m_first;
+  std::size_t m_last;
+};
+
+/// Checks the range; returns false if it is empty.
+inline bool loop_range_ok(std::size_t first, std::size_t last) {
+  if (first > last) {
+    throw std::invalid_argument("tessera::parallel_for: first (" + std::to_string(first) +
+                                ") is after last (" + std::to_string(last) + ")");
+  }
+  return first != last;
+}
+
+inline std::size_t loop_grain(std::size_t first, std::size_t last, std::size_t grain,
+                              unsigned active_workers) {
+  if (grain != 0) return grain;
+  const std::size_t pieces = 16 * std::size_t{std::max(1u, active_workers)};
+  return std::max<std::size_t>(1, (last - first + pieces - 1) / pieces);
+}
+
+/// Makes the first piece (the whole range) with its state; the caller annotates and spawns it.
+template <class Body, class Maker>
+task* make_loop(Maker&& make, std::size_t first, std::size_t last, Body&& body,
+                std::size_t grain, tessera::priority prio) {
+  using B = std::decay_t<Body>;
+  static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
+  auto* state = new loop_state<B>(std::forward<Body>(body), grain, prio);
+  try {
+    task* root = make(state, first, last);
+    root->annotate(prio);
+    return root;
+  } catch (...) {
+    delete state;
+    throw;
+  }
+}
+
+}  // namespace detail
+
+/// Runs `body` over [first, last) in tasks and waits for all of them. From a thread that is not
+/// a worker of `rt` (from a task: the overload below; this one throws std::logic_error there).
+/// Rethrows the first exception the body threw. first > last throws std::invalid_argument.
+template <class Body>
+  requires loop_body<std::decay_t<Body>>
+void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
+                  loop_options options = {}) {
+  if (rt.current_worker()) {
+    throw std::logic_error(
+        "tessera::parallel_for(runtime&, ...) called from a task of the same runtime: it would "
+        "block its worker; use parallel_for(context&, group, ...) and context::when_done");
+  }
+  if (!detail::loop_range_ok(first, last)) return;
+  using B = std::decay_t<Body>;
+  const std::size_t grain = detail::loop_grain(first, last, options.grain, rt.active_workers());
+  const group g = rt.make_group();
+  task* root;
+  try {
+    root = detail::make_loop(
+        [&rt](detail::loop_state<B>* s, std::size_t f, std::size_t l) {
+          return rt.make_task<detail::loop_piece<B>>(s, f, l);
+        },
+        first, last, std::forward<Body>(body), grain, options.priority);
+  } catch (...) {
+    rt.detach(g);  // nothing in it: its slot is freed at once
+    throw;
+  }
+  auto* state = static_cast<detail::loop_piece<B>*>(root)->state();
+  try {
+    rt.spawn(root, g);
+  } catch (...) {  // the runtime is stopping: it destroyed the task, the state is ours
+    delete state;
+    rt.detach(g);
+    throw;
+  }
+  rt.wait(g);
+}
+
+/// From inside a task: spawns the pieces of the loop into group `g` (`group{}`: the running
+/// task's group) and returns at once. first > last throws std::invalid_argument, and nothing is
+/// spawned then.
+template <class Body>
+  requires loop_body<std::decay_t<Body>>
+void parallel_for(context& ctx, group g, std::size_t first, std::size_t last, Body&& body,
+                  loop_options options = {}) {
+  if (!detail::loop_range_ok(first, last)) return;
+  using B = std::decay_t<Body>;
+  runtime& rt = ctx.runtime();
+  const std::size_t grain = detail::loop_grain(first, last, options.grain, rt.active_workers());
+  task* root = detail::make_loop(
+      [&ctx](detail::loop_state<B>* s, std::size_t f, std::size_t l) {
+        return ctx.make_task<detail::loop_piece<B>>(s, f, l);
+      },
+      first, last, std::forward<Body>(body), grain, options.priority);
+  if (g.valid()) root->annotate(g);
+  auto* state = static_cast<detail::loop_piece<B>*>(root)->state();
+  try {
+    ctx.spawn(root);
+  } catch (...) {  // a stale group (debug checks): the runtime destroyed the task
+    delete state;
+    throw;
+  }
+}
+
+}  // namespace tessera

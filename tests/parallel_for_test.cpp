@@ -1,0 +1,252 @@
+// parallel_for: every index once, pieces within the grain, the body shared and destroyed before
+// the loop is done, exceptions, loops from inside tasks and nested loops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_support.h"
+#include "tessera/tessera.h"
+
+namespace tessera::test {
+namespace {
+
+class parallel_for_test : public runtime_fixture {};
+
+/// One counter per index of [first, last); `runs(i)` is how often index i was visited.
+struct visits {
+  visits(std::size_t first, std::size_t last) : base(first), counts(last - first) {}
+  void visit(std::size_t i) const { counts.at(i - base).fetch_add(1, std::memory_order_relaxed); }
+  bool each_once() const {
+    return std::all_of(counts.begin(), counts.end(), [](const auto& c) { return c.load() == 1; });
+  }
+  std::size_t base;
+  mutable std::vector<std::atomic<std::uint32_t>> counts;
+};
+
+TEST_P(parallel_for_test, every_index_runs_exactly_once_whatever_the_grain) {
+  auto& r = start();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                              scaled(100'003, 20'011)}) {
+    for (const std::size_t grain : {std::size_t{0}, std::size_t{1}, std::size_t{64}, n + 5}) {
+      if (grain == 1 && n > 1000) continue;  // a task per index: covered by n = 1000
+      const std::size_t first = 1000;  // not 0: the indices are the range's, not offsets
+      visits v(first, first + n);
+      parallel_for(r, first, first + n, [&v](std::size_t i) { v.visit(i); }, {.grain = grain});
+      EXPECT_TRUE(v.each_once()) << "n " << n << ", grain " << grain;
+    }
+  }
+}
+
+TEST_P(parallel_for_test, pieces_are_disjoint_cover_the_range_and_hold_at_most_grain) {
+  auto& r = start();
+  std::mutex m;
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  const std::size_t first = 17;
+  const std::size_t last = 10'017;
+  const std::size_t grain = 100;
+  parallel_for(
+      r, first, last,
+      [&](std::size_t f, std::size_t l) {
+        std::lock_guard lock(m);
+        pieces.emplace_back(f, l);
+      },
+      {.grain = grain});
+  std::sort(pieces.begin(), pieces.end());
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces.front().first, first);
+  EXPECT_EQ(pieces.back().second, last);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    EXPECT_LT(pieces[k].first, pieces[k].second);
+    EXPECT_LE(pieces[k].second - pieces[k].first, grain);
+    // halving: a piece is never below half the grain when the range was larger than it
+    EXPECT_GE(pieces[k].second - pieces[k].first, grain / 2);
+    if (k > 0) {
+      EXPECT_EQ(pieces[k - 1].second, pieces[k].first);
+    }
+  }
+}
+
+TEST_P(parallel_for_test, the_default_grain_makes_about_sixteen_pieces_per_worker) {
+  auto& r = start();
+  std::atomic<std::size_t> pieces{0};
+  parallel_for(r, 0, 1'000'000, [&](std::size_t, std::size_t) { pieces.fetch_add(1); });
+  EXPECT_GE(pieces.load(), 16u * r.active_workers());
+  EXPECT_LE(pieces.load(), 32u * r.active_workers());
+}
+
+TEST_P(parallel_for_test, a_piece_body_sums_a_range) {
+  auto& r = start();
+  std::vector<std::uint64_t> values(scaled(1'000'000, 100'000));
+  std::iota(values.begin(), values.end(), std::uint64_t{1});
+  std::atomic<std::uint64_t> total{0};
+  parallel_for(r, 0, values.size(), [&](std::size_t f, std::size_t l) {
+    std::uint64_t local = 0;  // per-piece set-up: the reason for the two-index form
+    for (std::size_t i = f; i < l; ++i) local += values[i];
+    total.fetch_add(local, std::memory_order_relaxed);
+  });
+  const std::uint64_t n = values.size();
+  EXPECT_EQ(total.load(), n * (n + 1) / 2);
+}
+
+TEST_P(parallel_for_test, an_empty_range_calls_nothing_and_a_reversed_one_is_refused) {
+  auto& r = start();
+  std::atomic<int> calls{0};
+  parallel_for(r, 5, 5, [&](std::size_t) { calls.fetch_add(1); });
+  EXPECT_EQ(calls.load(), 0);
+  try {
+    parallel_for(r, 6, 5, [&](std::size_t) { calls.fetch_add(1); });
+    ADD_FAILURE() << "a reversed range was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("first (6) is after last (5)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(calls.load(), 0);
+  r.wait_idle();
+  EXPECT_EQ(r.statistics().total().executed, 0u);  // nothing was spawned either time
+}
+
+TEST_P(parallel_for_test, the_body_is_moved_in_once_shared_and_destroyed_before_the_loop_returns) {
+  auto& r = start();
+  const long before = live_objects.load();
+  {
+    auto copies = std::make_shared<std::atomic<int>>(0);
+    struct body {
+      live_token token;
+      std::shared_ptr<std::atomic<int>> copies;
+      body(std::shared_ptr<std::atomic<int>> c) : copies(std::move(c)) {}
+      body(const body& o) : token(o.token), copies(o.copies) { copies->fetch_add(1); }
+      body(body&& o) noexcept : token(o.token), copies(o.copies) {}
+      void operator()(std::size_t) const {}
+    };
+    parallel_for(r, 0, 10'000, body{copies}, {.grain = 10});
+    EXPECT_EQ(copies->load(), 0) << "the body was copied for the pieces";
+    EXPECT_EQ(live_objects.load(), before) << "the body outlived the loop";
+  }
+}
+
+TEST_P(parallel_for_test, an_exception_reaches_the_caller_and_pieces_not_started_are_skipped) {
+  auto& r = start();
+  const std::size_t n = 1000;
+  std::atomic<std::size_t> calls{0};
+  try {
+    parallel_for(
+        r, 0, n,
+        [&](std::size_t i) {
+          calls.fetch_add(1);
+          if (i == 0) throw std::runtime_error("index 0 failed");
+        },
+        {.grain = 1});
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "index 0 failed");
+  }
+  // One worker splits the whole range before it runs index 0 (the first piece keeps the lower
+  // half), so every other piece is still queued when it throws.
+  if (r.workers() == 1) {
+    EXPECT_EQ(calls.load(), 1u);
+  } else {
+    EXPECT_LE(calls.load(), n);
+  }
+  // The runtime goes on.
+  visits v(0, 100);
+  parallel_for(r, 0, 100, [&v](std::size_t i) { v.visit(i); });
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, from_a_task_the_loop_joins_a_group_and_when_done_continues_after_it) {
+  auto& r = start();
+  const std::size_t n = 5000;
+  visits v(0, n);
+  std::atomic<bool> all_seen{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        parallel_for(ctx, loop, 0, n, [&v](std::size_t i) { v.visit(i); });
+        ctx.when_done(loop, [&](context&) { all_seen.store(v.each_once()); });
+      },
+      outer);
+  r.wait(outer);  // covers the continuation: it joins the spawning task's group
+  EXPECT_TRUE(all_seen.load());
+}
+
+TEST_P(parallel_for_test, from_a_task_without_a_group_the_loop_joins_the_running_tasks_group) {
+  auto& r = start();
+  const std::size_t n = 5000;
+  visits v(0, n);
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        parallel_for(ctx, group{}, 0, n, [&v](std::size_t i) { v.visit(i); }, {.grain = 16});
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, a_body_with_the_context_nests_loops_that_the_outer_wait_covers) {
+  auto& r = start();
+  const std::size_t rows = 64;
+  const std::size_t columns = 300;
+  visits v(0, rows * columns);
+  parallel_for(
+      r, 0, rows,
+      [&v, columns](context& ctx, std::size_t f, std::size_t l) {
+        for (std::size_t row = f; row < l; ++row) {
+          parallel_for(ctx, group{}, row * columns, (row + 1) * columns,
+                       [&v](std::size_t i) { v.visit(i); });
+        }
+      },
+      {.grain = 4});
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, the_blocking_form_from_a_task_is_refused_with_a_message) {
+  auto& r = start();
+  std::string message;
+  const group g = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        try {
+          parallel_for(ctx.runtime(), 0, 10, [](std::size_t) {});
+        } catch (const std::logic_error& e) {
+          message = e.what();
+        }
+      },
+      g);
+  r.wait(g);
+  EXPECT_NE(message.find("use parallel_for(context&, group, ...)"), std::string::npos) << message;
+}
+
+TEST_P(parallel_for_test, many_small_loops_in_a_row) {
+  auto& r = start();
+  const int loops = static_cast<int>(scaled(2000, 300));
+  std::atomic<std::size_t> total{0};
+  for (int k = 0; k < loops; ++k) {
+    parallel_for(r, 0, 10, [&](std::size_t) { total.fetch_add(1, std::memory_order_relaxed); });
+  }
+  EXPECT_EQ(total.load(), 10u * static_cast<std::size_t>(loops));
+}
+
+// A body whose call operator is not const (a mutable lambda) would race with itself across
+// workers: it is no loop body.
+auto mutable_body = [n = 0](std::size_t) mutable { ++n; };
+static_assert(!loop_body<decltype(mutable_body)>);
+static_assert(loop_body<decltype([](std::size_t) {})>);
+static_assert(loop_body<decltype([](std::size_t, std::size_t) {})>);
+static_assert(loop_body<decltype([](context&, std::size_t, std::size_t) {})>);
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(parallel_for_test);
+
+}  // namespace
+}  // namespace tessera::test
