@@ -228,6 +228,20 @@ TEST_P(parallel_for_test, the_blocking_form_from_a_task_is_refused_with_a_messag
   EXPECT_NE(message.find("use parallel_for(context&, group, ...)"), std::string::npos) << message;
 }
 
+TEST_P(parallel_for_test, after_stop_a_loop_is_refused_and_its_body_freed) {
+  auto& r = start();
+  r.stop();
+  std::atomic<int> calls{0};
+  try {
+    parallel_for(r, 0, 100, [&calls, tok = live_token{}](std::size_t) { calls.fetch_add(1); });
+    ADD_FAILURE() << "a loop after stop() was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("after stop() began"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls.load(), 0);
+  // TearDown: no live_token left (the body was freed with its state)
+}
+
 TEST_P(parallel_for_test, many_small_loops_in_a_row) {
   auto& r = start();
   const int loops = static_cast<int>(scaled(2000, 300));
