@@ -252,6 +252,98 @@ TEST_P(parallel_for_test, many_small_loops_in_a_row) {
   EXPECT_EQ(total.load(), 10u * static_cast<std::size_t>(loops));
 }
 
+// ---- parallel_reduce -----------------------------------------------------------------------------
+
+TEST_P(parallel_for_test, a_reduction_sums_a_range_exactly) {
+  auto& r = start();
+  const std::uint64_t n = scaled(1'000'003, 100'003);
+  for (const std::size_t grain : {std::size_t{0}, std::size_t{1000}, std::size_t{n}}) {
+    const std::uint64_t sum = parallel_reduce(
+        r, 1, n + 1, std::uint64_t{0},
+        [](std::size_t f, std::size_t l) {
+          std::uint64_t s = 0;
+          for (std::size_t i = f; i < l; ++i) s += i;
+          return s;
+        },
+        [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = grain});
+    EXPECT_EQ(sum, n * (n + 1) / 2) << "grain " << grain;
+  }
+}
+
+TEST_P(parallel_for_test, a_reduction_of_an_empty_range_is_the_identity) {
+  auto& r = start();
+  // A product (identity 1) of 2 per piece: any piece run would make it even.
+  const int v = parallel_reduce(
+      r, 3, 3, 1, [](std::size_t, std::size_t) { return 2; },
+      [](int a, int b) { return a * b; });
+  EXPECT_EQ(v, 1);
+}
+
+TEST_P(parallel_for_test, a_reduction_that_throws_rethrows) {
+  auto& r = start();
+  EXPECT_THROW(parallel_reduce(
+                   r, 0, 1000, 0,
+                   [](std::size_t f, std::size_t) -> int {
+                     if (f == 0) throw std::runtime_error("piece 0");
+                     return 1;
+                   },
+                   [](int a, int b) { return a + b; }, {.grain = 10}),
+               std::runtime_error);
+}
+
+TEST_P(parallel_for_test, from_a_task_a_reduction_hands_its_result_to_done) {
+  auto& r = start();
+  std::atomic<std::uint64_t> result{0};
+  std::atomic<int> done_runs{0};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        parallel_reduce(
+            ctx, 0, 100'000, std::uint64_t{0},
+            [](std::size_t f, std::size_t l) {
+              std::uint64_t s = 0;
+              for (std::size_t i = f; i < l; ++i) s += i % 7;
+              return s;
+            },
+            [](std::uint64_t a, std::uint64_t b) { return a + b; },
+            [&](context&, std::uint64_t v) {
+              result.store(v);
+              done_runs.fetch_add(1);
+            });
+        // and an empty one: done still runs, with the identity (a product, as above)
+        parallel_reduce(
+            ctx, 5, 5, std::uint64_t{1}, [](std::size_t, std::size_t) { return std::uint64_t{2}; },
+            [](std::uint64_t a, std::uint64_t b) { return a * b; },
+            [&](context&, std::uint64_t v) { done_runs.fetch_add(v == 1 ? 1 : 100); });
+      },
+      outer);
+  r.wait(outer);  // covers both continuations: they join the spawning task's group
+  std::uint64_t want = 0;
+  for (std::size_t i = 0; i < 100'000; ++i) want += i % 7;
+  EXPECT_EQ(result.load(), want);
+  EXPECT_EQ(done_runs.load(), 2);
+}
+
+TEST_P(parallel_for_test, from_a_task_a_reduction_that_throws_skips_done_and_reaches_the_group) {
+  auto& r = start();
+  std::atomic<int> done_runs{0};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        parallel_reduce(
+            ctx, 0, 1000, 0,
+            [](std::size_t f, std::size_t) -> int {
+              if (f == 0) throw std::runtime_error("piece 0");
+              return 1;
+            },
+            [](int a, int b) { return a + b; }, [&](context&, int) { done_runs.fetch_add(1); },
+            {.grain = 10});
+      },
+      outer);
+  EXPECT_THROW(r.wait(outer), std::runtime_error);
+  EXPECT_EQ(done_runs.load(), 0);
+}
+
 // A body whose call operator is not const (a mutable lambda) would race with itself across
 // workers: it is no loop body.
 auto mutable_body = [n = 0](std::size_t) mutable { ++n; };

@@ -6,6 +6,7 @@
 #include "tessera/ids.h"
 #include "tessera/optimistic.h"
 #include "tessera/parallel_for.h"
+#include "tessera/parallel_reduce.h"
 #include "tessera/resource.h"
 #include "tessera/runtime.h"
 #include "tessera/statistics.h"
