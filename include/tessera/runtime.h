@@ -175,6 +175,12 @@ class runtime {
   /// Schedules `t` by its annotations. Thread-safe. From inside a task it does what
   /// context::spawn does (`t`, unless annotated with a group, joins the running task's group);
   /// context::spawn saves finding the calling worker.
+  /// A refused spawn throws, and who owns `t` then depends on why: if `t` itself is unfit
+  /// (nullptr: std::invalid_argument; with debug checks, a task handed over already, or one
+  /// annotated with memory that is not a live resource: std::logic_error), `t` is still yours
+  /// (runtime::discard it); if the runtime cannot take it (spawned from outside after stop()
+  /// began, or, with debug checks, into a stale group: std::logic_error), `t` was the runtime's
+  /// from the call and has been destroyed.
   void spawn(task* t);
   void spawn(task* t, group g) {
     t->annotate(g);
