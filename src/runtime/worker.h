@@ -124,18 +124,18 @@ class worker {
     }
     ++m_local_count[t->m_priority];
   }
-  /// Called on this worker's thread for a fresh spawn without data that would go to the front of
-  /// its home pool: a normal-priority one goes onto the work-first stack instead (it would be
-  /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or
-  /// with another priority, it is queued at the front of the home pool as before.
-  /// `priority`: t's, read by the caller before its own stores (so that a priority known where
-  /// the task was made folds away).
   /// After a spawn that stays in this worker's pools: the second since the last periodic() (or
   /// idle()) publishes the queue for thieves and wakes a parked peer (offer_queued). A decrement
   /// and a branch per spawn; at most one call per periodic() interval.
   TESSERA_ALWAYS_INLINE void note_spawned_home() noexcept {
     if (--m_spawns_until_offer == 0) [[unlikely]] offer_queued_after_spawns();
   }
+  /// Called on this worker's thread for a fresh spawn without data that would go to the front of
+  /// its home pool: a normal-priority one goes onto the work-first stack instead (it would be
+  /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or
+  /// with another priority, it is queued at the front of the home pool as before.
+  /// `priority`: t's, read by the caller before its own stores (so that a priority known where
+  /// the task was made folds away).
   TESSERA_ALWAYS_INLINE void push_next(task* t, std::uint8_t priority) noexcept {
     if (m_wsize != 0 || priority != stack_priority) [[unlikely]] {
       push_local(*m_home, t, true);
@@ -361,7 +361,7 @@ class worker {
   /// more than one queued and a peer parked, wakes one (wake_a_peer). From periodic(), and from
   /// the second spawn that stays here after it (note_spawned_home): a long task that splits its
   /// work (a parallel_for's first piece spawns all its halves in one run) would otherwise keep
-  /// it from parked peers until its next periodic(), 50 tasks later, which at a loop's 8 pieces
+  /// it from parked peers until its next periodic(), 50 tasks later, which at a loop's 16 pieces
   /// per worker is never.
   void offer_queued();
   [[gnu::noinline]] void offer_queued_after_spawns();
