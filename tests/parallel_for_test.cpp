@@ -84,6 +84,15 @@ TEST_P(parallel_for_test, the_default_grain_makes_about_sixteen_pieces_per_worke
   EXPECT_LE(pieces.load(), 32u * r.active_workers());
 }
 
+TEST(parallel_for_grain, the_default_grain_is_rounded_up_without_overflow) {
+  constexpr std::size_t max = ~std::size_t{0};
+  EXPECT_EQ(detail::loop_grain(0, 1'000'000, 0, 2), 31'250u);    // 32 pieces
+  EXPECT_EQ(detail::loop_grain(0, 1'000'001, 0, 2), 31'251u);    // rounded up
+  EXPECT_EQ(detail::loop_grain(5, 6, 0, 16), 1u);                // never 0
+  EXPECT_EQ(detail::loop_grain(0, 100, 7, 16), 7u);              // given: kept
+  EXPECT_EQ(detail::loop_grain(0, max, 0, 4), max / 64 + 1);     // (last - first + 63) overflowed
+}
+
 TEST_P(parallel_for_test, a_piece_body_sums_a_range) {
   auto& r = start();
   std::vector<std::uint64_t> values(scaled(1'000'000, 100'000));

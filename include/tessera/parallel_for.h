@@ -146,7 +146,8 @@ inline std::size_t loop_grain(std::size_t first, std::size_t last, std::size_t g
                               unsigned active_workers) {
   if (grain != 0) return grain;
   const std::size_t pieces = 16 * std::size_t{std::max(1u, active_workers)};
-  return std::max<std::size_t>(1, (last - first + pieces - 1) / pieces);
+  const std::size_t n = last - first;
+  return std::max<std::size_t>(1, n / pieces + (n % pieces != 0));  // rounded up, no overflow
 }
 
 /// Makes the first piece (the whole range) with its state; the caller annotates and spawns it.
