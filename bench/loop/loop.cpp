@@ -13,7 +13,7 @@ data::data(std::size_t elements, unsigned passes) : in(elements), expected(eleme
   for (std::size_t i = 0; i < elements; ++i) in[i] = static_cast<std::uint32_t>(i * 7 + 3);
   for (std::size_t i = 0; i < elements; ++i) {
     std::uint32_t v = 0;
-    for (unsigned k = 0; k < passes; ++k) v = mix(v + in[i] + k);
+    for (unsigned k = 0; k < passes; ++k) v = pass_update(v, in[i], k);
     expected[i] = v;
   }
 }

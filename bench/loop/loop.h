@@ -30,6 +30,11 @@ inline std::uint32_t mix(std::uint32_t x) noexcept {
   return x ^ (x >> 15);
 }
 
+/// Pass k's update of one element: every implementation and the expected result use this.
+inline std::uint32_t pass_update(std::uint32_t out, std::uint32_t in, unsigned k) noexcept {
+  return mix(out + in + k);
+}
+
 /// The input and, computed once per configuration, what `out` must hold after `loops` passes.
 struct data {
   data(std::size_t elements, unsigned loops);

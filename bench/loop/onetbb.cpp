@@ -28,7 +28,7 @@ measurement run_onetbb(const config& cfg) {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cfg.elements),
                           [in, o, k](const tbb::blocked_range<std::size_t>& r) {
                             for (std::size_t i = r.begin(); i < r.end(); ++i)
-                              o[i] = mix(o[i] + in[i] + k);
+                              o[i] = pass_update(o[i], in[i], k);
                           });
       }
     });

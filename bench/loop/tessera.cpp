@@ -24,11 +24,9 @@ struct loop_step {
   void operator()(context& ctx) const {
     if (k == cfg->loops) return;
     const group g = ctx.runtime().make_group();
-    const std::uint32_t* i_ = in;
-    std::uint32_t* o = out;
-    const unsigned pass = k;
-    parallel_for(ctx, g, 0, cfg->elements, [i_, o, pass](std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i) o[i] = mix(o[i] + i_[i] + pass);
+    parallel_for(ctx, g, 0, cfg->elements, [in = in, o = out, k = k](std::size_t first,
+                                                                      std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) o[i] = pass_update(o[i], in[i], k);
     }, {.grain = cfg->grain});
     ctx.when_done(g, loop_step{cfg, in, out, k + 1});  // joins the running task's group
   }
@@ -60,7 +58,7 @@ measurement run_tessera(const config& cfg) {
     stopwatch clock;
     for (unsigned k = 0; k < cfg.loops; ++k) {
       parallel_for(rt, 0, cfg.elements, [in, o, k](std::size_t first, std::size_t last) {
-        for (std::size_t i = first; i < last; ++i) o[i] = mix(o[i] + in[i] + k);
+        for (std::size_t i = first; i < last; ++i) o[i] = pass_update(o[i], in[i], k);
       }, {.grain = cfg.grain});
     }
     const double seconds = clock.seconds();

@@ -92,8 +92,6 @@ class loop_piece final : public task {
   loop_piece(loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
       : m_state(state), m_first(first), m_last(last) {}
 
-  loop_state<Body>* state() const noexcept { return m_state; }
-
   task* execute(context& ctx) override {
     struct release {
       loop_state<Body>* s;
@@ -150,17 +148,26 @@ inline std::size_t loop_grain(std::size_t first, std::size_t last, std::size_t g
   return std::max<std::size_t>(1, n / pieces + (n % pieces != 0));  // rounded up, no overflow
 }
 
-/// Makes the first piece (the whole range) with its state; the caller annotates and spawns it.
-template <class Body, class Maker>
-task* make_loop(Maker&& make, std::size_t first, std::size_t last, Body&& body,
-                std::size_t grain, tessera::priority prio) {
+/// The first piece of a loop (the whole range) and the state it shares with the pieces it makes.
+template <class Body>
+struct loop_start {
+  task* root;
+  loop_state<Body>* state;  // the caller's to delete if the runtime refuses the root
+};
+
+/// Makes the first piece of a loop over [first, last) (not empty), annotated with its priority;
+/// the caller spawns it.
+template <class Body>
+loop_start<std::decay_t<Body>> make_loop(runtime& rt, std::size_t first, std::size_t last,
+                                         Body&& body, const loop_options& options) {
   using B = std::decay_t<Body>;
   static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
-  auto* state = new loop_state<B>(std::forward<Body>(body), grain, prio);
+  const std::size_t grain = loop_grain(first, last, options.grain, rt.active_workers());
+  auto* state = new loop_state<B>(std::forward<Body>(body), grain, options.priority);
   try {
-    task* root = make(state, first, last);
-    root->annotate(prio);
-    return root;
+    task* root = rt.make_task<loop_piece<B>>(state, first, last);
+    root->annotate(options.priority);
+    return {root, state};
   } catch (...) {
     delete state;
     throw;
@@ -182,25 +189,18 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
         "block its worker; use parallel_for(context&, group, ...) and context::when_done");
   }
   if (!detail::loop_range_ok(first, last)) return;
-  using B = std::decay_t<Body>;
-  const std::size_t grain = detail::loop_grain(first, last, options.grain, rt.active_workers());
   const group g = rt.make_group();
-  task* root;
+  detail::loop_start<std::decay_t<Body>> loop;
   try {
-    root = detail::make_loop(
-        [&rt](detail::loop_state<B>* s, std::size_t f, std::size_t l) {
-          return rt.make_task<detail::loop_piece<B>>(s, f, l);
-        },
-        first, last, std::forward<Body>(body), grain, options.priority);
+    loop = detail::make_loop(rt, first, last, std::forward<Body>(body), options);
   } catch (...) {
     rt.detach(g);  // nothing in it: its slot is freed at once
     throw;
   }
-  auto* state = static_cast<detail::loop_piece<B>*>(root)->state();
   try {
-    rt.spawn(root, g);
+    rt.spawn(loop.root, g);
   } catch (...) {  // the runtime is stopping: it destroyed the task, the state is ours
-    delete state;
+    delete loop.state;
     rt.detach(g);
     throw;
   }
@@ -215,20 +215,12 @@ template <class Body>
 void parallel_for(context& ctx, group g, std::size_t first, std::size_t last, Body&& body,
                   loop_options options = {}) {
   if (!detail::loop_range_ok(first, last)) return;
-  using B = std::decay_t<Body>;
-  runtime& rt = ctx.runtime();
-  const std::size_t grain = detail::loop_grain(first, last, options.grain, rt.active_workers());
-  task* root = detail::make_loop(
-      [&ctx](detail::loop_state<B>* s, std::size_t f, std::size_t l) {
-        return ctx.make_task<detail::loop_piece<B>>(s, f, l);
-      },
-      first, last, std::forward<Body>(body), grain, options.priority);
-  if (g.valid()) root->annotate(g);
-  auto* state = static_cast<detail::loop_piece<B>*>(root)->state();
+  auto loop = detail::make_loop(ctx.runtime(), first, last, std::forward<Body>(body), options);
+  if (g.valid()) loop.root->annotate(g);
   try {
-    ctx.spawn(root);
+    ctx.spawn(loop.root);
   } catch (...) {  // a stale group (debug checks): the runtime destroyed the task
-    delete state;
+    delete loop.state;
     throw;
   }
 }
