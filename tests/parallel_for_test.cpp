@@ -9,8 +9,10 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -159,8 +161,7 @@ TEST_P(parallel_for_test, an_exception_reaches_the_caller_and_pieces_not_started
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "index 0 failed");
   }
-  // One worker splits the whole range before it runs index 0 (the first piece keeps the lower
-  // half), so every other piece is still queued when it throws.
+  // With one worker the caller runs the loop alone (no helper), and index 0 is its first piece.
   if (r.workers() == 1) {
     EXPECT_EQ(calls.load(), 1u);
   } else {
@@ -259,6 +260,76 @@ TEST_P(parallel_for_test, many_small_loops_in_a_row) {
     parallel_for(r, 0, 10, [&](std::size_t) { total.fetch_add(1, std::memory_order_relaxed); });
   }
   EXPECT_EQ(total.load(), 10u * static_cast<std::size_t>(loops));
+}
+
+TEST_P(parallel_for_test, the_caller_takes_part_and_at_most_active_workers_threads_run_the_loop) {
+  auto& r = start();
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<bool> on_worker_with_context{true};
+  parallel_for(
+      r, 0, 100'000,
+      [&](std::size_t, std::size_t) {
+        std::lock_guard lock(m);
+        threads.insert(std::this_thread::get_id());
+      },
+      {.grain = 100});
+  EXPECT_GE(threads.size(), 1u);
+  EXPECT_LE(threads.size(), r.active_workers());
+  if (r.workers() == 1) {
+    EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u) << "one worker: the caller runs all";
+  }
+  // A body with the context runs in tasks only, never on the caller.
+  parallel_for(r, 0, 1000, [&](context&, std::size_t, std::size_t) {
+    if (!r.current_worker()) on_worker_with_context.store(false);
+  });
+  EXPECT_TRUE(on_worker_with_context.load());
+}
+
+TEST_P(parallel_for_test, a_loop_does_not_wait_for_a_busy_worker_whose_helper_starts_after_it) {
+  auto& r = start();
+  // Worker 0, where the loop's first helper goes, runs a task until the loop has returned: the
+  // caller (and the other helpers) run every piece, and the helper that starts afterwards finds
+  // none left and touches only the loop's shared counters (ASan: nothing freed is read). With one
+  // worker there is no helper, and the caller runs the loop alone beside the busy worker.
+  std::atomic<bool> blocker_running{false};
+  std::atomic<bool> loop_returned{false};
+  const group g = r.make_group();
+  task* blocker = r.make_task_from([&](context&) {
+    blocker_running.store(true);
+    while (!loop_returned.load()) std::this_thread::yield();
+  });
+  blocker->annotate(worker_id{0});
+  r.spawn(blocker, g);
+  while (!blocker_running.load()) std::this_thread::yield();
+  visits v(0, 10'000);
+  parallel_for(r, 0, 10'000, [&v](std::size_t i) { v.visit(i); }, {.grain = 10});
+  loop_returned.store(true);
+  r.wait(g);
+  r.wait_idle();  // the late helper ran
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, loops_from_several_threads_at_once) {
+  auto& r = start();
+  const int loops = static_cast<int>(scaled(300, 50));
+  std::atomic<std::uint64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int k = 0; k < loops; ++k) {
+        parallel_for(r, 0, 1000, [&](std::size_t f, std::size_t l) {
+          total.fetch_add(l - f, std::memory_order_relaxed);
+        }, {.grain = 7});
+        total.fetch_add(parallel_reduce(
+            r, 0, 1000, std::uint64_t{0},
+            [](std::size_t f, std::size_t l) { return std::uint64_t{l - f}; },
+            [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = 13}));
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(total.load(), 4u * 2000u * static_cast<std::uint64_t>(loops));
 }
 
 // ---- parallel_reduce -----------------------------------------------------------------------------

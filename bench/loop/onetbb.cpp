@@ -1,12 +1,15 @@
-// loop on oneTBB: tbb::parallel_for over a blocked_range (auto_partitioner, the default) inside
-// a tbb::task_arena of `workers` slots (the calling thread takes one of them).
+// loop on oneTBB: tbb::parallel_for (sums: tbb::parallel_reduce) over a blocked_range
+// (auto_partitioner, the default) inside a tbb::task_arena of `workers` slots (the calling thread
+// takes one of them).
 #include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/onetbb_placement.h"
@@ -20,6 +23,22 @@ measurement run_onetbb(const config& cfg) {
   const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
   const std::uint32_t* in = cfg.input->in.data();
   return measure(cfg.label, cfg.repeat, [&] {
+    if (cfg.op == operation::sum) {
+      std::uint64_t total = 0;
+      stopwatch clock;
+      arena.execute([&] {
+        for (unsigned k = 0; k < cfg.loops; ++k) {
+          total += tbb::parallel_reduce(
+              tbb::blocked_range<std::size_t>(0, cfg.elements), std::uint64_t{0},
+              [in, k](const tbb::blocked_range<std::size_t>& r, std::uint64_t acc) {
+                return acc + sum_piece(in, r.begin(), r.end(), k);
+              },
+              std::plus<>{});
+        }
+      });
+      const double seconds = clock.seconds();
+      return checked_sum("onetbb", cfg, total, seconds);
+    }
     std::vector<std::uint32_t> out = fresh_output(cfg);
     std::uint32_t* o = out.data();
     stopwatch clock;

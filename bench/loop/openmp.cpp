@@ -1,5 +1,5 @@
-// loop on OpenMP: `#pragma omp parallel for schedule(static)` of `workers` threads per loop
-// (libgomp keeps its threads between regions).
+// loop on OpenMP: `#pragma omp parallel for schedule(static)` (sums: with `reduction(+:)`) of
+// `workers` threads per loop (libgomp keeps its threads between regions).
 #include <omp.h>
 
 #include <cstddef>
@@ -18,6 +18,19 @@ measurement run_openmp(const config& cfg) {
   const std::uint32_t* in = cfg.input->in.data();
   const auto n = static_cast<std::ptrdiff_t>(cfg.elements);
   return measure(cfg.label, cfg.repeat, [&] {
+    if (cfg.op == operation::sum) {
+      place_openmp_threads(threads, cfg.tessera.pin);
+      std::uint64_t total = 0;
+      stopwatch clock;
+      for (unsigned k = 0; k < cfg.loops; ++k) {
+        std::uint64_t s = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : s)
+        for (std::ptrdiff_t i = 0; i < n; ++i) s += sum_term(in[i], k);
+        total += s;
+      }
+      const double seconds = clock.seconds();
+      return checked_sum("openmp", cfg, total, seconds);
+    }
     std::vector<std::uint32_t> out = fresh_output(cfg);
     std::uint32_t* o = out.data();
     place_openmp_threads(threads, cfg.tessera.pin);  // thread i on tessera's CPU of worker i

@@ -1,10 +1,13 @@
-// loop on tessera, two ways. `tessera`: tessera::parallel_for from the calling thread, which
-// blocks (without spinning) until a worker finishes the loop's last piece. `tessera-task`: the
+// loop on tessera, two ways. `tessera`: tessera::parallel_for from the calling thread, which runs
+// pieces itself beside one helper task on each other worker (as oneTBB's caller takes one slot
+// of its arena: W threads in all) and returns when every piece ran. `tessera-task`: the
 // loops run inside the runtime, each started by a task (parallel_for(ctx, g, ...)) that hands
 // the next loop to when_done(g, ...), so nothing sleeps between loops; the caller waits once.
-// Both with the default split (or --grain).
+// Both with the default split (or --grain); the same two ways for the sums, with
+// parallel_reduce.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "loop/loop.h"
@@ -32,15 +35,45 @@ struct loop_step {
   }
 };
 
+/// Sums pass k and continues with pass k + 1 from `done`, adding into *total.
+struct sum_step {
+  const config* cfg;
+  const std::uint32_t* in;
+  std::uint64_t* total;
+  unsigned k;
+
+  void operator()(context& ctx) const {
+    if (k == cfg->loops) return;
+    parallel_reduce(
+        ctx, 0, cfg->elements, std::uint64_t{0},
+        [in = in, k = k](std::size_t first, std::size_t last) { return sum_piece(in, first, last, k); },
+        std::plus<>{},
+        [next = *this](context& c, std::uint64_t sum) {
+          *next.total += sum;  // the steps run one after another
+          sum_step{next.cfg, next.in, next.total, next.k + 1}(c);
+        },
+        {.grain = cfg->grain});
+  }
+};
+
 }  // namespace
 
 measurement run_tessera_task(const config& cfg) {
   runtime rt(cfg.tessera.options(cfg.workers));
+  const std::uint32_t* in = cfg.input->in.data();
   const measurement m = measure(cfg.label, cfg.repeat, [&] {
-    std::vector<std::uint32_t> out = fresh_output(cfg);
     const group all = rt.make_group();
+    if (cfg.op == operation::sum) {
+      std::uint64_t total = 0;
+      stopwatch clock;
+      rt.spawn(sum_step{&cfg, in, &total, 0}, all);
+      rt.wait(all);  // every pass and its `done` joined `all`
+      const double seconds = clock.seconds();
+      return checked_sum("tessera-task", cfg, total, seconds);
+    }
+    std::vector<std::uint32_t> out = fresh_output(cfg);
     stopwatch clock;
-    rt.spawn(loop_step{&cfg, cfg.input->in.data(), out.data(), 0}, all);
+    rt.spawn(loop_step{&cfg, in, out.data(), 0}, all);
     rt.wait(all);  // every loop and continuation joined `all`
     const double seconds = clock.seconds();
     return checked("tessera-task", cfg, out, seconds);
@@ -53,6 +86,18 @@ measurement run_tessera(const config& cfg) {
   runtime rt(cfg.tessera.options(cfg.workers));
   const std::uint32_t* in = cfg.input->in.data();
   const measurement m = measure(cfg.label, cfg.repeat, [&] {
+    if (cfg.op == operation::sum) {
+      std::uint64_t total = 0;
+      stopwatch clock;
+      for (unsigned k = 0; k < cfg.loops; ++k) {
+        total += parallel_reduce(
+            rt, 0, cfg.elements, std::uint64_t{0},
+            [in, k](std::size_t first, std::size_t last) { return sum_piece(in, first, last, k); },
+            std::plus<>{}, {.grain = cfg.grain});
+      }
+      const double seconds = clock.seconds();
+      return checked_sum("tessera", cfg, total, seconds);
+    }
     std::vector<std::uint32_t> out = fresh_output(cfg);
     std::uint32_t* o = out.data();
     stopwatch clock;

@@ -3,7 +3,7 @@
 //   std::vector<double> v(n);
 //   tessera::parallel_for(rt, 0, n, [&](std::size_t i) { v[i] = std::sqrt(double(i)); });
 //
-// The range [first, last) is split in halves, recursively, into pieces of at most `grain`
+// In tasks, the range [first, last) is split in halves, recursively, into pieces of at most `grain`
 // indices (loop_options; by default about 16 pieces per active worker). A piece splits off its
 // upper half as a new task and keeps the lower one, so a worker's queue holds the halves oldest
 // and biggest first, and an idle worker's steal takes the biggest (worker::answer_steal_request).
@@ -11,14 +11,20 @@
 // (`body(first, last)`, the form for per-piece set-up such as a local sum), or the piece's
 // context and two indices (`body(ctx, first, last)`: to spawn, or to nest another loop).
 //
-// The body is moved (or copied) once into state that all pieces share, and called on many
-// workers at once: its call operator must be const (a `mutable` lambda does not compile). It is
-// destroyed by the last piece to finish, before the loop counts as done.
+// The body is called on many threads at once: its call operator must be const (a `mutable`
+// lambda does not compile). The blocking form without the context uses it in place; the others
+// move it (copy it, if it is an lvalue) once into state their pieces share.
 //
-// From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) blocks
-// (without spinning) until every piece finished; from a task, parallel_for(context&, g, ...)
-// spawns the pieces into group `g` (or, with `group{}`, into the running task's group) and
-// returns at once: continue with context::when_done(g, ...), as with any group.
+// From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) returns
+// when every piece finished. With a body that takes no context, the calling thread runs pieces
+// itself, beside helper tasks on up to active_workers() - 1 other workers, taking pieces of at
+// most `grain` indices one by one from a shared counter (detail/claimed_loop.h): as oneTBB's and
+// OpenMP's waiting threads do, and without a sleep and a wake-up per loop. A body with the
+// context runs in tasks only (split in halves as above), and the caller sleeps until they are
+// done (its state is destroyed by the last piece, before the loop counts as done). From a task,
+// parallel_for(context&, g, ...) spawns the pieces into group `g` (or, with `group{}`, into the
+// running task's group) and returns at once: continue with context::when_done(g, ...), as with
+// any group.
 //
 // A body that throws: pieces that have not started yet are skipped (those running finish), and
 // the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it).
@@ -38,6 +44,7 @@
 #include <utility>
 
 #include "tessera/context.h"
+#include "tessera/detail/claimed_loop.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
 #include "tessera/runtime.h"
@@ -176,9 +183,13 @@ loop_start<std::decay_t<Body>> make_loop(runtime& rt, std::size_t first, std::si
 
 }  // namespace detail
 
-/// Runs `body` over [first, last) in tasks and waits for all of them. From a thread that is not
-/// a worker of `rt` (from a task: the overload below; this one throws std::logic_error there).
-/// Rethrows the first exception the body threw. first > last throws std::invalid_argument.
+/// Runs `body` over [first, last) and waits for it. From a thread that is not a worker of `rt`
+/// (from a task: the overload below; this one throws std::logic_error there). A body without the
+/// context runs on the calling thread too, beside helper tasks on up to active_workers() - 1
+/// workers (detail/claimed_loop.h), so the loop runs on at most active_workers() threads, the
+/// caller one of them, as with oneTBB and OpenMP; a body with the context runs in tasks only,
+/// and the caller sleeps until they are done. Rethrows the first exception the body threw.
+/// first > last throws std::invalid_argument; after stop() began, std::logic_error.
 template <class Body>
   requires loop_body<std::decay_t<Body>>
 void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
@@ -189,22 +200,40 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
         "block its worker; use parallel_for(context&, group, ...) and context::when_done");
   }
   if (!detail::loop_range_ok(first, last)) return;
-  const group g = rt.make_group();
-  detail::loop_start<std::decay_t<Body>> loop;
-  try {
-    loop = detail::make_loop(rt, first, last, std::forward<Body>(body), options);
-  } catch (...) {
-    rt.detach(g);  // nothing in it: its slot is freed at once
-    throw;
+  using B = std::decay_t<Body>;
+  if constexpr (!context_range_body<B>) {
+    if (!rt.running()) {
+      throw std::logic_error("tessera::parallel_for on a runtime after stop() began");
+    }
+    const unsigned active = rt.active_workers();
+    const std::size_t grain = detail::loop_grain(first, last, options.grain, active);
+    const B& b = body;  // used in place: no copy, and no move
+    detail::run_claimed_loop(rt, first, last, grain, options.priority, active,
+                             [&b](std::size_t f, std::size_t l, unsigned) {
+                               if constexpr (range_body<B>) {
+                                 std::invoke(b, f, l);
+                               } else {
+                                 for (std::size_t i = f; i < l; ++i) std::invoke(b, i);
+                               }
+                             });
+  } else {
+    const group g = rt.make_group();
+    detail::loop_start<B> loop;
+    try {
+      loop = detail::make_loop(rt, first, last, std::forward<Body>(body), options);
+    } catch (...) {
+      rt.detach(g);  // nothing in it: its slot is freed at once
+      throw;
+    }
+    try {
+      rt.spawn(loop.root, g);
+    } catch (...) {  // the runtime is stopping: it destroyed the task, the state is ours
+      delete loop.state;
+      rt.detach(g);
+      throw;
+    }
+    rt.wait(g);
   }
-  try {
-    rt.spawn(loop.root, g);
-  } catch (...) {  // the runtime is stopping: it destroyed the task, the state is ours
-    delete loop.state;
-    rt.detach(g);
-    throw;
-  }
-  rt.wait(g);
 }
 
 /// From inside a task: spawns the pieces of the loop into group `g` (`group{}`: the running

@@ -7,14 +7,15 @@
 //       std::plus<>{});                                    // combines two partial results
 //
 // The range is split into pieces as parallel_for splits it; `map(first, last)` computes a
-// piece's value, and each worker combines the values of the pieces it ran into a slot of its
-// own (no sharing, no atomics); the slots are combined at the end. The order in which values are
-// combined depends on which worker ran which piece: `combine` must be associative and
+// piece's value, and each worker (in the blocking form: each thread that takes part, the caller
+// one of them) combines the values of the pieces it ran into a slot of its own (no sharing, no
+// atomics); the slots are combined at the end. The order in which values are combined depends
+// on which thread ran which piece: `combine` must be associative and
 // commutative, and `identity` neutral (combine(identity, x) == x). Floating-point sums may
 // differ in their last bits from run to run, as with any parallel sum.
 //
-// From a thread that is not one of the runtime's workers, parallel_reduce(runtime&, ...) waits
-// and returns the result. From a task, parallel_reduce(context&, ...) returns at once and hands
+// From a thread that is not one of the runtime's workers, parallel_reduce(runtime&, ...) runs
+// pieces itself beside helper tasks, as parallel_for(runtime&, ...) does, and returns the result. From a task, parallel_reduce(context&, ...) returns at once and hands
 // the result to `done(ctx, result)`, which runs as a task once every piece finished (it joins the
 // running task's group). If `map` or `combine` throws, the blocking form rethrows the first
 // exception; in the task form, `done` does not run and the exception goes to the running task's
@@ -26,6 +27,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -38,7 +40,8 @@ namespace tessera {
 
 namespace detail {
 
-/// The per-worker partial results of one reduction, each on a cache line of its own.
+/// The partial results of one reduction, one per worker (or per participant of a blocking
+/// reduction: detail/claimed_loop.h), each on a cache line of its own.
 template <class T, class Map, class Combine>
 struct reduce_state {
   struct alignas(64) slot {
@@ -48,7 +51,7 @@ struct reduce_state {
       : slots(workers, slot{identity}), identity_value(identity), map(std::move(m)),
         combine(std::move(c)) {}
 
-  /// A piece on worker `w`: its value joins w's slot (only w touches it).
+  /// A piece run by worker (or participant) `w`: its value joins w's slot (only w touches it).
   void add(unsigned w, std::size_t first, std::size_t last) const {
     T& s = slots[w].value;
     s = combine(std::move(s), map(first, last));
@@ -84,18 +87,31 @@ concept reduction = std::copy_constructible<T> &&
 }  // namespace detail
 
 /// Reduces [first, last) and returns the result. From a thread that is not a worker of `rt` (the
-/// form for tasks is below); rethrows the first exception of `map` or `combine`.
+/// form for tasks is below), which runs pieces too, as parallel_for(runtime&, ...) does;
+/// rethrows the first exception of `map` or `combine`.
 template <class T, class Map, class Combine>
   requires detail::reduction<T, std::decay_t<Map>, std::decay_t<Combine>>
 T parallel_reduce(runtime& rt, std::size_t first, std::size_t last, T identity, Map&& map,
                   Combine&& combine, loop_options options = {}) {
+  if (rt.current_worker()) {
+    throw std::logic_error(
+        "tessera::parallel_reduce(runtime&, ...) called from a task of the same runtime: it "
+        "would block its worker; use parallel_reduce(context&, ...), which calls `done`");
+  }
+  if (!detail::loop_range_ok(first, last)) return identity;
+  if (!rt.running()) {
+    throw std::logic_error("tessera::parallel_reduce on a runtime after stop() began");
+  }
+  const unsigned participants = rt.active_workers();
+  // One slot per participant: the caller's is 0, helper i's is i.
   const detail::reduce_state<T, std::decay_t<Map>, std::decay_t<Combine>> state(
-      rt.workers(), identity, std::forward<Map>(map), std::forward<Combine>(combine));
-  parallel_for(
-      rt, first, last,
-      [&state](context& ctx, std::size_t f, std::size_t l) { state.add(ctx.worker().value, f, l); },
-      options);
-  return state.result();  // parallel_for's wait orders every slot's writes before this
+      participants, identity, std::forward<Map>(map), std::forward<Combine>(combine));
+  const std::size_t grain = detail::loop_grain(first, last, options.grain, participants);
+  detail::run_claimed_loop(rt, first, last, grain, options.priority, participants,
+                           [&state](std::size_t f, std::size_t l, unsigned who) {
+                             state.add(who, f, l);
+                           });
+  return state.result();  // run_claimed_loop's wait orders every slot's writes before this
 }
 
 /// From inside a task: reduces [first, last) in tasks and calls `done(ctx, result)` in a task of

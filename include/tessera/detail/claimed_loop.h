@@ -1,0 +1,197 @@
+// tessera/detail/claimed_loop.h — the blocking loops' mechanism (parallel_for(runtime&, ...)
+// with a body that takes no context, parallel_reduce(runtime&, ...)): the calling thread runs
+// pieces of the loop itself, beside helper tasks on other workers, as oneTBB's and OpenMP's
+// waiting threads do. Internal.
+//
+// The range is cut into `pieces` pieces of at most `grain` indices, sizes differing by at most
+// one. Every participant (the caller, number 0, and helpers 1..k) takes the next piece with one
+// fetch_add on a shared cursor until none is left, so a piece is only ever held by a thread
+// that runs it: a helper that starts late (its worker was busy) finds nothing and leaves, and
+// the caller waits at most for the pieces other threads are running, never for a queue.
+//
+// Before 2026-11-27 the caller spawned the loop as tasks and slept on the group until a worker
+// woke it: 7-20 µs per loop on the 2-core VM where oneTBB's parallel_for took 1-2 µs
+// (docs/architecture.md, "Loops").
+//
+// Lifetime: the work (the body, the reduction's slots) lives in the caller's frame and is
+// touched only for claimed pieces, all of which finish before the caller returns; the shared
+// counters are reference-counted (the caller and each helper task, whose destructor drops its
+// reference, also when the runtime refuses the spawn), so a helper that runs after the loop
+// returned touches only them.
+//
+// Memory ordering: a participant adds the pieces it finished to `finished` with a seq_cst
+// (so also release) read-modify-write after its last use of the work; the caller's acquire load
+// that sees every piece finished orders all the body's writes (and the first exception) before
+// the caller's return. seq_cst, with the caller's store of `sleeping`, also closes the sleep
+// race: either the last finisher sees `sleeping` and wakes the caller, or the caller sees every
+// piece finished before it sleeps.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "tessera/context.h"
+#include "tessera/ids.h"
+#include "tessera/runtime.h"
+#include "tessera/task.h"
+
+namespace tessera::detail {
+
+/// A blocking loop's shared state. `Work` is called as work(first, last, participant), const.
+template <class Work>
+class claimed_loop {
+ public:
+  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t grain) noexcept
+      : m_work(work),
+        m_first(first),
+        m_pieces(n / grain + (n % grain != 0)),
+        m_size(n / m_pieces),
+        m_larger(n % m_pieces) {}
+
+  std::size_t pieces() const noexcept { return m_pieces; }
+
+  void acquire() noexcept { m_refs.fetch_add(1, std::memory_order_relaxed); }
+  /// acq_rel: the last holder sees every other holder's last use before it frees the state.
+  void release() noexcept {
+    if (m_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  /// Runs pieces until none is left unclaimed. The first exception is kept (error()), and the
+  /// pieces claimed after it are skipped.
+  void participate(unsigned who) noexcept {
+    std::size_t mine = 0;
+    for (std::size_t p; (p = m_next.fetch_add(1, std::memory_order_relaxed)) < m_pieces; ++mine) {
+      if (m_failed.load(std::memory_order_relaxed)) continue;  // counted, not run
+      // Piece p: the first m_larger pieces hold one index more. p * m_size <= n: no overflow.
+      const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
+      const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
+      try {
+        m_work(f, l, who);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
+    if (mine == 0) return;
+    if (m_finished.fetch_add(mine, std::memory_order_seq_cst) + mine == m_pieces &&
+        m_sleeping.load(std::memory_order_seq_cst) != 0) {
+      m_sleeping.store(0, std::memory_order_relaxed);  // read by the caller's wait below only
+      m_sleeping.notify_one();
+    }
+  }
+
+  /// The first failure wins; pieces not claimed yet are skipped.
+  void fail(std::exception_ptr e) noexcept {
+    if (!m_failed.exchange(true, std::memory_order_relaxed)) m_error = std::move(e);
+  }
+
+  /// The caller, after its own participate(): until every piece finished. Spins up to ~20 µs
+  /// (what is left is at most one piece per other participant), then sleeps (a futex).
+  void wait_finished() noexcept {
+    if (done()) return;
+    const auto start = std::chrono::steady_clock::now();
+    for (unsigned round = 1;; ++round) {
+      if (done()) return;
+      if ((round & 63) == 0 &&
+          std::chrono::steady_clock::now() - start > std::chrono::microseconds(20)) {
+        break;
+      }
+      pause();
+    }
+    for (;;) {
+      m_sleeping.store(1, std::memory_order_seq_cst);
+      if (m_finished.load(std::memory_order_seq_cst) == m_pieces) return;
+      m_sleeping.wait(1, std::memory_order_relaxed);  // returns once a finisher cleared it
+    }
+  }
+
+  /// After wait_finished(): the first exception of a piece or of starting the loop, or null.
+  /// Moved out, so that the caller's thread drops the last reference to it, not a helper that
+  /// frees the state later (ThreadSanitizer cannot see libstdc++'s reference count, and would
+  /// report the exception's destruction as a race with the caller's catch).
+  std::exception_ptr take_error() noexcept { return std::move(m_error); }
+
+ private:
+  bool done() const noexcept {
+    return m_finished.load(std::memory_order_acquire) == m_pieces;
+  }
+  static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  // Read-only after construction.
+  const Work& m_work;
+  std::size_t m_first;
+  std::size_t m_pieces;
+  std::size_t m_size;    // indices in a piece, but for
+  std::size_t m_larger;  // the first m_larger pieces, which hold one more
+  std::exception_ptr m_error;  // written once, by the winner of m_failed
+  std::atomic<bool> m_failed{false};
+  // Written by every participant: a line of their own.
+  alignas(64) std::atomic<std::size_t> m_next{0};
+  alignas(64) std::atomic<std::size_t> m_finished{0};
+  std::atomic<std::uint32_t> m_sleeping{0};
+  std::atomic<unsigned> m_refs{1};  // the caller's
+};
+
+/// A participant other than the caller: a task that runs pieces until none is left.
+template <class Work>
+class loop_helper final : public task {
+ public:
+  loop_helper(claimed_loop<Work>* loop, unsigned who) noexcept : m_loop(loop), m_who(who) {}
+  ~loop_helper() { m_loop->release(); }  // also when the runtime refuses the spawn
+  task* execute(context&) override {
+    m_loop->participate(m_who);
+    return nullptr;
+  }
+
+ private:
+  claimed_loop<Work>* m_loop;
+  unsigned m_who;
+};
+
+/// Runs [first, last) (not empty) in pieces of at most `grain` on the calling thread and on up to
+/// `participants - 1` helper tasks, helper i on worker i - 1 (the last workers stay free for the
+/// caller's CPU, as oneTBB's arena counts its waiting thread among its slots). Rethrows the first
+/// exception; a helper the runtime refuses (stop() began) counts as one too, and the caller then
+/// skips every piece not claimed yet.
+template <class Work>
+void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, std::size_t grain,
+                      tessera::priority prio, unsigned participants, const Work& work) {
+  auto* loop = new claimed_loop<Work>(work, first, last - first, grain);
+  struct owner {
+    claimed_loop<Work>* l;
+    ~owner() { l->release(); }
+  } own{loop};
+  const auto helpers = static_cast<unsigned>(
+      std::min<std::size_t>(participants > 0 ? participants - 1 : 0, loop->pieces() - 1));
+  try {
+    for (unsigned who = 1; who <= helpers; ++who) {
+      loop->acquire();
+      task* t = nullptr;
+      try {
+        t = rt.make_task<loop_helper<Work>>(loop, who);
+      } catch (...) {
+        loop->release();
+        throw;
+      }
+      t->annotate(prio).annotate(worker_id{static_cast<std::uint16_t>(who - 1)});
+      rt.spawn(t);  // refused: the runtime destroyed it, and with it its reference
+    }
+  } catch (...) {
+    loop->fail(std::current_exception());
+  }
+  loop->participate(0);
+  loop->wait_finished();
+  if (std::exception_ptr e = loop->take_error()) std::rethrow_exception(e);
+}
+
+}  // namespace tessera::detail
