@@ -1,10 +1,14 @@
-// Loops without task types of your own: parallel_for fills an array, parallel_reduce sums it.
-// Both split the range into pieces of tasks (about 16 per worker) and wait from here; from
-// inside a task use their context forms, which return at once (include/tessera/parallel_for.h).
-// Prints the sum of the squares of 0 .. 999,999.
+// Loops without task types of your own: parallel_for fills an array, parallel_reduce sums it,
+// and a search ends its loop early with a std::stop_token. Called from here, each splits the
+// range into pieces (about 16 per worker) that this thread runs too, beside the workers, and
+// returns when all ran; from inside a task use their context forms, which return at once
+// (include/tessera/parallel_for.h). Prints the sum of the squares of 0 .. 999,999 and the
+// number whose square is 998,001.
 #include <cstddef>
 #include <cstdio>
+#include <atomic>
 #include <functional>
+#include <stop_token>
 #include <vector>
 
 #include <tessera/tessera.h>
@@ -23,5 +27,16 @@ int main() {
         return sum;
       },
       std::plus<>{});  // combines the pieces' sums
-  std::printf("%lld\n", total);  // 333332833333500000
+  std::stop_source found;
+  std::atomic<std::size_t> root{0};
+  tessera::parallel_for(
+      rt, 0, squares.size(),
+      [&](std::size_t i) {
+        if (squares[i] == 998'001) {
+          root.store(i);
+          found.request_stop();  // pieces not started yet are skipped
+        }
+      },
+      {.stop = found.get_token()});
+  std::printf("%lld %zu\n", total, root.load());  // 333332833333500000 999
 }

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -330,6 +331,70 @@ TEST_P(parallel_for_test, loops_from_several_threads_at_once) {
   }
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 4u * 2000u * static_cast<std::uint64_t>(loops));
+}
+
+TEST_P(parallel_for_test, a_stop_requested_by_the_body_ends_the_loop_early_without_an_exception) {
+  auto& r = start();
+  const std::size_t n = scaled(1'000'000, 100'000);
+  const std::size_t target = 150;  // in the second piece of 100
+  std::stop_source source;
+  std::atomic<std::size_t> visited{0};
+  std::atomic<std::size_t> found{n};
+  parallel_for(
+      r, 0, n,
+      [&](std::size_t f, std::size_t l) {
+        visited.fetch_add(l - f);
+        if (f <= target && target < l) {
+          found.store(target);
+          source.request_stop();
+        }
+      },
+      {.grain = 100, .stop = source.get_token()});
+  EXPECT_EQ(found.load(), target);
+  EXPECT_LE(visited.load(), n);
+  if (r.workers() == 1) {
+    EXPECT_EQ(visited.load(), 200u) << "the caller alone: pieces 0 and 1, then nothing";
+  }
+  // The same with the context form, which runs in tasks.
+  std::stop_source again;
+  std::atomic<std::size_t> pieces{0};
+  parallel_for(
+      r, 0, n,
+      [&](context&, std::size_t f, std::size_t l) {
+        pieces.fetch_add(1);
+        if (f <= target && target < l) again.request_stop();
+      },
+      {.grain = 100, .stop = again.get_token()});
+  EXPECT_TRUE(again.stop_requested());
+  EXPECT_LE(pieces.load(), n / 100);
+  r.wait_idle();
+}
+
+TEST_P(parallel_for_test, a_loop_stopped_before_it_starts_runs_nothing_in_every_form) {
+  auto& r = start();
+  std::stop_source source;
+  source.request_stop();
+  const loop_options stopped{.grain = 10, .stop = source.get_token()};
+  std::atomic<int> calls{0};
+  parallel_for(r, 0, 1000, [&](std::size_t) { calls.fetch_add(1); }, stopped);
+  parallel_for(r, 0, 1000, [&](context&, std::size_t, std::size_t) { calls.fetch_add(1); },
+               stopped);
+  const int sum = parallel_reduce(
+      r, 0, 1000, 0,
+      [&](std::size_t, std::size_t) {
+        calls.fetch_add(1);
+        return 1;
+      },
+      [](int a, int b) { return a + b; }, stopped);
+  EXPECT_EQ(sum, 0) << "a stopped reduction combines the pieces that ran: none";
+  const group g = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        parallel_for(ctx, group{}, 0, 1000, [&](std::size_t) { calls.fetch_add(1); }, stopped);
+      },
+      g);
+  r.wait(g);
+  EXPECT_EQ(calls.load(), 0);
 }
 
 // ---- parallel_reduce -----------------------------------------------------------------------------

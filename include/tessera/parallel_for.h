@@ -27,7 +27,9 @@
 // any group.
 //
 // A body that throws: pieces that have not started yet are skipped (those running finish), and
-// the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it).
+// the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it). To end a
+// loop early without an exception (a search that found its key), give it a std::stop_token
+// (loop_options::stop) and request the stop: pieces not started are skipped.
 //
 // Memory ordering: everything the body did happens-before parallel_for(runtime&) returns, and
 // before a continuation given to when_done for the loop's group starts (group.h).
@@ -47,17 +49,11 @@
 #include "tessera/detail/claimed_loop.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/loop_options.h"
 #include "tessera/runtime.h"
 #include "tessera/task.h"
 
 namespace tessera {
-
-struct loop_options {
-  /// The most indices a piece holds; 0: about 16 pieces per active worker.
-  std::size_t grain = 0;
-  /// Priority of every piece (ids.h).
-  tessera::priority priority = tessera::priority::normal;
-};
 
 /// A body called once per piece with its [first, last).
 template <class B>
@@ -79,11 +75,12 @@ namespace detail {
 template <class Body>
 struct loop_state {
   template <class B>
-  loop_state(B&& b, std::size_t g, tessera::priority p)
-      : body(std::forward<B>(b)), grain(g), prio(p) {}
+  loop_state(B&& b, std::size_t g, const loop_options& o)
+      : body(std::forward<B>(b)), grain(g), prio(o.priority), stop(o.stop) {}
   Body body;
   std::size_t grain;
   tessera::priority prio;
+  std::stop_token stop;
   // Pieces spawned and not finished. An increment (relaxed) is made by a piece that holds a
   // count itself, before the spawn; the decrement is acq_rel, so the piece that takes the count
   // to 0 sees every other piece's use of the body finished before it destroys the state.
@@ -106,7 +103,9 @@ class loop_piece final : public task {
         if (s->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
       }
     } done{m_state};
-    if (m_state->failed.load(std::memory_order_relaxed)) return nullptr;
+    if (m_state->failed.load(std::memory_order_relaxed) || m_state->stop.stop_requested()) {
+      return nullptr;
+    }
     std::size_t last = m_last;
     while (last - m_first > m_state->grain) {
       const std::size_t mid = m_first + (last - m_first) / 2;
@@ -170,7 +169,7 @@ loop_start<std::decay_t<Body>> make_loop(runtime& rt, std::size_t first, std::si
   using B = std::decay_t<Body>;
   static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
   const std::size_t grain = loop_grain(first, last, options.grain, rt.active_workers());
-  auto* state = new loop_state<B>(std::forward<Body>(body), grain, options.priority);
+  auto* state = new loop_state<B>(std::forward<Body>(body), grain, options);
   try {
     task* root = rt.make_task<loop_piece<B>>(state, first, last);
     root->annotate(options.priority);
@@ -208,7 +207,7 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
     const unsigned active = rt.active_workers();
     const std::size_t grain = detail::loop_grain(first, last, options.grain, active);
     const B& b = body;  // used in place: no copy, and no move
-    detail::run_claimed_loop(rt, first, last, grain, options.priority, active,
+    detail::run_claimed_loop(rt, first, last, grain, options, active,
                              [&b](std::size_t f, std::size_t l, unsigned) {
                                if constexpr (range_body<B>) {
                                  std::invoke(b, f, l);

@@ -107,7 +107,7 @@ T parallel_reduce(runtime& rt, std::size_t first, std::size_t last, T identity, 
   const detail::reduce_state<T, std::decay_t<Map>, std::decay_t<Combine>> state(
       participants, identity, std::forward<Map>(map), std::forward<Combine>(combine));
   const std::size_t grain = detail::loop_grain(first, last, options.grain, participants);
-  detail::run_claimed_loop(rt, first, last, grain, options.priority, participants,
+  detail::run_claimed_loop(rt, first, last, grain, options, participants,
                            [&state](std::size_t f, std::size_t l, unsigned who) {
                              state.add(who, f, l);
                            });

@@ -4,6 +4,7 @@
 #include "tessera/context.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/loop_options.h"
 #include "tessera/optimistic.h"
 #include "tessera/parallel_for.h"
 #include "tessera/parallel_reduce.h"

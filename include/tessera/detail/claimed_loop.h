@@ -34,9 +34,12 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <stop_token>
+#include <utility>
 
 #include "tessera/context.h"
 #include "tessera/ids.h"
+#include "tessera/loop_options.h"
 #include "tessera/runtime.h"
 #include "tessera/task.h"
 
@@ -46,8 +49,10 @@ namespace tessera::detail {
 template <class Work>
 class claimed_loop {
  public:
-  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t grain) noexcept
+  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t grain,
+               std::stop_token stop) noexcept
       : m_work(work),
+        m_stop(std::move(stop)),
         m_first(first),
         m_pieces(n / grain + (n % grain != 0)),
         m_size(n / m_pieces),
@@ -66,7 +71,8 @@ class claimed_loop {
   void participate(unsigned who) noexcept {
     std::size_t mine = 0;
     for (std::size_t p; (p = m_next.fetch_add(1, std::memory_order_relaxed)) < m_pieces; ++mine) {
-      if (m_failed.load(std::memory_order_relaxed)) continue;  // counted, not run
+      // Counted, not run: after an exception, or once a stop was requested.
+      if (m_failed.load(std::memory_order_relaxed) || m_stop.stop_requested()) continue;
       // Piece p: the first m_larger pieces hold one index more. p * m_size <= n: no overflow.
       const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
       const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
@@ -129,6 +135,7 @@ class claimed_loop {
 
   // Read-only after construction.
   const Work& m_work;
+  std::stop_token m_stop;
   std::size_t m_first;
   std::size_t m_pieces;
   std::size_t m_size;    // indices in a piece, but for
@@ -165,8 +172,8 @@ class loop_helper final : public task {
 /// skips every piece not claimed yet.
 template <class Work>
 void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, std::size_t grain,
-                      tessera::priority prio, unsigned participants, const Work& work) {
-  auto* loop = new claimed_loop<Work>(work, first, last - first, grain);
+                      const loop_options& options, unsigned participants, const Work& work) {
+  auto* loop = new claimed_loop<Work>(work, first, last - first, grain, options.stop);
   struct owner {
     claimed_loop<Work>* l;
     ~owner() { l->release(); }
@@ -183,7 +190,7 @@ void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, std::siz
         loop->release();
         throw;
       }
-      t->annotate(prio).annotate(worker_id{static_cast<std::uint16_t>(who - 1)});
+      t->annotate(options.priority).annotate(worker_id{static_cast<std::uint16_t>(who - 1)});
       rt.spawn(t);  // refused: the runtime destroyed it, and with it its reference
     }
   } catch (...) {
