@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -308,6 +309,46 @@ TEST_P(parallel_for_test, a_loop_does_not_wait_for_a_busy_worker_whose_helper_st
   loop_returned.store(true);
   r.wait(g);
   r.wait_idle();  // the late helper ran
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, a_helper_takes_pieces_from_the_callers_share_while_the_caller_is_busy) {
+  auto& r = start();
+  if (r.workers() == 1) {
+    // No helper: the caller runs every piece of its share in order.
+    std::vector<std::size_t> order;
+    parallel_for(r, 0, 100, [&](std::size_t f, std::size_t) { order.push_back(f); },
+                 {.grain = 10});
+    EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+    EXPECT_EQ(order.size(), 10u);
+    return;
+  }
+  // The caller's share starts with every piece; the caller's first piece waits until another
+  // thread ran a piece, which a helper can only do by taking the back half of that share.
+  const auto caller = std::this_thread::get_id();
+  std::atomic<std::size_t> by_others{0};
+  std::atomic<bool> gave_up{false};
+  visits v(0, 64'000);
+  parallel_for(
+      r, 0, 64'000,
+      [&](std::size_t f, std::size_t l) {
+        if (std::this_thread::get_id() == caller) {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (by_others.load() == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+              gave_up.store(true);
+              break;
+            }
+            std::this_thread::yield();
+          }
+        } else {
+          by_others.fetch_add(1);
+        }
+        for (std::size_t i = f; i < l; ++i) v.visit(i);
+      },
+      {.grain = 1000});
+  EXPECT_FALSE(gave_up.load()) << "no helper took a piece from the caller's share";
+  EXPECT_GT(by_others.load(), 0u);
   EXPECT_TRUE(v.each_once());
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/placement.h"
 #include "loop/loop.h"
 #include "tessera/tessera.h"
 
@@ -85,6 +86,11 @@ measurement run_tessera_task(const config& cfg) {
 measurement run_tessera(const config& cfg) {
   runtime rt(cfg.tessera.options(cfg.workers));
   const std::uint32_t* in = cfg.input->in.data();
+  // The caller runs pieces beside helpers on workers 0 .. W-2: with --pin it goes to the CPU of
+  // worker W-1, which gets no helper, as OpenMP's thread 0 and oneTBB's slot 0 go to worker 0's
+  // CPU (the competitors' other threads take the CPUs after it), during the runs only.
+  const saved_cpu_mask caller;
+  if (cfg.tessera.pin) pin_worker_thread(cfg.workers - 1);
   const measurement m = measure(cfg.label, cfg.repeat, [&] {
     if (cfg.op == operation::sum) {
       std::uint64_t total = 0;

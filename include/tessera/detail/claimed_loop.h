@@ -4,10 +4,16 @@
 // waiting threads do. Internal.
 //
 // The range is cut into `pieces` pieces of at most `grain` indices, sizes differing by at most
-// one. Every participant (the caller, number 0, and helpers 1..k) takes the next piece with one
-// fetch_add on a shared cursor until none is left, so a piece is only ever held by a thread
-// that runs it: a helper that starts late (its worker was busy) finds nothing and leaves, and
-// the caller waits at most for the pieces other threads are running, never for a queue.
+// one. Each participant (the caller, number 0, and helpers 1..k) has a share: the unclaimed
+// pieces [next, end) of one packed word. The caller's share starts with every piece and the
+// helpers' empty. A participant takes pieces from the front of its own share, one
+// compare-exchange each; when its share is empty (a helper at its start, anyone at the end) it
+// takes the back half of the fullest share, then goes on from its front. So a loop too small
+// for a helper's start-up runs on the caller alone (the helper finds nothing and leaves), a large
+// one is split in halves as helpers arrive, and a participant keeps one contiguous block,
+// roughly the same from loop to loop (the data it writes stays in its core's cache). A piece is
+// only ever held by a thread that runs it: a helper that starts late (its worker was busy) delays
+// nothing, and the caller waits at most for the pieces other threads are running.
 //
 // Before 2026-11-27 the caller spawned the loop as tasks and slept on the group until a worker
 // woke it: 7-20 µs per loop on the 2-core VM where oneTBB's parallel_for took 1-2 µs
@@ -15,16 +21,18 @@
 //
 // Lifetime: the work (the body, the reduction's slots) lives in the caller's frame and is
 // touched only for claimed pieces, all of which finish before the caller returns; the shared
-// counters are reference-counted (the caller and each helper task, whose destructor drops its
+// state is reference-counted (the caller and each helper task, whose destructor drops its
 // reference, also when the runtime refuses the spawn), so a helper that runs after the loop
-// returned touches only them.
+// returned touches only that.
 //
-// Memory ordering: a participant adds the pieces it finished to `finished` with a seq_cst
-// (so also release) read-modify-write after its last use of the work; the caller's acquire load
-// that sees every piece finished orders all the body's writes (and the first exception) before
-// the caller's return. seq_cst, with the caller's store of `sleeping`, also closes the sleep
-// race: either the last finisher sees `sleeping` and wakes the caller, or the caller sees every
-// piece finished before it sleeps.
+// Memory ordering: claims are relaxed compare-exchanges (each piece handed out once is all they
+// need; a share's word never returns to a value it held with pieces in it, so there is no ABA).
+// A participant adds the pieces it claimed to `finished` with a seq_cst (so also release)
+// read-modify-write after its last use of the work; the caller's acquire load that sees every
+// piece finished orders all the body's writes (and the first exception) before the caller's
+// return. seq_cst, with the caller's store of `sleeping`, also closes the sleep race: either the
+// last finisher sees `sleeping` and wakes the caller, or the caller sees every piece finished
+// before it sleeps.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +42,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <new>
 #include <stop_token>
 #include <utility>
 
@@ -45,43 +54,45 @@
 
 namespace tessera::detail {
 
-/// A blocking loop's shared state. `Work` is called as work(first, last, participant), const.
+/// A blocking loop's shared state, with its participants' shares after it in one allocation.
+/// `Work` is called as work(first, last, participant), const.
 template <class Work>
 class claimed_loop {
  public:
-  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t grain,
-               std::stop_token stop) noexcept
-      : m_work(work),
-        m_stop(std::move(stop)),
-        m_first(first),
-        m_pieces(n / grain + (n % grain != 0)),
-        m_size(n / m_pieces),
-        m_larger(n % m_pieces) {}
+  /// At most this many pieces (a share's bounds are 32-bit): the grain grows beyond that.
+  static constexpr std::size_t max_pieces = 0xFFFF'FFFFu;
 
-  std::size_t pieces() const noexcept { return m_pieces; }
+  static claimed_loop* make(const Work& work, std::size_t first, std::size_t n,
+                            std::size_t pieces, unsigned participants, std::stop_token stop) {
+    void* memory = ::operator new(sizeof(claimed_loop) + participants * sizeof(share),
+                                  std::align_val_t{alignof(claimed_loop)});
+    auto* loop = ::new (memory) claimed_loop(work, first, n, pieces, participants, std::move(stop));
+    share* shares = loop->shares();
+    for (unsigned k = 0; k < participants; ++k) ::new (&shares[k]) share{};
+    shares[0].range.store(pack(0, static_cast<std::uint32_t>(pieces)), std::memory_order_relaxed);
+    return loop;
+  }
 
   void acquire() noexcept { m_refs.fetch_add(1, std::memory_order_relaxed); }
   /// acq_rel: the last holder sees every other holder's last use before it frees the state.
   void release() noexcept {
-    if (m_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    if (m_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    const unsigned participants = m_participants;
+    share* shares = this->shares();
+    for (unsigned k = 0; k < participants; ++k) shares[k].~share();
+    this->~claimed_loop();
+    ::operator delete(this, std::align_val_t{alignof(claimed_loop)});
   }
 
-  /// Runs pieces until none is left unclaimed. The first exception is kept (error()), and the
-  /// pieces claimed after it are skipped.
+  /// Runs the pieces of its own share, and takes half of the fullest share whenever its own is
+  /// empty, until every share is. The first exception is kept (take_error()), and the pieces
+  /// claimed after it are skipped.
   void participate(unsigned who) noexcept {
+    share& own = shares()[who];
     std::size_t mine = 0;
-    for (std::size_t p; (p = m_next.fetch_add(1, std::memory_order_relaxed)) < m_pieces; ++mine) {
-      // Counted, not run: after an exception, or once a stop was requested.
-      if (m_failed.load(std::memory_order_relaxed) || m_stop.stop_requested()) continue;
-      // Piece p: the first m_larger pieces hold one index more. p * m_size <= n: no overflow.
-      const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
-      const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
-      try {
-        m_work(f, l, who);
-      } catch (...) {
-        fail(std::current_exception());
-      }
-    }
+    do {
+      for (std::uint32_t p; take_front(own, p); ++mine) run_piece(p, who);
+    } while (steal_into(who));
     if (mine == 0) return;
     if (m_finished.fetch_add(mine, std::memory_order_seq_cst) + mine == m_pieces &&
         m_sleeping.load(std::memory_order_seq_cst) != 0) {
@@ -122,6 +133,91 @@ class claimed_loop {
   std::exception_ptr take_error() noexcept { return std::move(m_error); }
 
  private:
+  /// A participant's unclaimed pieces [next, end): next in the low half, end in the high half.
+  struct alignas(64) share {
+    std::atomic<std::uint64_t> range{0};
+  };
+  static constexpr std::uint64_t pack(std::uint32_t next, std::uint32_t end) noexcept {
+    return (std::uint64_t{end} << 32) | next;
+  }
+  static constexpr std::uint32_t next_of(std::uint64_t r) noexcept {
+    return static_cast<std::uint32_t>(r);
+  }
+  static constexpr std::uint32_t end_of(std::uint64_t r) noexcept {
+    return static_cast<std::uint32_t>(r >> 32);
+  }
+  static constexpr std::uint32_t left_in(std::uint64_t r) noexcept {
+    return end_of(r) > next_of(r) ? end_of(r) - next_of(r) : 0;
+  }
+
+  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t pieces,
+               unsigned participants, std::stop_token stop) noexcept
+      : m_work(work),
+        m_stop(std::move(stop)),
+        m_first(first),
+        m_pieces(pieces),
+        m_size(n / pieces),
+        m_larger(n % pieces),
+        m_participants(participants) {}
+
+  /// The shares, right after the object (its size is a multiple of its 64-byte alignment).
+  share* shares() noexcept { return reinterpret_cast<share*>(this + 1); }
+
+  /// The owner's claim: the first piece of its share.
+  static bool take_front(share& s, std::uint32_t& piece) noexcept {
+    std::uint64_t r = s.range.load(std::memory_order_relaxed);
+    while (left_in(r) != 0) {
+      if (s.range.compare_exchange_weak(r, pack(next_of(r) + 1, end_of(r)),
+                                        std::memory_order_relaxed)) {
+        piece = next_of(r);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// With its own share empty: moves the back half (rounded up) of the fullest other share into
+  /// it. False once every share is empty. The own share is empty until the store below, so no
+  /// thief takes from it meanwhile (a thief skips empty shares).
+  bool steal_into(unsigned who) noexcept {
+    share* all = shares();
+    for (;;) {
+      unsigned victim = who;
+      std::uint64_t seen = 0;
+      std::uint32_t most = 0;
+      for (unsigned k = 0; k < m_participants; ++k) {
+        if (k == who) continue;
+        const std::uint64_t r = all[k].range.load(std::memory_order_relaxed);
+        if (left_in(r) > most) {
+          most = left_in(r);
+          seen = r;
+          victim = k;
+        }
+      }
+      if (most == 0) return false;
+      const std::uint32_t split = end_of(seen) - (most + 1) / 2;
+      if (all[victim].range.compare_exchange_strong(seen, pack(next_of(seen), split),
+                                                    std::memory_order_relaxed)) {
+        all[who].range.store(pack(split, end_of(seen)), std::memory_order_relaxed);
+        return true;
+      }
+      // The owner or another thief changed it: look again.
+    }
+  }
+
+  void run_piece(std::size_t p, unsigned who) noexcept {
+    // Counted, not run: after an exception, or once a stop was requested.
+    if (m_failed.load(std::memory_order_relaxed) || m_stop.stop_requested()) return;
+    // Piece p: the first m_larger pieces hold one index more. p * m_size <= n: no overflow.
+    const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
+    const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
+    try {
+      m_work(f, l, who);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
   bool done() const noexcept {
     return m_finished.load(std::memory_order_acquire) == m_pieces;
   }
@@ -140,10 +236,10 @@ class claimed_loop {
   std::size_t m_pieces;
   std::size_t m_size;    // indices in a piece, but for
   std::size_t m_larger;  // the first m_larger pieces, which hold one more
+  unsigned m_participants;
   std::exception_ptr m_error;  // written once, by the winner of m_failed
   std::atomic<bool> m_failed{false};
-  // Written by every participant: a line of their own.
-  alignas(64) std::atomic<std::size_t> m_next{0};
+  // Written by every participant: a line of its own.
   alignas(64) std::atomic<std::size_t> m_finished{0};
   std::atomic<std::uint32_t> m_sleeping{0};
   std::atomic<unsigned> m_refs{1};  // the caller's
@@ -173,13 +269,18 @@ class loop_helper final : public task {
 template <class Work>
 void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, std::size_t grain,
                       const loop_options& options, unsigned participants, const Work& work) {
-  auto* loop = new claimed_loop<Work>(work, first, last - first, grain, options.stop);
+  const std::size_t n = last - first;
+  using loop_t = claimed_loop<Work>;
+  // More pieces than a share can count: larger ones (n / max_pieces, rounded up, is at most 2^32).
+  grain = std::max(grain, n / loop_t::max_pieces + (n % loop_t::max_pieces != 0));
+  const std::size_t pieces = n / grain + (n % grain != 0);
+  const auto helpers = static_cast<unsigned>(
+      std::min<std::size_t>(participants > 0 ? participants - 1 : 0, pieces - 1));
+  loop_t* loop = loop_t::make(work, first, n, pieces, helpers + 1, options.stop);
   struct owner {
     claimed_loop<Work>* l;
     ~owner() { l->release(); }
   } own{loop};
-  const auto helpers = static_cast<unsigned>(
-      std::min<std::size_t>(participants > 0 ? participants - 1 : 0, loop->pieces() - 1));
   try {
     for (unsigned who = 1; who <= helpers; ++who) {
       loop->acquire();
