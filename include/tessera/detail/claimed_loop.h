@@ -25,8 +25,10 @@
 // reference, also when the runtime refuses the spawn), so a helper that runs after the loop
 // returned touches only that.
 //
-// Memory ordering: claims are relaxed compare-exchanges (each piece handed out once is all they
-// need; a share's word never returns to a value it held with pieces in it, so there is no ABA).
+// Memory ordering: claims are relaxed compare-exchanges: each piece handed out once is all they
+// need. A share's word is the whole state of that share (the pieces in it, nothing else), so a
+// word that went away and came back (a last piece stolen and stolen back) is the same share, and
+// a compare-exchange that succeeds on it is right (no ABA problem).
 // A participant adds the pieces it claimed to `finished` with a seq_cst (so also release)
 // read-modify-write after its last use of the work; the caller's acquire load that sees every
 // piece finished orders all the body's writes (and the first exception) before the caller's
