@@ -17,15 +17,17 @@
 //
 // From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) returns
 // when every piece finished. With a body that takes no context, the calling thread runs pieces
-// itself, beside helper tasks on up to active_workers() - 1 other workers, taking pieces of at
-// most `grain` indices one by one from a shared counter (detail/claimed_loop.h): as oneTBB's and
-// OpenMP's waiting threads do, and without a sleep and a wake-up per loop (so such a body may run
-// where runtime::current_worker() is empty: a body that needs its worker, e.g. to index
-// per-worker scratch space, takes the context). A body with the context runs in tasks only
-// (split in halves as above), and the caller sleeps until they are done (its state is destroyed
-// by the last piece, before the loop counts as done). From a task, parallel_for(context&, g,
-// ...) spawns the pieces into group `g` (or, with `group{}`, into the running task's group) and
-// returns at once: continue with context::when_done(g, ...), as with any group.
+// itself, beside helper tasks on up to active_workers() - 1 other workers, each taking pieces of
+// at most `grain` indices from a share of its own, and half of another's when its own is empty
+// (detail/claimed_loop.h): as oneTBB's and OpenMP's waiting threads do, without a sleep and a
+// wake-up per loop, and with a block of the range that stays on its core from loop to loop. So
+// such a body may run where runtime::current_worker() is empty: a body that needs its worker
+// (e.g. to index per-worker scratch space) takes the context. A body with the context runs in
+// tasks only (split in halves as above), and the caller sleeps until they are done (its state is
+// destroyed by the last piece, before the loop counts as done). From a task,
+// parallel_for(context&, g, ...) spawns the pieces into group `g` (or, with `group{}`, into the
+// running task's group) and returns at once: continue with context::when_done(g, ...), as with
+// any group.
 //
 // A body that throws: pieces that have not started yet are skipped (those running finish), and
 // the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it). To end a

@@ -10,14 +10,15 @@
 // piece's value, and each worker (in the blocking form: each thread that takes part, the caller
 // one of them) combines the values of the pieces it ran into a slot of its own (no sharing, no
 // atomics); the slots are combined at the end. The order in which values are combined depends
-// on which thread ran which piece: `combine` must be associative and
-// commutative, and `identity` neutral (combine(identity, x) == x). Floating-point sums may
-// differ in their last bits from run to run, as with any parallel sum.
+// on which thread ran which piece: `combine` must be associative and commutative, and
+// `identity` neutral (combine(identity, x) == x). Floating-point sums may differ in their last
+// bits from run to run, as with any parallel sum.
 //
 // From a thread that is not one of the runtime's workers, parallel_reduce(runtime&, ...) runs
-// pieces itself beside helper tasks, as parallel_for(runtime&, ...) does, and returns the result. From a task, parallel_reduce(context&, ...) returns at once and hands
-// the result to `done(ctx, result)`, which runs as a task once every piece finished (it joins the
-// running task's group). If `map` or `combine` throws, the blocking form rethrows the first
+// pieces itself beside helper tasks, as parallel_for(runtime&, ...) does, and returns the
+// result. From a task, parallel_reduce(context&, ...) returns at once and hands the result to
+// `done(ctx, result)`, which runs as a task once every piece finished (it joins the running
+// task's group). If `map` or `combine` throws, the blocking form rethrows the first
 // exception; in the task form, `done` does not run and the exception goes to the running task's
 // group (or to runtime::take_unhandled_exceptions() without one).
 #pragma once
