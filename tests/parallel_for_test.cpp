@@ -352,6 +352,53 @@ TEST_P(parallel_for_test, a_helper_takes_pieces_from_the_callers_share_while_the
   EXPECT_TRUE(v.each_once());
 }
 
+TEST_P(parallel_for_test, blocking_loops_stay_exact_while_the_active_workers_change) {
+  auto& r = start();
+  // Helpers go to workers 0 .. active-2 as counted at each loop's start; a resize between that
+  // count and a helper's run moves the helper, never loses it or a piece.
+  std::atomic<bool> stop_resizing{false};
+  std::thread resizer([&] {
+    for (unsigned k = 0; !stop_resizing.load(); ++k) {
+      r.set_active_workers(1 + k % r.workers());
+      std::this_thread::yield();
+    }
+  });
+  const int loops = static_cast<int>(scaled(300, 60));
+  for (int k = 0; k < loops; ++k) {
+    visits v(0, 5000);
+    parallel_for(r, 0, 5000, [&v](std::size_t i) { v.visit(i); }, {.grain = 50});
+    ASSERT_TRUE(v.each_once()) << "loop " << k;
+    const std::uint64_t sum = parallel_reduce(
+        r, 0, 5000, std::uint64_t{0},
+        [](std::size_t f, std::size_t l) { return std::uint64_t{l - f}; },
+        [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = 50});
+    ASSERT_EQ(sum, 5000u) << "loop " << k;
+  }
+  stop_resizing.store(true);
+  resizer.join();
+  r.set_active_workers(r.workers());
+}
+
+TEST_P(parallel_for_test, a_stopped_reduction_combines_the_pieces_that_ran) {
+  auto& r = start();
+  std::stop_source source;
+  std::atomic<std::uint64_t> ran{0};  // indices in the pieces whose map ran
+  const std::uint64_t sum = parallel_reduce(
+      r, 0, 100'000, std::uint64_t{0},
+      [&](std::size_t f, std::size_t l) {
+        ran.fetch_add(l - f);
+        if (f >= 30'000) source.request_stop();
+        return std::uint64_t{l - f};
+      },
+      [](std::uint64_t a, std::uint64_t b) { return a + b; },
+      {.grain = 1000, .stop = source.get_token()});
+  EXPECT_EQ(sum, ran.load());
+  EXPECT_LE(sum, 100'000u);
+  if (r.workers() == 1) {
+    EXPECT_EQ(sum, 31'000u) << "the caller alone, in order: pieces 0 .. 30";
+  }
+}
+
 TEST_P(parallel_for_test, loops_from_several_threads_at_once) {
   auto& r = start();
   const int loops = static_cast<int>(scaled(300, 50));
