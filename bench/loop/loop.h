@@ -38,6 +38,12 @@ inline std::uint32_t pass_update(std::uint32_t out, std::uint32_t in, unsigned k
   return mix(out + in + k);
 }
 
+/// Pass k's update of [first, last): every implementation's piece of an update pass.
+inline void update_piece(const std::uint32_t* in, std::uint32_t* out, std::size_t first,
+                         std::size_t last, unsigned k) noexcept {
+  for (std::size_t i = first; i < last; ++i) out[i] = pass_update(out[i], in[i], k);
+}
+
 /// Pass k's term of element i in a sum.
 inline std::uint64_t sum_term(std::uint32_t in, unsigned k) noexcept { return mix(in + k); }
 

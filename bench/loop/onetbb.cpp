@@ -46,8 +46,7 @@ measurement run_onetbb(const config& cfg) {
       for (unsigned k = 0; k < cfg.loops; ++k) {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cfg.elements),
                           [in, o, k](const tbb::blocked_range<std::size_t>& r) {
-                            for (std::size_t i = r.begin(); i < r.end(); ++i)
-                              o[i] = pass_update(o[i], in[i], k);
+                            update_piece(in, o, r.begin(), r.end(), k);
                           });
       }
     });

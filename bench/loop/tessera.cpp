@@ -28,10 +28,12 @@ struct loop_step {
   void operator()(context& ctx) const {
     if (k == cfg->loops) return;
     const group g = ctx.runtime().make_group();
-    parallel_for(ctx, g, 0, cfg->elements, [in = in, o = out, k = k](std::size_t first,
-                                                                      std::size_t last) {
-      for (std::size_t i = first; i < last; ++i) o[i] = pass_update(o[i], in[i], k);
-    }, {.grain = cfg->grain});
+    parallel_for(
+        ctx, g, 0, cfg->elements,
+        [in = in, o = out, k = k](std::size_t first, std::size_t last) {
+          update_piece(in, o, first, last, k);
+        },
+        {.grain = cfg->grain});
     ctx.when_done(g, loop_step{cfg, in, out, k + 1});  // joins the running task's group
   }
 };
@@ -108,9 +110,10 @@ measurement run_tessera(const config& cfg) {
     std::uint32_t* o = out.data();
     stopwatch clock;
     for (unsigned k = 0; k < cfg.loops; ++k) {
-      parallel_for(rt, 0, cfg.elements, [in, o, k](std::size_t first, std::size_t last) {
-        for (std::size_t i = first; i < last; ++i) o[i] = pass_update(o[i], in[i], k);
-      }, {.grain = cfg.grain});
+      parallel_for(
+          rt, 0, cfg.elements,
+          [in, o, k](std::size_t first, std::size_t last) { update_piece(in, o, first, last, k); },
+          {.grain = cfg.grain});
     }
     const double seconds = clock.seconds();
     return checked("tessera", cfg, out, seconds);

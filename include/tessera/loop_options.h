@@ -2,6 +2,7 @@
 // priority its pieces run, and how it is stopped early.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <stop_token>
 
@@ -20,5 +21,18 @@ struct loop_options {
   /// to cut its piece short). A reduction then combines the pieces that ran.
   std::stop_token stop{};
 };
+
+namespace detail {
+
+/// The grain a loop over [first, last) uses: the given one, or about 16 pieces per worker.
+inline std::size_t loop_grain(std::size_t first, std::size_t last, std::size_t grain,
+                              unsigned active_workers) {
+  if (grain != 0) return grain;
+  const std::size_t pieces = 16 * std::size_t{std::max(1u, active_workers)};
+  const std::size_t n = last - first;
+  return std::max<std::size_t>(1, n / pieces + (n % pieces != 0));  // rounded up, no overflow
+}
+
+}  // namespace detail
 
 }  // namespace tessera

@@ -149,14 +149,6 @@ inline bool loop_range_ok(std::size_t first, std::size_t last) {
   return first != last;
 }
 
-inline std::size_t loop_grain(std::size_t first, std::size_t last, std::size_t grain,
-                              unsigned active_workers) {
-  if (grain != 0) return grain;
-  const std::size_t pieces = 16 * std::size_t{std::max(1u, active_workers)};
-  const std::size_t n = last - first;
-  return std::max<std::size_t>(1, n / pieces + (n % pieces != 0));  // rounded up, no overflow
-}
-
 /// The first piece of a loop (the whole range) and the state it shares with the pieces it makes.
 template <class Body>
 struct loop_start {
@@ -204,13 +196,8 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
   if (!detail::loop_range_ok(first, last)) return;
   using B = std::decay_t<Body>;
   if constexpr (!context_range_body<B>) {
-    if (!rt.running()) {
-      throw std::logic_error("tessera::parallel_for on a runtime after stop() began");
-    }
-    const unsigned active = rt.active_workers();
-    const std::size_t grain = detail::loop_grain(first, last, options.grain, active);
     const B& b = body;  // used in place: no copy, and no move
-    detail::run_claimed_loop(rt, first, last, grain, options, active,
+    detail::run_claimed_loop(rt, first, last, options, rt.active_workers(),
                              [&b](std::size_t f, std::size_t l, unsigned) {
                                if constexpr (range_body<B>) {
                                  std::invoke(b, f, l);

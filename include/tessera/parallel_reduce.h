@@ -100,15 +100,11 @@ T parallel_reduce(runtime& rt, std::size_t first, std::size_t last, T identity, 
         "would block its worker; use parallel_reduce(context&, ...), which calls `done`");
   }
   if (!detail::loop_range_ok(first, last)) return identity;
-  if (!rt.running()) {
-    throw std::logic_error("tessera::parallel_reduce on a runtime after stop() began");
-  }
   const unsigned participants = rt.active_workers();
   // One slot per participant: the caller's is 0, helper i's is i.
   const detail::reduce_state<T, std::decay_t<Map>, std::decay_t<Combine>> state(
       participants, identity, std::forward<Map>(map), std::forward<Combine>(combine));
-  const std::size_t grain = detail::loop_grain(first, last, options.grain, participants);
-  detail::run_claimed_loop(rt, first, last, grain, options, participants,
+  detail::run_claimed_loop(rt, first, last, options, participants,
                            [&state](std::size_t f, std::size_t l, unsigned who) {
                              state.add(who, f, l);
                            });

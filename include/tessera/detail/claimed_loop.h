@@ -45,6 +45,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <stop_token>
 #include <utility>
 
@@ -263,15 +264,18 @@ class loop_helper final : public task {
   unsigned m_who;
 };
 
-/// Runs [first, last) (not empty) in pieces of at most `grain` on the calling thread and on up to
-/// `participants - 1` helper tasks, helper i on worker i - 1 (the last workers stay free for the
-/// caller's CPU, as oneTBB's arena counts its waiting thread among its slots). Rethrows the first
-/// exception; a helper the runtime refuses (stop() began) counts as one too, and the caller then
-/// skips every piece not claimed yet.
+/// Runs [first, last) (not empty) in pieces of at most loop_grain(..., participants) on the
+/// calling thread and on up to `participants - 1` helper tasks, helper i on worker i - 1 (the last
+/// workers stay free for the caller's CPU, as oneTBB's arena counts its waiting thread among its
+/// slots). Throws std::logic_error if stop() began (with one worker no spawn would say so).
+/// Rethrows the first exception; a helper the runtime refuses (stop() began meanwhile) counts as
+/// one too, and the caller then skips every piece not claimed yet.
 template <class Work>
-void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, std::size_t grain,
+void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last,
                       const loop_options& options, unsigned participants, const Work& work) {
+  if (!rt.running()) throw std::logic_error("tessera: a loop on a runtime after stop() began");
   const std::size_t n = last - first;
+  std::size_t grain = loop_grain(first, last, options.grain, participants);
   using loop_t = claimed_loop<Work>;
   // More pieces than a share can count: larger ones (n / max_pieces, rounded up, is at most 2^32).
   grain = std::max(grain, n / loop_t::max_pieces + (n % loop_t::max_pieces != 0));
