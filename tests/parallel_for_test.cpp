@@ -379,6 +379,205 @@ TEST_P(parallel_for_test, blocking_loops_stay_exact_while_the_active_workers_cha
   r.set_active_workers(r.workers());
 }
 
+// ---- loops started from a task (helpers in no group; the loop holds its group) ---------------
+
+TEST_P(parallel_for_test, from_a_task_pieces_run_on_at_most_active_workers_workers) {
+  auto& r = start();
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<bool> off_worker{false};
+  visits v(0, 100'000);
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        parallel_for(ctx, group{}, 0, 100'000,
+                     [&](std::size_t f, std::size_t l) {
+                       if (!r.current_worker()) off_worker.store(true);
+                       {
+                         std::lock_guard lock(m);
+                         threads.insert(std::this_thread::get_id());
+                       }
+                       for (std::size_t i = f; i < l; ++i) v.visit(i);
+                     },
+                     {.grain = 100});
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_TRUE(v.each_once());
+  EXPECT_FALSE(off_worker.load()) << "a piece ran outside the workers";
+  EXPECT_GE(threads.size(), 1u);
+  EXPECT_LE(threads.size(), r.active_workers());
+}
+
+TEST_P(parallel_for_test, from_a_task_the_loops_group_does_not_wait_for_a_busy_workers_helper) {
+  auto& r = start();
+  visits v(0, 10'000);
+  if (r.workers() == 1) {
+    // One worker: no helper besides participant 0, which runs after the starting task.
+    const group g = r.make_group();
+    r.spawn(
+        [&](context& ctx) {
+          parallel_for(ctx, group{}, 0, 10'000, [&v](std::size_t i) { v.visit(i); });
+        },
+        g);
+    r.wait(g);
+    EXPECT_TRUE(v.each_once());
+    return;
+  }
+  // Worker 1, where the loop's helper 1 goes (the loop starts on worker 0), runs a task until the
+  // loop's continuation ran. The loop's group completes without that helper, which then starts,
+  // finds every piece gone, and touches only the loop's shared counters (ASan: nothing freed is
+  // read). Were the helpers counted in the group, the continuation would wait for the blocker,
+  // and the blocker for the continuation (until the 20 s deadline).
+  std::atomic<bool> blocker_running{false};
+  std::atomic<bool> continued{false};
+  std::atomic<bool> gave_up{false};
+  const group outer = r.make_group();
+  task* blocker = r.make_task_from([&](context&) {
+    blocker_running.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!continued.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        gave_up.store(true);
+        return;
+      }
+      std::this_thread::yield();
+    }
+  });
+  blocker->annotate(worker_id{1});
+  r.spawn(blocker, outer);
+  while (!blocker_running.load()) std::this_thread::yield();
+  task* starter = r.make_task_from([&](context& ctx) {
+    const group loop = ctx.runtime().make_group();
+    parallel_for(ctx, loop, 0, 10'000, [&v](std::size_t i) { v.visit(i); }, {.grain = 10});
+    ctx.when_done(loop, [&](context&) { continued.store(v.each_once()); });
+  });
+  starter->annotate(worker_id{0});
+  r.spawn(starter, outer);
+  r.wait(outer);
+  r.wait_idle();  // the late helper ran
+  EXPECT_FALSE(gave_up.load()) << "the loop's group waited for the busy worker's helper";
+  EXPECT_TRUE(continued.load());
+}
+
+TEST_P(parallel_for_test,
+       from_a_task_the_body_is_moved_in_once_and_destroyed_before_the_group_completes) {
+  auto& r = start();
+  const long before = live_objects.load();
+  auto copies = std::make_shared<std::atomic<int>>(0);
+  struct body {
+    live_token token;
+    std::shared_ptr<std::atomic<int>> copies;
+    body(std::shared_ptr<std::atomic<int>> c) : copies(std::move(c)) {}
+    body(const body& o) : token(o.token), copies(o.copies) { copies->fetch_add(1); }
+    body(body&& o) noexcept : token(o.token), copies(o.copies) {}
+    void operator()(std::size_t) const {}
+  };
+  std::atomic<long> live_in_continuation{-1};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        parallel_for(ctx, loop, 0, 10'000, body{copies}, {.grain = 10});
+        ctx.when_done(loop, [&](context&) { live_in_continuation.store(live_objects.load()); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_EQ(copies->load(), 0) << "the body was copied for the helpers";
+  EXPECT_EQ(live_in_continuation.load(), before) << "the body outlived the loop's pieces";
+}
+
+TEST_P(parallel_for_test,
+       from_a_task_an_exception_reaches_the_loops_group_and_the_continuation_runs) {
+  auto& r = start();
+  std::atomic<std::size_t> calls{0};
+  std::atomic<bool> continued{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        parallel_for(ctx, loop, 0, 1000,
+                     [&](std::size_t i) {
+                       calls.fetch_add(1);
+                       if (i == 0) throw std::runtime_error("index 0 failed");
+                     },
+                     {.grain = 1});
+        ctx.when_done(loop, [&](context&) { continued.store(true); });
+      },
+      outer);
+  try {
+    r.wait(outer);  // the exception moved from the loop's group to the continuation's
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "index 0 failed");
+  }
+  EXPECT_TRUE(continued.load());
+  EXPECT_LE(calls.load(), 1000u);
+  if (r.workers() == 1) {
+    EXPECT_EQ(calls.load(), 1u) << "one participant: piece 0 first, then every piece skipped";
+  }
+}
+
+TEST_P(parallel_for_test, from_a_task_a_loop_into_a_stale_group_is_refused_and_spawns_nothing) {
+  auto& r = start();
+  const group done = r.make_group();
+  r.wait(done);  // completed: the handle is stale
+  const long before = live_objects.load();
+  std::atomic<int> calls{0};
+  std::atomic<bool> refused{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        try {
+          parallel_for(ctx, done, 0, 1000,
+                       [&, t = live_token{}](std::size_t) { calls.fetch_add(1); });
+        } catch (const std::logic_error& e) {
+          refused.store(std::string(e.what()).find("stale") != std::string::npos);
+        }
+      },
+      outer);
+  r.wait(outer);
+  r.wait_idle();
+  EXPECT_TRUE(refused.load());
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(live_objects.load(), before) << "the refused loop's body was not freed";
+}
+
+TEST_P(parallel_for_test, loops_from_tasks_stay_exact_while_the_active_workers_change) {
+  auto& r = start();
+  // Helpers go to the next active_workers() - 1 workers as counted at each loop's start; a
+  // resize meanwhile moves a helper to an active worker, never loses it or a piece.
+  std::atomic<bool> stop_resizing{false};
+  std::thread resizer([&] {
+    for (unsigned k = 0; !stop_resizing.load(); ++k) {
+      r.set_active_workers(1 + k % r.workers());
+      std::this_thread::yield();
+    }
+  });
+  const int loops = static_cast<int>(scaled(300, 60));
+  for (int k = 0; k < loops; ++k) {
+    visits v(0, 5000);
+    std::atomic<std::uint64_t> sum{0};
+    const group g = r.make_group();
+    r.spawn(
+        [&](context& ctx) {
+          parallel_for(ctx, group{}, 0, 5000, [&v](std::size_t i) { v.visit(i); }, {.grain = 50});
+          parallel_reduce(
+              ctx, 0, 5000, std::uint64_t{0},
+              [](std::size_t f, std::size_t l) { return std::uint64_t{l - f}; },
+              [](std::uint64_t a, std::uint64_t b) { return a + b; },
+              [&sum](context&, std::uint64_t s) { sum.store(s); }, {.grain = 50});
+        },
+        g);
+    r.wait(g);
+    ASSERT_TRUE(v.each_once()) << "loop " << k;
+    ASSERT_EQ(sum.load(), 5000u) << "loop " << k;
+  }
+  stop_resizing.store(true);
+  resizer.join();
+  r.set_active_workers(r.workers());
+}
+
 TEST_P(parallel_for_test, a_stopped_reduction_combines_the_pieces_that_ran) {
   auto& r = start();
   std::stop_source source;

@@ -22,6 +22,7 @@ class runtime;
 namespace detail {
 class worker;
 struct resource_header;
+struct loop_access;
 }  // namespace detail
 
 class context {
@@ -87,6 +88,7 @@ class context {
  private:
   friend class detail::worker;
   friend class tessera::runtime;
+  friend struct detail::loop_access;
   context(class runtime* rt, detail::worker* w, std::uint16_t index)
       : m_runtime(rt), m_worker(w), m_worker_index(index) {}
 

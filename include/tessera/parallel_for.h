@@ -1,33 +1,37 @@
-// tessera/parallel_for.h — a loop over an index range, run as tasks.
+// tessera/parallel_for.h — a loop over an index range, run by the runtime's workers.
 //
 //   std::vector<double> v(n);
 //   tessera::parallel_for(rt, 0, n, [&](std::size_t i) { v[i] = std::sqrt(double(i)); });
 //
-// In tasks, the range [first, last) is split in halves, recursively, into pieces of at most `grain`
-// indices (loop_options; by default about 16 pieces per active worker). A piece splits off its
-// upper half as a new task and keeps the lower one, so a worker's queue holds the halves oldest
-// and biggest first, and an idle worker's steal takes the biggest (worker::answer_steal_request).
 // The body is called once per index (`body(i)`), or once per piece if it takes two indices
 // (`body(first, last)`, the form for per-piece set-up such as a local sum), or the piece's
-// context and two indices (`body(ctx, first, last)`: to spawn, or to nest another loop).
+// context and two indices (`body(ctx, first, last)`: to spawn, or to nest another loop). A piece
+// holds at most `grain` indices (loop_options; by default about 16 pieces per active worker).
+//
+// A body without the context runs in claimed pieces (detail/claimed_loop.h): up to
+// active_workers() threads take part, each taking pieces from a share of its own and half of
+// another's when its own is empty, as oneTBB's and OpenMP's threads do, with a block of the
+// range that stays on its core from loop to loop.
+// - From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) runs
+//   pieces on the calling thread itself, beside helper tasks on up to active_workers() - 1
+//   workers, and returns when every piece finished: no sleep and wake-up per loop. So such a
+//   body may run where runtime::current_worker() is empty: a body that needs its worker (e.g.
+//   to index per-worker scratch space) takes the context.
+// - From a task, parallel_for(context&, g, ...) spawns one helper on the calling worker and one
+//   on each of the next active_workers() - 1 workers and returns at once; the loop holds group
+//   `g` (with `group{}`, the running task's group) open until its last piece finished: continue
+//   with context::when_done(g, ...), as with any group. The helpers are in no group, so a
+//   helper whose worker is busy with a long task delays nothing: the others take its share.
+// A body with the context runs in tasks in both forms: the range is split in halves,
+// recursively, a piece splitting off its upper half as a new task in the loop's group and
+// keeping the lower one, so a worker's queue holds the halves oldest and biggest first, and an
+// idle worker's steal takes the biggest (worker::answer_steal_request); the blocking caller
+// sleeps until they are done.
 //
 // The body is called on many threads at once: its call operator must be const (a `mutable`
 // lambda does not compile). The blocking form without the context uses it in place; the others
-// move it (copy it, if it is an lvalue) once into state their pieces share.
-//
-// From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) returns
-// when every piece finished. With a body that takes no context, the calling thread runs pieces
-// itself, beside helper tasks on up to active_workers() - 1 other workers, each taking pieces of
-// at most `grain` indices from a share of its own, and half of another's when its own is empty
-// (detail/claimed_loop.h): as oneTBB's and OpenMP's waiting threads do, without a sleep and a
-// wake-up per loop, and with a block of the range that stays on its core from loop to loop. So
-// such a body may run where runtime::current_worker() is empty: a body that needs its worker
-// (e.g. to index per-worker scratch space) takes the context. A body with the context runs in
-// tasks only (split in halves as above), and the caller sleeps until they are done (its state is
-// destroyed by the last piece, before the loop counts as done). From a task,
-// parallel_for(context&, g, ...) spawns the pieces into group `g` (or, with `group{}`, into the
-// running task's group) and returns at once: continue with context::when_done(g, ...), as with
-// any group.
+// move it (copy it, if it is an lvalue) once into state their pieces share, and destroy it once
+// the last piece finished, before the loop counts as done.
 //
 // A body that throws: pieces that have not started yet are skipped (those running finish), and
 // the first exception reaches the group's waiter (parallel_for(runtime&) rethrows it). To end a
@@ -225,21 +229,36 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
   }
 }
 
-/// From inside a task: spawns the pieces of the loop into group `g` (`group{}`: the running
-/// task's group) and returns at once. first > last throws std::invalid_argument, and nothing is
-/// spawned then.
+/// From inside a task: starts the loop, which holds group `g` (`group{}`: the running task's
+/// group) open until every piece finished, and returns at once (see the top of this file).
+/// first > last throws std::invalid_argument, a stale or completed `g` std::logic_error (for a
+/// body with the context: with debug checks), and nothing is spawned then.
 template <class Body>
   requires loop_body<std::decay_t<Body>>
 void parallel_for(context& ctx, group g, std::size_t first, std::size_t last, Body&& body,
                   loop_options options = {}) {
   if (!detail::loop_range_ok(first, last)) return;
-  auto loop = detail::make_loop(ctx.runtime(), first, last, std::forward<Body>(body), options);
-  if (g.valid()) loop.root->annotate(g);
-  try {
-    ctx.spawn(loop.root);
-  } catch (...) {  // a stale group (debug checks): the runtime destroyed the task
-    delete loop.state;
-    throw;
+  using B = std::decay_t<Body>;
+  if constexpr (!context_range_body<B>) {
+    static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
+    detail::run_claimed_loop_in_tasks(
+        ctx, g, first, last, options, ctx.runtime().active_workers(),
+        [b = std::forward<Body>(body)](std::size_t f, std::size_t l, unsigned) {
+          if constexpr (range_body<B>) {
+            std::invoke(b, f, l);
+          } else {
+            for (std::size_t i = f; i < l; ++i) std::invoke(b, i);
+          }
+        });
+  } else {
+    auto loop = detail::make_loop(ctx.runtime(), first, last, std::forward<Body>(body), options);
+    if (g.valid()) loop.root->annotate(g);
+    try {
+      ctx.spawn(loop.root);
+    } catch (...) {  // a stale group (debug checks): the runtime destroyed the task
+      delete loop.state;
+      throw;
+    }
   }
 }
 

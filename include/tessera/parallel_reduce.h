@@ -7,12 +7,12 @@
 //       std::plus<>{});                                    // combines two partial results
 //
 // The range is split into pieces as parallel_for splits it; `map(first, last)` computes a
-// piece's value, and each worker (in the blocking form: each thread that takes part, the caller
-// one of them) combines the values of the pieces it ran into a slot of its own (no sharing, no
-// atomics); the slots are combined at the end. The order in which values are combined depends
-// on which thread ran which piece: `combine` must be associative and commutative, and
-// `identity` neutral (combine(identity, x) == x). Floating-point sums may differ in their last
-// bits from run to run, as with any parallel sum.
+// piece's value, and each thread that takes part (detail/claimed_loop.h; in the blocking form the
+// caller is one of them) combines the values of the pieces it ran into a slot of its own (no
+// sharing, no atomics); the slots are combined at the end. The order in which values are
+// combined depends on which thread ran which piece: `combine` must be associative and
+// commutative, and `identity` neutral (combine(identity, x) == x). Floating-point sums may differ
+// in their last bits from run to run, as with any parallel sum.
 //
 // From a thread that is not one of the runtime's workers, parallel_reduce(runtime&, ...) runs
 // pieces itself beside helper tasks, as parallel_for(runtime&, ...) does, and returns the
@@ -23,6 +23,7 @@
 // group (or to runtime::take_unhandled_exceptions() without one).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <concepts>
 #include <cstddef>
@@ -41,18 +42,18 @@ namespace tessera {
 
 namespace detail {
 
-/// The partial results of one reduction, one per worker (or per participant of a blocking
-/// reduction: detail/claimed_loop.h), each on a cache line of its own.
+/// The partial results of one reduction, one per participant (detail/claimed_loop.h), each on a
+/// cache line of its own.
 template <class T, class Map, class Combine>
 struct reduce_state {
   struct alignas(64) slot {
     T value;
   };
-  reduce_state(unsigned workers, const T& identity, Map m, Combine c)
-      : slots(workers, slot{identity}), identity_value(identity), map(std::move(m)),
+  reduce_state(unsigned participants, const T& identity, Map m, Combine c)
+      : slots(participants, slot{identity}), identity_value(identity), map(std::move(m)),
         combine(std::move(c)) {}
 
-  /// A piece run by worker (or participant) `w`: its value joins w's slot (only w touches it).
+  /// A piece run by participant `w`: its value joins w's slot (only w touches it).
   void add(unsigned w, std::size_t first, std::size_t last) const {
     T& s = slots[w].value;
     s = combine(std::move(s), map(first, last));
@@ -74,8 +75,8 @@ struct reduce_state {
 template <class T, class Map, class Combine>
 struct reduce_shared {
   template <class M, class C>
-  reduce_shared(unsigned workers, const T& id, M&& m, C&& c)
-      : state(workers, id, std::forward<M>(m), std::forward<C>(c)) {}
+  reduce_shared(unsigned participants, const T& id, M&& m, C&& c)
+      : state(participants, id, std::forward<M>(m), std::forward<C>(c)) {}
   reduce_state<T, Map, Combine> state;
   std::atomic<bool> failed{false};  // a piece threw: `done` must not see a partial result
 };
@@ -111,32 +112,37 @@ T parallel_reduce(runtime& rt, std::size_t first, std::size_t last, T identity, 
   return state.result();  // run_claimed_loop's wait orders every slot's writes before this
 }
 
-/// From inside a task: reduces [first, last) in tasks and calls `done(ctx, result)` in a task of
-/// its own when every piece finished. Returns at once.
+/// From inside a task: reduces [first, last) in helper tasks (as parallel_for(context&, ...)) and
+/// calls `done(ctx, result)` in a task of its own when every piece finished. Returns at once.
 template <class T, class Map, class Combine, class Done>
   requires detail::reduction<T, std::decay_t<Map>, std::decay_t<Combine>> &&
            std::invocable<std::decay_t<Done>&, context&, T>
 void parallel_reduce(context& ctx, std::size_t first, std::size_t last, T identity, Map&& map,
                      Combine&& combine, Done&& done, loop_options options = {}) {
   using shared = detail::reduce_shared<T, std::decay_t<Map>, std::decay_t<Combine>>;
-  auto s = std::make_shared<shared>(ctx.runtime().workers(), identity, std::forward<Map>(map),
+  runtime& rt = ctx.runtime();
+  const bool any = detail::loop_range_ok(first, last);  // empty: `done` gets the identity
+  // One slot per participant (claimed_loop.h): helper i's is i.
+  const unsigned participants = std::max(1u, rt.active_workers());
+  auto s = std::make_shared<shared>(participants, identity, std::forward<Map>(map),
                                     std::forward<Combine>(combine));
-  const group g = ctx.runtime().make_group();
-  try {
-    parallel_for(
-        ctx, g, first, last,
-        [s](context& c, std::size_t f, std::size_t l) {
-          try {
-            s->state.add(c.worker().value, f, l);
-          } catch (...) {
-            s->failed.store(true, std::memory_order_relaxed);  // read after the group completed
-            throw;
-          }
-        },
-        options);
-  } catch (...) {  // a reversed range: nothing was spawned
-    ctx.runtime().detach(g);
-    throw;
+  const group g = rt.make_group();
+  if (any) {
+    try {
+      detail::run_claimed_loop_in_tasks(ctx, g, first, last, options, participants,
+                                        [s](std::size_t f, std::size_t l, unsigned who) {
+                                          try {
+                                            s->state.add(who, f, l);
+                                          } catch (...) {
+                                            // read after the group completed
+                                            s->failed.store(true, std::memory_order_relaxed);
+                                            throw;
+                                          }
+                                        });
+    } catch (...) {  // nothing was spawned (no memory)
+      rt.detach(g);
+      throw;
+    }
   }
   // The group's completion orders every piece (its slot writes, the flag) before this task.
   ctx.when_done(g, [s, d = std::forward<Done>(done)](context& c) mutable {

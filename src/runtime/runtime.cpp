@@ -1,6 +1,8 @@
 // The public runtime and context entry points, forwarding to the scheduler.
 #include "tessera/runtime.h"
 
+#include "tessera/detail/claimed_loop.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -158,6 +160,27 @@ TESSERA_LTO_INLINE_END
 void context::when_done(group g, task* continuation) {
   m_runtime->internals().when_done(g, continuation, *m_worker);
 }
+// ---- loops started from a task (detail/claimed_loop.h) ----------------------------------------
+
+group detail::loop_access::hold(context& ctx, group g) {
+  const group held = g.valid() ? g : ctx.m_current->task_group();
+  ctx.m_runtime->internals().hold_group(held);
+  return held;
+}
+void detail::loop_access::spawn_helper(context& ctx, task* t) {
+  detail::scheduler::spawn_ungrouped(t, *ctx.m_worker);
+}
+void detail::loop_access::finish(runtime& rt, group held, std::exception_ptr error) noexcept {
+  detail::scheduler& s = rt.internals();
+  if (error) {
+    try {
+      s.record_exception(held, std::move(error));  // without a group: the unhandled list
+    } catch (...) {  // no memory for the unhandled list: the exception is lost, the loop ends
+    }
+  }
+  if (held.valid()) s.leave_group(held, worker_of(s));
+}
+
 bool context::validate() const noexcept {
   if (!m_validating) return true;
 #if defined(TESSERA_DEBUG_CHECKS)

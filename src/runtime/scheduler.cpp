@@ -339,6 +339,28 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
   push(*p, t, from, newest_first);
 }
 
+void scheduler::spawn_ungrouped(task* t, worker& from) {
+  require_spawnable(t, "spawn");
+  const task* parent = from.current_task();
+  t->m_group = group{};
+  t->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : from.m_sched.current_epoch_slot();
+  from.counters().count_spawn(t->m_epoch_slot);
+  if (stays_home(t, from)) {
+    // The front of the home pool, not the work-first stack: as spawn_into_other_group.
+    from.push_local(*from.home(), t, t->m_data == nullptr);
+  } else {
+    from.m_sched.route_slow(t, &from, t->m_data == nullptr, false);
+  }
+}
+
+void scheduler::hold_group(group g) {
+  if (!g.valid()) return;
+  if (!m_groups.current(g))
+    throw std::logic_error("tessera: a loop into a stale or completed group");
+  // Relaxed, as any join: the caller runs a task of g or holds g's open reference.
+  m_groups.join(g);
+}
+
 void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
 #if defined(TESSERA_DEBUG_CHECKS)
   if (!from.m_sched.m_groups.current(t->m_group)) refuse_stale_group(t);  // as spawn_external

@@ -180,6 +180,15 @@ class scheduler {
   static bool unspawned(const task* t) noexcept { return t->m_epoch_slot == task::unspawned_slot; }
 #endif
 
+  /// From a running task on `from`: spawns `t` in no group (not the running task's), in the
+  /// running task's epoch slot, placed by its annotations; to the front of the home pool if it
+  /// stays on `from`. For a task-form loop's helpers (detail/claimed_loop.h), which the loop's
+  /// group must not wait for.
+  static void spawn_ungrouped(task* t, worker& from);
+  /// For a task-form loop: joins `g` once (the loop's hold on it) if it is valid, after checking
+  /// that it is current; throws std::logic_error if it is not.
+  void hold_group(group g);
+
   // groups
   group make_group() { return m_groups.open(); }
   void wait(group g);

@@ -1,40 +1,49 @@
-// tessera/detail/claimed_loop.h — the blocking loops' mechanism (parallel_for(runtime&, ...)
-// with a body that takes no context, parallel_reduce(runtime&, ...)): the calling thread runs
-// pieces of the loop itself, beside helper tasks on other workers, as oneTBB's and OpenMP's
-// waiting threads do. Internal.
+// tessera/detail/claimed_loop.h — how loops with a body that takes no context run: the range is
+// cut into pieces that participants claim from shares, as oneTBB's and OpenMP's threads do.
+// Internal. Two forms:
+// - blocking (parallel_for(runtime&, ...), parallel_reduce(runtime&, ...), from a thread that is
+//   not a worker): the calling thread is participant 0 and runs pieces itself, beside helper
+//   tasks on other workers, then waits for the pieces others still run;
+// - from a task (parallel_for(context&, g, ...), parallel_reduce(context&, ...)): every
+//   participant is a helper task, 0 on the calling worker, and the call returns at once; the loop
+//   holds its group open until its last piece finished.
 //
 // The range is cut into `pieces` pieces of at most `grain` indices, sizes differing by at most
-// one. Each participant (the caller, number 0, and helpers 1..k) has a share: the unclaimed
-// pieces [next, end) of one packed word. The caller's share starts with every piece and the
-// helpers' empty. A participant takes pieces from the front of its own share, one
-// compare-exchange each; when its share is empty (a helper at its start, anyone at the end) it
-// takes the back half of the fullest share, then goes on from its front. So a loop too small
-// for a helper's start-up runs on the caller alone (the helper finds nothing and leaves), a large
-// one is split in halves as helpers arrive, and a participant keeps one contiguous block,
-// roughly the same from loop to loop (the data it writes stays in its core's cache). A piece is
-// only ever held by a thread that runs it: a helper that starts late (its worker was busy) delays
-// nothing, and the caller waits at most for the pieces other threads are running.
+// one. Each participant (number 0, and helpers 1..k) has a share: the unclaimed pieces
+// [next, end) of one packed word. Participant 0's share starts with every piece and the others'
+// empty. A participant takes pieces from the front of its own share, one compare-exchange each;
+// when its share is empty (a helper at its start, anyone at the end) it takes the back half of
+// the fullest share, then goes on from its front. So a loop too small for a helper's start-up
+// runs on participant 0 alone (the helper finds nothing and leaves), a large one is split in
+// halves as helpers arrive, and a participant keeps one contiguous block, roughly the same from
+// loop to loop (the data it writes stays in its core's cache). A piece is only ever held by a
+// thread that runs it: a helper that starts late (its worker was busy) delays nothing, and the
+// loop waits at most for the pieces other threads are running.
 //
-// Before 2026-11-27 the caller spawned the loop as tasks and slept on the group until a worker
-// woke it: 7-20 µs per loop on the 2-core VM where oneTBB's parallel_for took 1-2 µs
-// (docs/architecture.md, "Loops").
+// Before 2026-11-27 both forms split the range in halves, as tasks; the blocking caller slept on
+// the group until a worker woke it: 7-20 µs per loop on the 2-core VM where oneTBB's
+// parallel_for took 1-2 µs; from a task, 100,000-element loops ran at 0.53-0.69x oneTBB at 2
+// workers, no faster than at 1 (docs/architecture.md, "Loops").
 //
-// Lifetime: the work (the body, the reduction's slots) lives in the caller's frame and is
-// touched only for claimed pieces, all of which finish before the caller returns; the shared
-// state is reference-counted (the caller and each helper task, whose destructor drops its
-// reference, also when the runtime refuses the spawn), so a helper that runs after the loop
-// returned touches only that.
+// Lifetime: the work (the body, the reduction's slots; in the blocking form references to the
+// caller's frame) is called only for claimed pieces, and destroyed by the participant that
+// finishes the last piece, before the caller returns (blocking) or the loop's group can complete
+// (from a task). The shared state is reference-counted (the caller and each helper task, whose
+// destructor drops its reference, also when the runtime refuses the spawn), so a helper that
+// runs after the loop ended touches only that.
 //
 // Memory ordering: claims are relaxed compare-exchanges: each piece handed out once is all they
 // need. A share's word is the whole state of that share (the pieces in it, nothing else), so a
 // word that went away and came back (a last piece stolen and stolen back) is the same share, and
 // a compare-exchange that succeeds on it is right (no ABA problem).
-// A participant adds the pieces it claimed to `finished` with a seq_cst (so also release)
-// read-modify-write after its last use of the work; the caller's acquire load that sees every
-// piece finished orders all the body's writes (and the first exception) before the caller's
-// return. seq_cst, with the caller's store of `sleeping`, also closes the sleep race: either the
-// last finisher sees `sleeping` and wakes the caller, or the caller sees every piece finished
-// before it sleeps.
+// A participant adds the pieces it claimed to `finished` with a seq_cst (so also acq_rel)
+// read-modify-write after its last use of the work; the one that brings it to the total has
+// read every other's, so every piece's writes (and the first exception) happen before it
+// destroys the work and, from a task, drops the group's hold (acq_rel, the group's completion);
+// in the blocking form the caller's acquire load that sees every piece finished orders them
+// before its return. seq_cst, with the caller's store of `sleeping`, also closes the sleep race:
+// either the last finisher sees `sleeping` and wakes the caller, or the caller sees every piece
+// finished before it sleeps.
 #pragma once
 
 #include <algorithm>
@@ -57,19 +66,45 @@
 
 namespace tessera::detail {
 
-/// A blocking loop's shared state, with its participants' shares after it in one allocation.
+/// What a loop started from a task needs of the runtime (defined in the library).
+struct loop_access {
+  /// The group the loop's pieces count in: `g`, or with group{} the running task's (group{} if
+  /// it has none); joined once, the loop's hold on it until its last piece finished. Throws
+  /// std::logic_error if `g` is stale or completed.
+  static group hold(context& ctx, group g);
+  /// Spawns helper `t` in no group (the loop's group waits for the pieces, not for the helpers:
+  /// one that starts late, after the pieces were done, finds nothing and leaves), in the running
+  /// task's epoch slot, placed by its worker annotation.
+  static void spawn_helper(context& ctx, task* t);
+  /// After the last piece: `error` (the loop's first exception, or null) goes to `held` (to the
+  /// unhandled list without one), then the hold is dropped, which may complete the group.
+  static void finish(runtime& rt, group held, std::exception_ptr error) noexcept;
+};
+
+/// At most this many pieces in a loop (a share's bounds are 32-bit): the grain grows beyond.
+inline constexpr std::size_t claimed_max_pieces = 0xFFFF'FFFFu;
+
+/// A claimed loop's shared state, with its participants' shares after it in one allocation.
 /// `Work` is called as work(first, last, participant), const.
 template <class Work>
 class claimed_loop {
  public:
-  /// At most this many pieces (a share's bounds are 32-bit): the grain grows beyond that.
-  static constexpr std::size_t max_pieces = 0xFFFF'FFFFu;
-
-  static claimed_loop* make(const Work& work, std::size_t first, std::size_t n,
-                            std::size_t pieces, unsigned participants, std::stop_token stop) {
+  /// `work` is moved into the state. `rt`: nullptr for the blocking form (the caller waits);
+  /// for a loop started from a task, its runtime, and `held` the group the loop holds open until
+  /// its last piece finished (loop_access::hold; group{}: none).
+  static claimed_loop* make(Work&& work, std::size_t first, std::size_t n, std::size_t pieces,
+                            unsigned participants, std::stop_token stop, runtime* rt = nullptr,
+                            group held = {}) {
     void* memory = ::operator new(sizeof(claimed_loop) + participants * sizeof(share),
-                                  std::align_val_t{alignof(claimed_loop)});
-    auto* loop = ::new (memory) claimed_loop(work, first, n, pieces, participants, std::move(stop));
+                                   std::align_val_t{alignof(claimed_loop)});
+    claimed_loop* loop;
+    try {
+      loop = ::new (memory)
+          claimed_loop(std::move(work), first, n, pieces, participants, std::move(stop), rt, held);
+    } catch (...) {
+      ::operator delete(memory, std::align_val_t{alignof(claimed_loop)});
+      throw;
+    }
     share* shares = loop->shares();
     for (unsigned k = 0; k < participants; ++k) ::new (&shares[k]) share{};
     shares[0].range.store(pack(0, static_cast<std::uint32_t>(pieces)), std::memory_order_relaxed);
@@ -97,8 +132,15 @@ class claimed_loop {
       for (std::uint32_t p; take_front(own, p); ++mine) run_piece(p, who);
     } while (steal_into(who));
     if (mine == 0) return;
-    if (m_finished.fetch_add(mine, std::memory_order_seq_cst) + mine == m_pieces &&
-        m_sleeping.load(std::memory_order_seq_cst) != 0) {
+    if (m_finished.fetch_add(mine, std::memory_order_seq_cst) + mine != m_pieces) return;
+    // The last piece finished, and nobody calls the work again (every piece is claimed). The
+    // fetch_add read every other participant's, so their last uses of it happened before.
+    work()->~Work();
+    if (m_runtime != nullptr) {  // started from a task: the group goes on without this loop
+      loop_access::finish(*m_runtime, m_held, take_error());
+      return;
+    }
+    if (m_sleeping.load(std::memory_order_seq_cst) != 0) {
       m_sleeping.store(0, std::memory_order_relaxed);  // read by the caller's wait below only
       m_sleeping.notify_one();
     }
@@ -153,15 +195,21 @@ class claimed_loop {
     return end_of(r) > next_of(r) ? end_of(r) - next_of(r) : 0;
   }
 
-  claimed_loop(const Work& work, std::size_t first, std::size_t n, std::size_t pieces,
-               unsigned participants, std::stop_token stop) noexcept
-      : m_work(work),
-        m_stop(std::move(stop)),
+  claimed_loop(Work&& work, std::size_t first, std::size_t n, std::size_t pieces,
+               unsigned participants, std::stop_token stop, runtime* rt, group held)
+      : m_stop(std::move(stop)),
         m_first(first),
         m_pieces(pieces),
         m_size(n / pieces),
         m_larger(n % pieces),
-        m_participants(participants) {}
+        m_participants(participants),
+        m_runtime(rt),
+        m_held(held) {
+    ::new (static_cast<void*>(m_work)) Work(std::move(work));
+  }
+
+  /// The work, alive from the construction until the last piece finished (participate).
+  Work* work() noexcept { return std::launder(reinterpret_cast<Work*>(m_work)); }
 
   /// The shares, right after the object (its size is a multiple of its 64-byte alignment).
   share* shares() noexcept { return reinterpret_cast<share*>(this + 1); }
@@ -215,15 +263,13 @@ class claimed_loop {
     const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
     const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
     try {
-      m_work(f, l, who);
+      std::as_const(*work())(f, l, who);
     } catch (...) {
       fail(std::current_exception());
     }
   }
 
-  bool done() const noexcept {
-    return m_finished.load(std::memory_order_acquire) == m_pieces;
-  }
+  bool done() const noexcept { return m_finished.load(std::memory_order_acquire) == m_pieces; }
   static void pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -232,14 +278,16 @@ class claimed_loop {
 #endif
   }
 
-  // Read-only after construction.
-  const Work& m_work;
+  // Read-only after construction (the work until it is destroyed).
+  alignas(Work) unsigned char m_work[sizeof(Work)];
   std::stop_token m_stop;
   std::size_t m_first;
   std::size_t m_pieces;
   std::size_t m_size;    // indices in a piece, but for
   std::size_t m_larger;  // the first m_larger pieces, which hold one more
   unsigned m_participants;
+  runtime* m_runtime;  // started from a task: see make()
+  group m_held;
   std::exception_ptr m_error;  // written once, by the winner of m_failed
   std::atomic<bool> m_failed{false};
   // Written by every participant: a line of its own.
@@ -264,25 +312,35 @@ class loop_helper final : public task {
   unsigned m_who;
 };
 
-/// Runs [first, last) (not empty) in pieces of at most loop_grain(..., participants) on the
-/// calling thread and on up to `participants - 1` helper tasks, helper i on worker i - 1 (the last
-/// workers stay free for the caller's CPU, as oneTBB's arena counts its waiting thread among its
-/// slots). Throws std::logic_error if stop() began (with one worker no spawn would say so).
-/// Rethrows the first exception; a helper the runtime refuses (stop() began meanwhile) counts as
-/// one too, and the caller then skips every piece not claimed yet.
-template <class Work>
-void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last,
-                      const loop_options& options, unsigned participants, const Work& work) {
-  if (!rt.running()) throw std::logic_error("tessera: a loop on a runtime after stop() began");
+/// How [first, last) (not empty) is cut for `participants` threads: at most loop_grain(...,
+/// participants) indices a piece, and at most claimed_max_pieces pieces (larger ones beyond:
+/// n / claimed_max_pieces, rounded up, is at most 2^32). Returns the number of pieces.
+inline std::size_t claimed_pieces(std::size_t first, std::size_t last, const loop_options& options,
+                                  unsigned participants) {
   const std::size_t n = last - first;
   std::size_t grain = loop_grain(first, last, options.grain, participants);
-  using loop_t = claimed_loop<Work>;
-  // More pieces than a share can count: larger ones (n / max_pieces, rounded up, is at most 2^32).
-  grain = std::max(grain, n / loop_t::max_pieces + (n % loop_t::max_pieces != 0));
-  const std::size_t pieces = n / grain + (n % grain != 0);
+  grain = std::max(grain, n / claimed_max_pieces + (n % claimed_max_pieces != 0));
+  return n / grain + (n % grain != 0);
+}
+
+/// Runs [first, last) (not empty) in claimed_pieces(...) pieces on the calling thread and on up
+/// to `participants - 1` helper tasks, helper i on worker i - 1 (the last workers stay free for
+/// the caller's CPU, as oneTBB's arena counts its waiting thread among its slots). Throws
+/// std::logic_error if stop() began (with one worker no spawn would say so). Rethrows the first
+/// exception; a helper the runtime refuses (stop() began meanwhile) counts as one too, and the
+/// caller then skips every piece not claimed yet. `work` refers to the caller's frame: it must be
+/// trivially destructible (the last finisher destroys it, maybe after the caller returned).
+template <class Work>
+void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, const loop_options& options,
+                      unsigned participants, Work work) {
+  static_assert(std::is_trivially_destructible_v<Work>);
+  if (!rt.running()) throw std::logic_error("tessera: a loop on a runtime after stop() began");
+  const std::size_t pieces = claimed_pieces(first, last, options, participants);
   const auto helpers = static_cast<unsigned>(
       std::min<std::size_t>(participants > 0 ? participants - 1 : 0, pieces - 1));
-  loop_t* loop = loop_t::make(work, first, n, pieces, helpers + 1, options.stop);
+  using loop_t = claimed_loop<Work>;
+  loop_t* loop =
+      loop_t::make(std::move(work), first, last - first, pieces, helpers + 1, options.stop);
   struct owner {
     claimed_loop<Work>* l;
     ~owner() { l->release(); }
@@ -306,6 +364,63 @@ void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last,
   loop->participate(0);
   loop->wait_finished();
   if (std::exception_ptr e = loop->take_error()) std::rethrow_exception(e);
+}
+
+/// From a running task: runs [first, last) (not empty) in claimed_pieces(...) pieces on helper
+/// tasks, participant 0 on the calling worker (at the front of its pool: it runs once the
+/// calling task returned) and one on each of the next `participants` - 1 workers, and returns
+/// at once. The loop holds group `g` (group{}: the running task's) open until its last piece
+/// finished; the helpers are in no group, so a helper whose worker is busy delays nothing. The
+/// first exception goes to the group. Throws only if nothing was spawned (no memory for the
+/// state, a stale group); a helper that cannot be made then makes the loop fail, and the calling
+/// task takes the place of participant 0 to skip the pieces nobody else will claim.
+template <class Work>
+void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::size_t last,
+                               const loop_options& options, unsigned participants, Work&& work) {
+  runtime& rt = ctx.runtime();
+  participants = std::max(1u, participants);
+  const std::size_t pieces = claimed_pieces(first, last, options, participants);
+  const auto helpers = static_cast<unsigned>(std::min<std::size_t>(participants - 1, pieces - 1));
+  using loop_t = claimed_loop<Work>;
+  const group held = loop_access::hold(ctx, g);
+  loop_t* loop;
+  try {
+    loop = loop_t::make(std::move(work), first, last - first, pieces, helpers + 1, options.stop,
+                        &rt, held);
+  } catch (...) {
+    loop_access::finish(rt, held, nullptr);  // drops the hold
+    throw;
+  }
+  struct owner {
+    claimed_loop<Work>* l;
+    ~owner() { l->release(); }
+  } own{loop};
+  const unsigned self = ctx.worker().value;
+  // Participant 0 last: until it is spawned, this task may stand in for it.
+  unsigned who = helpers;
+  try {
+    for (;; --who) {
+      loop->acquire();
+      task* t = nullptr;
+      try {
+        t = ctx.make_task<loop_helper<Work>>(loop, who);
+      } catch (...) {
+        loop->release();
+        throw;
+      }
+      // The next workers after this one (this one itself, inactive during a resize, may be
+      // beyond the active ones; a helper then shares a worker, no harm).
+      const unsigned to = who == 0 ? self : (self + who) % participants;
+      t->annotate(options.priority).annotate(worker_id{static_cast<std::uint16_t>(to)});
+      loop_access::spawn_helper(ctx, t);
+      if (who == 0) return;
+    }
+  } catch (...) {
+    loop->fail(std::current_exception());
+  }
+  // Participant 0 was not spawned: with the failure set, this claims (and skips) the pieces
+  // left to it; the last finisher, here or in a helper, hands the exception to the group.
+  loop->participate(0);
 }
 
 }  // namespace tessera::detail
