@@ -371,9 +371,9 @@ void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, const lo
 /// calling task returned) and one on each of the next `participants` - 1 workers, and returns
 /// at once. The loop holds group `g` (group{}: the running task's) open until its last piece
 /// finished; the helpers are in no group, so a helper whose worker is busy delays nothing. The
-/// first exception goes to the group. Throws only if nothing was spawned (no memory for the
-/// state, a stale group); a helper that cannot be made then makes the loop fail, and the calling
-/// task takes the place of participant 0 to skip the pieces nobody else will claim.
+/// first exception goes to the group. Throws only if nothing was started (no memory for the
+/// state, a stale group). Without memory for a helper task, the loop runs on those spawned
+/// before it, or with none on the calling task itself, before this returns.
 template <class Work>
 void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::size_t last,
                                const loop_options& options, unsigned participants, Work&& work) {
@@ -396,10 +396,10 @@ void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::si
     ~owner() { l->release(); }
   } own{loop};
   const unsigned self = ctx.worker().value;
-  // Participant 0 last: until it is spawned, this task may stand in for it.
-  unsigned who = helpers;
+  // Participant 0 last: the others take every piece from its share if it cannot be made.
+  unsigned spawned = 0;
   try {
-    for (;; --who) {
+    for (unsigned who = helpers;; --who) {
       loop->acquire();
       task* t = nullptr;
       try {
@@ -413,13 +413,15 @@ void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::si
       const unsigned to = who == 0 ? self : (self + who) % participants;
       t->annotate(options.priority).annotate(worker_id{static_cast<std::uint16_t>(to)});
       loop_access::spawn_helper(ctx, t);
+      ++spawned;
       if (who == 0) return;
     }
   } catch (...) {
-    loop->fail(std::current_exception());
+    // No memory for a helper task: the loop runs on the helpers that were spawned, which take
+    // every share between them (no failure: the loop's result is the same).
+    if (spawned != 0) return;
   }
-  // Participant 0 was not spawned: with the failure set, this claims (and skips) the pieces
-  // left to it; the last finisher, here or in a helper, hands the exception to the group.
+  // Not one helper: this task runs every piece itself, as participant 0.
   loop->participate(0);
 }
 
