@@ -96,7 +96,7 @@ class claimed_loop {
                             unsigned participants, std::stop_token stop, runtime* rt = nullptr,
                             group held = {}) {
     void* memory = ::operator new(sizeof(claimed_loop) + participants * sizeof(share),
-                                   std::align_val_t{alignof(claimed_loop)});
+                                  std::align_val_t{alignof(claimed_loop)});
     claimed_loop* loop;
     try {
       loop = ::new (memory)
