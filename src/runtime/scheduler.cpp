@@ -341,9 +341,8 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
 
 void scheduler::spawn_ungrouped(task* t, worker& from) {
   require_spawnable(t, "spawn");
-  const task* parent = from.current_task();
   t->m_group = group{};
-  t->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : from.m_sched.current_epoch_slot();
+  t->m_epoch_slot = from.current_task()->m_epoch_slot;  // from a running task only
   from.counters().count_spawn(t->m_epoch_slot);
   if (stays_home(t, from)) {
     // The front of the home pool, not the work-first stack: as spawn_into_other_group.
