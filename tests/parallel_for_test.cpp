@@ -37,6 +37,29 @@ struct visits {
   mutable std::vector<std::atomic<std::uint32_t>> counts;
 };
 
+/// While it lives, a thread keeps changing the number of active workers (1 .. all); all are
+/// active again after it.
+class keeps_resizing {
+ public:
+  explicit keeps_resizing(runtime& r)
+      : m_runtime(r), m_thread([this] {
+          for (unsigned k = 0; !m_stop.load(); ++k) {
+            m_runtime.set_active_workers(1 + k % m_runtime.workers());
+            std::this_thread::yield();
+          }
+        }) {}
+  ~keeps_resizing() {
+    m_stop.store(true);
+    m_thread.join();
+    m_runtime.set_active_workers(m_runtime.workers());
+  }
+
+ private:
+  runtime& m_runtime;
+  std::atomic<bool> m_stop{false};
+  std::thread m_thread;
+};
+
 TEST_P(parallel_for_test, every_index_runs_exactly_once_whatever_the_grain) {
   auto& r = start();
   for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000},
@@ -356,13 +379,7 @@ TEST_P(parallel_for_test, blocking_loops_stay_exact_while_the_active_workers_cha
   auto& r = start();
   // Helpers go to workers 0 .. active-2 as counted at each loop's start; a resize between that
   // count and a helper's run moves the helper, never loses it or a piece.
-  std::atomic<bool> stop_resizing{false};
-  std::thread resizer([&] {
-    for (unsigned k = 0; !stop_resizing.load(); ++k) {
-      r.set_active_workers(1 + k % r.workers());
-      std::this_thread::yield();
-    }
-  });
+  const keeps_resizing resizer(r);
   const int loops = static_cast<int>(scaled(300, 60));
   for (int k = 0; k < loops; ++k) {
     visits v(0, 5000);
@@ -374,9 +391,6 @@ TEST_P(parallel_for_test, blocking_loops_stay_exact_while_the_active_workers_cha
         [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = 50});
     ASSERT_EQ(sum, 5000u) << "loop " << k;
   }
-  stop_resizing.store(true);
-  resizer.join();
-  r.set_active_workers(r.workers());
 }
 
 // ---- loops started from a task (helpers in no group; the loop holds its group) ---------------
@@ -547,13 +561,7 @@ TEST_P(parallel_for_test, loops_from_tasks_stay_exact_while_the_active_workers_c
   auto& r = start();
   // Helpers go to the next active_workers() - 1 workers as counted at each loop's start; a
   // resize meanwhile moves a helper to an active worker, never loses it or a piece.
-  std::atomic<bool> stop_resizing{false};
-  std::thread resizer([&] {
-    for (unsigned k = 0; !stop_resizing.load(); ++k) {
-      r.set_active_workers(1 + k % r.workers());
-      std::this_thread::yield();
-    }
-  });
+  const keeps_resizing resizer(r);
   const int loops = static_cast<int>(scaled(300, 60));
   for (int k = 0; k < loops; ++k) {
     visits v(0, 5000);
@@ -573,9 +581,6 @@ TEST_P(parallel_for_test, loops_from_tasks_stay_exact_while_the_active_workers_c
     ASSERT_TRUE(v.each_once()) << "loop " << k;
     ASSERT_EQ(sum.load(), 5000u) << "loop " << k;
   }
-  stop_resizing.store(true);
-  resizer.join();
-  r.set_active_workers(r.workers());
 }
 
 TEST_P(parallel_for_test, a_stopped_reduction_combines_the_pieces_that_ran) {
