@@ -37,6 +37,18 @@ struct visits {
   mutable std::vector<std::atomic<std::uint32_t>> counts;
 };
 
+/// A loop body that counts its copies (moves are free) and is alive while its live_token is.
+struct copy_counting_body {
+  live_token token;
+  std::shared_ptr<std::atomic<int>> copies;
+  explicit copy_counting_body(std::shared_ptr<std::atomic<int>> c) : copies(std::move(c)) {}
+  copy_counting_body(const copy_counting_body& o) : token(o.token), copies(o.copies) {
+    copies->fetch_add(1);
+  }
+  copy_counting_body(copy_counting_body&& o) noexcept : token(o.token), copies(o.copies) {}
+  void operator()(std::size_t) const {}
+};
+
 /// While it lives, a thread keeps changing the number of active workers (1 .. all); all are
 /// active again after it.
 class keeps_resizing {
@@ -156,15 +168,7 @@ TEST_P(parallel_for_test, the_body_is_moved_in_once_shared_and_destroyed_before_
   const long before = live_objects.load();
   {
     auto copies = std::make_shared<std::atomic<int>>(0);
-    struct body {
-      live_token token;
-      std::shared_ptr<std::atomic<int>> copies;
-      body(std::shared_ptr<std::atomic<int>> c) : copies(std::move(c)) {}
-      body(const body& o) : token(o.token), copies(o.copies) { copies->fetch_add(1); }
-      body(body&& o) noexcept : token(o.token), copies(o.copies) {}
-      void operator()(std::size_t) const {}
-    };
-    parallel_for(r, 0, 10'000, body{copies}, {.grain = 10});
+    parallel_for(r, 0, 10'000, copy_counting_body{copies}, {.grain = 10});
     EXPECT_EQ(copies->load(), 0) << "the body was copied for the pieces";
     EXPECT_EQ(live_objects.load(), before) << "the body outlived the loop";
   }
@@ -479,20 +483,12 @@ TEST_P(parallel_for_test,
   auto& r = start();
   const long before = live_objects.load();
   auto copies = std::make_shared<std::atomic<int>>(0);
-  struct body {
-    live_token token;
-    std::shared_ptr<std::atomic<int>> copies;
-    body(std::shared_ptr<std::atomic<int>> c) : copies(std::move(c)) {}
-    body(const body& o) : token(o.token), copies(o.copies) { copies->fetch_add(1); }
-    body(body&& o) noexcept : token(o.token), copies(o.copies) {}
-    void operator()(std::size_t) const {}
-  };
   std::atomic<long> live_in_continuation{-1};
   const group outer = r.make_group();
   r.spawn(
       [&](context& ctx) {
         const group loop = ctx.runtime().make_group();
-        parallel_for(ctx, loop, 0, 10'000, body{copies}, {.grain = 10});
+        parallel_for(ctx, loop, 0, 10'000, copy_counting_body{copies}, {.grain = 10});
         ctx.when_done(loop, [&](context&) { live_in_continuation.store(live_objects.load()); });
       },
       outer);

@@ -312,6 +312,26 @@ class loop_helper final : public task {
   unsigned m_who;
 };
 
+/// Holds one reference to a loop's state for a scope: the caller's.
+template <class Work>
+struct loop_reference {
+  claimed_loop<Work>* loop;
+  ~loop_reference() { loop->release(); }
+};
+
+/// Helper `who` of `loop`, made through `maker` (the runtime, or a running task's context), with
+/// a reference of its own, which its destructor drops (nothing taken if it cannot be made).
+template <class Work, class Maker>
+task* make_loop_helper(Maker& maker, claimed_loop<Work>* loop, unsigned who) {
+  loop->acquire();
+  try {
+    return maker.template make_task<loop_helper<Work>>(loop, who);
+  } catch (...) {
+    loop->release();
+    throw;
+  }
+}
+
 /// How [first, last) (not empty) is cut for `participants` threads: at most loop_grain(...,
 /// participants) indices a piece, and at most claimed_max_pieces pieces (larger ones beyond:
 /// n / claimed_max_pieces, rounded up, is at most 2^32). Returns the number of pieces.
@@ -341,20 +361,10 @@ void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, const lo
   using loop_t = claimed_loop<Work>;
   loop_t* loop =
       loop_t::make(std::move(work), first, last - first, pieces, helpers + 1, options.stop);
-  struct owner {
-    claimed_loop<Work>* l;
-    ~owner() { l->release(); }
-  } own{loop};
+  const loop_reference<Work> own{loop};
   try {
     for (unsigned who = 1; who <= helpers; ++who) {
-      loop->acquire();
-      task* t = nullptr;
-      try {
-        t = rt.make_task<loop_helper<Work>>(loop, who);
-      } catch (...) {
-        loop->release();
-        throw;
-      }
+      task* t = make_loop_helper(rt, loop, who);
       t->annotate(options.priority).annotate(worker_id{static_cast<std::uint16_t>(who - 1)});
       rt.spawn(t);  // refused: the runtime destroyed it, and with it its reference
     }
@@ -391,23 +401,13 @@ void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::si
     loop_access::finish(rt, held, nullptr);  // drops the hold
     throw;
   }
-  struct owner {
-    claimed_loop<Work>* l;
-    ~owner() { l->release(); }
-  } own{loop};
+  const loop_reference<Work> own{loop};
   const unsigned self = ctx.worker().value;
   // Participant 0 last: the others take every piece from its share if it cannot be made.
   unsigned spawned = 0;
   try {
     for (unsigned who = helpers;; --who) {
-      loop->acquire();
-      task* t = nullptr;
-      try {
-        t = ctx.make_task<loop_helper<Work>>(loop, who);
-      } catch (...) {
-        loop->release();
-        throw;
-      }
+      task* t = make_loop_helper(ctx, loop, who);
       // The next workers after this one (this one itself, inactive during a resize, may be
       // beyond the active ones; a helper then shares a worker, no harm).
       const unsigned to = who == 0 ? self : (self + who) % participants;
