@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/test_hooks.h"
 #include "test_support.h"
 #include "tessera/tessera.h"
 
@@ -781,6 +783,134 @@ TEST_P(parallel_for_test, from_a_task_a_reduction_that_throws_skips_done_and_rea
   EXPECT_THROW(r.wait(outer), std::runtime_error);
   EXPECT_EQ(done_runs.load(), 0);
 }
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// Task allocations on this thread: after `allowed` more succeed, the next one throws
+/// std::bad_alloc, once. Through test_hooks::task_allocating, which sees every task allocation
+/// of a runtime with task_allocator::system.
+thread_local int allocations_before_failure = -1;  // -1: none fails
+
+class failing_task_allocations {
+ public:
+  failing_task_allocations() {
+    m_failures.store(0);
+    detail::test_hooks::task_allocating.store(&hook);
+  }
+  ~failing_task_allocations() { detail::test_hooks::task_allocating.store(nullptr); }
+  failing_task_allocations(const failing_task_allocations&) = delete;
+  failing_task_allocations& operator=(const failing_task_allocations&) = delete;
+  static void arm(int allowed) { allocations_before_failure = allowed; }
+  static void disarm() { allocations_before_failure = -1; }
+  /// How many allocations failed (the path under test was taken).
+  int failures() const { return m_failures.load(); }
+
+ private:
+  static void hook(std::size_t) {
+    int& left = allocations_before_failure;
+    if (left >= 0 && left-- == 0) {  // left is -1 afterwards
+      m_failures.fetch_add(1);
+      throw std::bad_alloc();
+    }
+  }
+  static inline std::atomic<int> m_failures{0};
+};
+
+TEST_P(parallel_for_test, without_memory_for_a_helper_the_blocking_loop_runs_on_the_caller) {
+  const failing_task_allocations hook;
+  auto& r = start({.allocator = task_allocator::system});
+  const std::size_t n = 5000;
+  visits v(0, n);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  failing_task_allocations::arm(0);  // the first helper cannot be made
+  EXPECT_NO_THROW(parallel_for(
+      r, 0, n,
+      [&](std::size_t i) {
+        v.visit(i);
+        if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+      },
+      {.grain = 16}));
+  failing_task_allocations::disarm();
+  EXPECT_EQ(hook.failures(), worker_count() > 1 ? 1 : 0);  // one worker: no helper to make
+  EXPECT_TRUE(v.each_once());
+  EXPECT_EQ(elsewhere.load(), 0) << "a helper ran although none could be made";
+  // the runtime is unharmed: the next loop has its helpers
+  visits again(0, n);
+  parallel_for(r, 0, n, [&again](std::size_t i) { again.visit(i); });
+  EXPECT_TRUE(again.each_once());
+}
+
+TEST_P(parallel_for_test, from_a_task_without_memory_for_any_helper_the_calling_task_runs_the_loop) {
+  const failing_task_allocations hook;
+  auto& r = start({.allocator = task_allocator::system});
+  const std::size_t n = 5000;
+  visits v(0, n);
+  std::atomic<bool> ran_before_return{false};
+  std::atomic<bool> continued{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        failing_task_allocations::arm(0);  // the first helper (the last participant) fails
+        parallel_for(ctx, loop, 0, n, [&v](std::size_t i) { v.visit(i); }, {.grain = 16});
+        failing_task_allocations::disarm();
+        ran_before_return.store(v.each_once());
+        ctx.when_done(loop, [&](context&) { continued.store(true); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_EQ(hook.failures(), 1);
+  EXPECT_TRUE(ran_before_return.load()) << "the calling task did not run every piece itself";
+  EXPECT_TRUE(continued.load());
+}
+
+// With one worker there is no helper but participant 0, which is made: the plain path.
+TEST_P(parallel_for_test, from_a_task_without_memory_for_some_helpers_the_others_run_the_loop) {
+  const failing_task_allocations hook;
+  auto& r = start({.allocator = task_allocator::system});
+  const std::size_t n = 5000;
+  visits v(0, n);
+  std::atomic<bool> all_seen{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        failing_task_allocations::arm(1);  // the last participant is made, the next one fails
+        parallel_for(ctx, loop, 0, n, [&v](std::size_t i) { v.visit(i); }, {.grain = 16});
+        failing_task_allocations::disarm();
+        ctx.when_done(loop, [&](context&) { all_seen.store(v.each_once()); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_EQ(hook.failures(), worker_count() > 1 ? 1 : 0);
+  EXPECT_TRUE(all_seen.load());
+}
+
+TEST_P(parallel_for_test, from_a_task_a_reduction_without_memory_for_any_helper_still_completes) {
+  const failing_task_allocations hook;
+  auto& r = start({.allocator = task_allocator::system});
+  std::atomic<std::uint64_t> result{0};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        failing_task_allocations::arm(0);  // the first helper fails; `done`'s task is made
+        parallel_reduce(
+            ctx, 0, 10'000, std::uint64_t{0},
+            [](std::size_t f, std::size_t l) {
+              std::uint64_t s = 0;
+              for (std::size_t i = f; i < l; ++i) s += i;
+              return s;
+            },
+            [](std::uint64_t a, std::uint64_t b) { return a + b; },
+            [&](context&, std::uint64_t v) { result.store(v); }, {.grain = 16});
+        failing_task_allocations::disarm();
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_EQ(hook.failures(), 1);
+  EXPECT_EQ(result.load(), std::uint64_t{10'000} * 9'999 / 2);
+}
+#endif
 
 // A body whose call operator is not const (a mutable lambda) would race with itself across
 // workers: it is no loop body.

@@ -22,6 +22,9 @@
 //   `g` (with `group{}`, the running task's group) open until its last piece finished: continue
 //   with context::when_done(g, ...), as with any group. The helpers are in no group, so a
 //   helper whose worker is busy with a long task delays nothing: the others take its share.
+// Both forms degrade rather than fail when a helper task cannot be allocated: the participants
+// made before it take every share between them (from a task with none made, the calling task
+// runs every piece before the call returns).
 // A body with the context runs in tasks in both forms: the range is split in halves,
 // recursively, a piece splitting off its upper half as a new task in the loop's group and
 // keeping the lower one, so a worker's queue holds the halves oldest and biggest first, and an

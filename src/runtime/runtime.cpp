@@ -20,6 +20,9 @@ namespace tessera {
 namespace detail {
 
 void* allocate_task_memory(std::size_t bytes, bool system) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::task_allocating.load(std::memory_order_acquire)) hook(bytes);
+#endif
   return system ? ::operator new(bytes) : task_allocator::allocate(bytes);
 }
 void free_task_block(void* p, std::uint8_t block) noexcept { task_allocator::release(p, block); }

@@ -10,6 +10,7 @@
 
 #if defined(TESSERA_DEBUG_CHECKS)
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera::detail {
@@ -61,6 +62,11 @@ inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
 /// `object`, after its destructor ran and its mark was cleared (every check takes it for freed
 /// from then on), just before its memory is deleted: use the address as an identity only.
 inline std::atomic<void (*)(const void* object)> resource_freed{nullptr};
+
+/// Called by detail::allocate_task_memory, make_task's out-of-line path (every task under
+/// task_allocator::system; a refill of the pool allocator's cache), on the allocating thread
+/// before it allocates `bytes`. A hook that throws std::bad_alloc stands for memory exhausted.
+inline std::atomic<void (*)(std::size_t bytes)> task_allocating{nullptr};
 
 /// How long park() sleeps at most, in ns; 0: the built-in safety net (50 ms). A test that must
 /// not pass by the timeout's rescue (a missed wake-up) sets it to hours.

@@ -348,8 +348,10 @@ inline std::size_t claimed_pieces(std::size_t first, std::size_t last, const loo
 /// the caller's CPU, as oneTBB's arena counts its waiting thread among its slots). Throws
 /// std::logic_error if stop() began (with one worker no spawn would say so). Rethrows the first
 /// exception; a helper the runtime refuses (stop() began meanwhile) counts as one too, and the
-/// caller then skips every piece not claimed yet. `work` refers to the caller's frame: it must be
-/// trivially destructible (the last finisher destroys it, maybe after the caller returned).
+/// caller then skips every piece not claimed yet. Without memory for a helper task, the loop runs
+/// on the caller and the helpers spawned before it (no failure: the result is the same). `work`
+/// refers to the caller's frame: it must be trivially destructible (the last finisher destroys
+/// it, maybe after the caller returned).
 template <class Work>
 void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, const loop_options& options,
                       unsigned participants, Work work) {
@@ -368,6 +370,8 @@ void run_claimed_loop(runtime& rt, std::size_t first, std::size_t last, const lo
       t->annotate(options.priority).annotate(worker_id{static_cast<std::uint16_t>(who - 1)});
       rt.spawn(t);  // refused: the runtime destroyed it, and with it its reference
     }
+  } catch (const std::bad_alloc&) {
+    // No memory for a helper task: the participants there are take every share between them.
   } catch (...) {
     loop->fail(std::current_exception());
   }
