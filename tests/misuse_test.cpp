@@ -10,6 +10,7 @@
 #include <string>
 
 #include "test_support.h"
+#include "tessera/tessera.h"
 
 #if defined(TESSERA_DEBUG_CHECKS)
 
@@ -357,6 +358,59 @@ TEST_P(misuse_test, a_stale_group_used_inside_a_task_is_an_error) {
   }
   r.wait(fresh);  // at once: nothing joined the group that may have old's slot
   EXPECT_EQ(ran.load(), 0);
+}
+
+/// What an optimistic reader does outside itself before validate() returned true (a spawn,
+/// when_done, a loop) the rerun of a torn read would do again: each is refused with
+/// std::logic_error for the group's waiter (a spawned task freed, a continuation left to the
+/// caller, a loop not started), and the runtime keeps running. After a successful validate()
+/// all three are accepted.
+TEST_P(misuse_test, acting_before_an_optimistic_reader_validates_is_an_error) {
+  auto& r = start();
+  auto* obj = r.make_resource<plain>({.primitive = primitive::optimistic_latch});
+  std::atomic<int> ran{0};
+  for (int variant = 0; variant < 3; ++variant) {
+    const group g = r.make_group();
+    auto* reader = make_fn(r, [&ran, variant](context& ctx) {
+      auto* t = make_fn(ctx, [&ran, tok = live_token{}](context&) { ran.fetch_add(1); });
+      if (variant == 0) ctx.spawn(t);
+      if (variant == 1) {
+        const group inner = ctx.runtime().make_group();
+        try {
+          ctx.when_done(inner, t);
+        } catch (...) {
+          ctx.runtime().discard(t);
+          ctx.runtime().detach(inner);
+          throw;
+        }
+      }
+      if (variant == 2) {
+        ctx.runtime().discard(t);
+        parallel_for(ctx, group{}, 0, 100, [&ran](std::size_t) { ran.fetch_add(1); });
+      }
+    });
+    reader->annotate_resource(obj, access::read);
+    r.spawn(reader, g);
+    EXPECT_NE(error_of_wait(r, g).find("from an optimistic reader before context::validate()"),
+              std::string::npos)
+        << "variant " << variant;
+  }
+  r.wait_idle();
+  EXPECT_EQ(ran.load(), 0);
+
+  const group g = r.make_group();
+  auto* reader = make_fn(r, [&ran](context& ctx) {
+    if (!ctx.validate()) return;  // torn: run again
+    ctx.spawn(make_fn(ctx, [&ran](context&) { ran.fetch_add(1); }));
+    const group inner = ctx.runtime().make_group();
+    ctx.when_done(inner, make_fn(ctx, [&ran](context&) { ran.fetch_add(1); }));
+    parallel_for(ctx, group{}, 0, 100, [&ran](std::size_t) { ran.fetch_add(1); });
+  });
+  reader->annotate_resource(obj, access::read);
+  r.spawn(reader, g);
+  EXPECT_EQ(error_of_wait(r, g), "");  // covers all three: they join the reader's group
+  EXPECT_EQ(ran.load(), 102);
+  r.retire_resource(obj);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(misuse_test);

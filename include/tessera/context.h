@@ -71,6 +71,10 @@ class context {
   /// so it does in the run that ends a read that writers overlapped 8 times in a row: that run
   /// keeps the writers out (the resource's latch, or its pool), so it cannot tear.
   ///
+  /// With debug checks (TESSERA_DEBUG_CHECKS: the dev, asan and tsan presets) a spawn, a
+  /// when_done or a loop started by a reader before validate() returned true is refused with
+  /// std::logic_error (a spawned task is freed, a continuation stays the caller's).
+  ///
   /// Once validate() returned true the run is final, since the task may have acted on what it
   /// read: the runtime never runs it again, and keeps what it returns or throws. A later call
   /// in the same run that returns false says only that what the task read since is torn; the

@@ -179,8 +179,9 @@ class runtime {
   /// (nullptr: std::invalid_argument; with debug checks, a task handed over already, or one
   /// annotated with memory that is not a live resource: std::logic_error), `t` is still yours
   /// (runtime::discard it); if the runtime cannot take it (spawned from outside after stop()
-  /// began, or, with debug checks, into a stale group: std::logic_error), `t` was the runtime's
-  /// from the call and has been destroyed.
+  /// began, or, with debug checks, into a stale group or from an optimistic reader before
+  /// context::validate() returned true: std::logic_error), `t` was the runtime's from the call
+  /// and has been destroyed.
   void spawn(task* t);
   void spawn(task* t, group g) {
     t->annotate(g);

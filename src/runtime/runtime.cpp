@@ -166,6 +166,9 @@ void context::when_done(group g, task* continuation) {
 // ---- loops started from a task (detail/claimed_loop.h) ----------------------------------------
 
 group detail::loop_access::hold(context& ctx, group g) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  detail::scheduler::require_validated(*ctx.m_worker, "a loop");
+#endif
   const group held = g.valid() ? g : ctx.m_current->task_group();
   ctx.m_runtime->internals().hold_group(held);
   return held;

@@ -256,6 +256,18 @@ void scheduler::null_task(const char* what) {
 }
 
 #if defined(TESSERA_DEBUG_CHECKS)
+void scheduler::acted_unvalidated(const char* what) {
+  throw std::logic_error(std::string("tessera: ") + what +
+                         " from an optimistic reader before context::validate() returned true: "
+                         "a torn read is run again and would do it again (validate first, see "
+                         "tessera/context.h)");
+}
+
+void scheduler::refuse_unvalidated(task* t) {
+  destroy(t);  // ownership passed to the runtime with the spawn
+  acted_unvalidated("a spawn");
+}
+
 void scheduler::refuse_stale_group(task* t) {
   destroy(t);  // ownership passed to the runtime with the spawn
   throw std::logic_error(
@@ -497,6 +509,9 @@ void scheduler::wait(group g) {
 
 void scheduler::when_done(group g, task* continuation, worker& from) {
   require_spawnable(continuation, "when_done");
+#if defined(TESSERA_DEBUG_CHECKS)
+  require_validated(from, "when_done");  // the continuation stays the caller's
+#endif
   if (!m_groups.current(g))
     throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_groups.slot(g);

@@ -109,6 +109,9 @@ class scheduler {
   /// the worker on the slow paths only.
   TESSERA_ALWAYS_INLINE static void spawn_from(task* t, worker& from) {
     require_spawnable(t, "spawn");
+#if defined(TESSERA_DEBUG_CHECKS)
+    if (from.reading_unvalidated()) [[unlikely]] refuse_unvalidated(t);
+#endif
     const task* parent = from.current_task();
     if (parent == nullptr) [[unlikely]] {
       from.m_sched.spawn_outside_task(t, from);
@@ -349,6 +352,19 @@ class scheduler {
 #if defined(TESSERA_DEBUG_CHECKS)
   /// Frees `t`, spawned into a stale or completed group, and throws std::logic_error.
   [[noreturn]] static void refuse_stale_group(task* t);
+
+ public:
+  /// Throws std::logic_error if the task running on `from` is an optimistic reader that has not
+  /// validated: `what` (a spawn, when_done, a loop) would be done again by the rerun of a torn
+  /// read. context.h, validate().
+  static void require_validated(const worker& from, const char* what) {
+    if (from.reading_unvalidated()) [[unlikely]] acted_unvalidated(what);
+  }
+
+ private:
+  [[noreturn]] static void acted_unvalidated(const char* what);
+  /// Frees `t` and throws as require_validated.
+  [[noreturn]] static void refuse_unvalidated(task* t);
 #endif
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;

@@ -146,6 +146,11 @@ class worker {
   /// The running task still holds its count: one in its group's pending count, one in its slot's
   /// spawn count (nothing has taken it, see take_token).
   bool holds_token() const noexcept { return m_token; }
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// The running task is an optimistic reader whose run has not validated (context::validate()):
+  /// what it does outside itself would be done again if the read turns out torn.
+  bool reading_unvalidated() const noexcept { return m_ctx.m_validating && !m_ctx.m_validated; }
+#endif
   /// Called by scheduler::spawn for the first child spawned into the running task's own group that
   /// stays in this worker's own pools: the running task's count passes to the child. Neither the
   /// child's spawn nor the running task's completion is counted. In a chain or a recursion that
