@@ -815,7 +815,7 @@ class failing_task_allocations {
   static inline std::atomic<int> m_failures{0};
 };
 
-TEST_P(parallel_for_test, without_memory_for_a_helper_the_blocking_loop_runs_on_the_caller) {
+TEST_P(parallel_for_test, without_memory_for_a_helper_a_blocking_loop_runs_on_the_caller) {
   const failing_task_allocations hook;
   auto& r = start({.allocator = task_allocator::system});
   const std::size_t n = 5000;
@@ -834,6 +834,20 @@ TEST_P(parallel_for_test, without_memory_for_a_helper_the_blocking_loop_runs_on_
   EXPECT_EQ(hook.failures(), worker_count() > 1 ? 1 : 0);  // one worker: no helper to make
   EXPECT_TRUE(v.each_once());
   EXPECT_EQ(elsewhere.load(), 0) << "a helper ran although none could be made";
+  // a reduction too: the helpers' slots that were never made stay the identity
+  failing_task_allocations::arm(0);
+  std::uint64_t sum = 0;
+  EXPECT_NO_THROW(sum = parallel_reduce(
+                      r, 0, n, std::uint64_t{0},
+                      [](std::size_t f, std::size_t l) {
+                        std::uint64_t s = 0;
+                        for (std::size_t i = f; i < l; ++i) s += i;
+                        return s;
+                      },
+                      [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = 16}));
+  failing_task_allocations::disarm();
+  EXPECT_EQ(sum, std::uint64_t{n} * (n - 1) / 2);
+  EXPECT_EQ(hook.failures(), worker_count() > 1 ? 2 : 0);
   // the runtime is unharmed: the next loop has its helpers
   visits again(0, n);
   parallel_for(r, 0, n, [&again](std::size_t i) { again.visit(i); });
