@@ -82,6 +82,10 @@ class context {
   /// to read again in a run of its own).
   bool validate() const noexcept;
 
+  /// True once the running task's group was cancelled (runtime::cancel): a long task may look
+  /// now and then and stop early. The group's tasks that had not started are not run at all.
+  bool cancelled() const noexcept;
+
   /// The running task is annotated as a writer of a resource whose primitive excludes other
   /// writers (anything but primitive::none; an optimistic reader is not writing). Useful in
   /// assertions. It answers for the task's annotation as it is now: after re-annotating itself

@@ -9,6 +9,8 @@
 // none of the three keeps its slot and the exceptions of its tasks until the runtime is destroyed
 // (which says so on stderr). A group serves one round: make one per round (they are cheap: a
 // slot taken from a free list). Tasks spawned by a task of the group join the group.
+// runtime::cancel(g) drops the tasks of g not started yet (running ones finish and may ask
+// context::cancelled()); g still completes and takes its one wait as above.
 //
 //   tessera::group g = rt.make_group();
 //   for (int i = 0; i < 100; ++i) rt.spawn([i](tessera::context&) { work(i); }, g);

@@ -81,7 +81,8 @@ concept loop_body = range_body<B> || context_range_body<B> || index_body<B>;
 
 namespace detail {
 
-/// What the pieces of one loop share. Freed by the last piece to finish.
+/// What the pieces of one loop share. Freed by the last piece to be destroyed (one that ran, or
+/// one that never did: refused by the runtime, or dropped with its cancelled group).
 template <class Body>
 struct loop_state {
   template <class B>
@@ -91,9 +92,11 @@ struct loop_state {
   std::size_t grain;
   tessera::priority prio;
   std::stop_token stop;
-  // Pieces spawned and not finished. An increment (relaxed) is made by a piece that holds a
-  // count itself, before the spawn; the decrement is acq_rel, so the piece that takes the count
-  // to 0 sees every other piece's use of the body finished before it destroys the state.
+  // Pieces made and not destroyed. An increment (relaxed) is made by a piece that holds a count
+  // itself, before it makes the next; the decrement (the piece's destructor) is acq_rel, so the
+  // piece that takes the count to 0 sees every other piece's use of the body finished before it
+  // destroys the state. The runtime destroys a task before its group's count drops, so the body
+  // is gone before the loop's group completes.
   std::atomic<std::size_t> pieces{1};
   // A piece threw; relaxed: only a hint that saves running the pieces not started yet (the
   // exception itself travels through the group).
@@ -105,14 +108,13 @@ class loop_piece final : public task {
  public:
   loop_piece(loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
       : m_state(state), m_first(first), m_last(last) {}
+  ~loop_piece() {
+    if (m_state->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete m_state;
+  }
+  loop_piece(const loop_piece&) = delete;
+  loop_piece& operator=(const loop_piece&) = delete;
 
   task* execute(context& ctx) override {
-    struct release {
-      loop_state<Body>* s;
-      ~release() {
-        if (s->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
-      }
-    } done{m_state};
     if (m_state->failed.load(std::memory_order_relaxed) || m_state->stop.stop_requested()) {
       return nullptr;
     }
@@ -121,8 +123,8 @@ class loop_piece final : public task {
       const std::size_t mid = m_first + (last - m_first) / 2;
       auto* upper = ctx.make_task<loop_piece>(m_state, mid, last);
       upper->annotate(m_state->prio);
-      m_state->pieces.fetch_add(1, std::memory_order_relaxed);
-      ctx.spawn(upper);  // joins this piece's group
+      m_state->pieces.fetch_add(1, std::memory_order_relaxed);  // upper's, dropped by its
+      ctx.spawn(upper);  // destructor; joins this piece's group (refused: destroyed at once)
       last = mid;
     }
     const Body& body = m_state->body;
@@ -157,17 +159,11 @@ inline bool loop_range_ok(std::size_t first, std::size_t last) {
 }
 
 /// The first piece of a loop (the whole range) and the state it shares with the pieces it makes.
-template <class Body>
-struct loop_start {
-  task* root;
-  loop_state<Body>* state;  // the caller's to delete if the runtime refuses the root
-};
-
 /// Makes the first piece of a loop over [first, last) (not empty), annotated with its priority;
-/// the caller spawns it.
+/// the caller spawns it. The state goes with the piece (a refused spawn frees both).
 template <class Body>
-loop_start<std::decay_t<Body>> make_loop(runtime& rt, std::size_t first, std::size_t last,
-                                         Body&& body, const loop_options& options) {
+task* make_loop(runtime& rt, std::size_t first, std::size_t last, Body&& body,
+                const loop_options& options) {
   using B = std::decay_t<Body>;
   static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
   const std::size_t grain = loop_grain(first, last, options.grain, rt.active_workers());
@@ -175,7 +171,7 @@ loop_start<std::decay_t<Body>> make_loop(runtime& rt, std::size_t first, std::si
   try {
     task* root = rt.make_task<loop_piece<B>>(state, first, last);
     root->annotate(options.priority);
-    return {root, state};
+    return root;
   } catch (...) {
     delete state;
     throw;
@@ -214,17 +210,16 @@ void parallel_for(runtime& rt, std::size_t first, std::size_t last, Body&& body,
                              });
   } else {
     const group g = rt.make_group();
-    detail::loop_start<B> loop;
+    task* root;
     try {
-      loop = detail::make_loop(rt, first, last, std::forward<Body>(body), options);
+      root = detail::make_loop(rt, first, last, std::forward<Body>(body), options);
     } catch (...) {
       rt.detach(g);  // nothing in it: its slot is freed at once
       throw;
     }
     try {
-      rt.spawn(loop.root, g);
-    } catch (...) {  // the runtime is stopping: it destroyed the task, the state is ours
-      delete loop.state;
+      rt.spawn(root, g);
+    } catch (...) {  // the runtime is stopping: it destroyed the root, and the state with it
       rt.detach(g);
       throw;
     }
@@ -254,14 +249,9 @@ void parallel_for(context& ctx, group g, std::size_t first, std::size_t last, Bo
           }
         });
   } else {
-    auto loop = detail::make_loop(ctx.runtime(), first, last, std::forward<Body>(body), options);
-    if (g.valid()) loop.root->annotate(g);
-    try {
-      ctx.spawn(loop.root);
-    } catch (...) {  // a stale group (debug checks): the runtime destroyed the task
-      delete loop.state;
-      throw;
-    }
+    task* root = detail::make_loop(ctx.runtime(), first, last, std::forward<Body>(body), options);
+    if (g.valid()) root->annotate(g);
+    ctx.spawn(root);  // refused (a stale group, with debug checks): root and state destroyed
   }
 }
 

@@ -207,6 +207,15 @@ class runtime {
   /// that is none of these keeps its slot and its exceptions until the runtime is destroyed,
   /// which then says how many there were on stderr. Throws std::logic_error as wait() does.
   void detach(group g);
+  /// Cancels `g`: each task of g that has not started is dropped (destroyed without running,
+  /// counted as done), those spawned into g later too; a running task finishes (it may look at
+  /// context::cancelled() and cut its work short), and a loop that holds g skips its pieces not
+  /// started. g still completes as any group does, and still needs its one wait, when_done or
+  /// detach: wait(g) returns (rethrowing an exception a task threw before), a continuation runs.
+  /// From any thread, a task included. Asynchronous: a task a worker took just before the
+  /// cancellation reached it may still start. Returns false if g had completed (its handle may
+  /// be stale by now) or was cancelled already; group{} throws std::logic_error.
+  bool cancel(group g);
   /// Blocks the calling thread (which must not be one of this runtime's workers) without
   /// spinning until no task is queued or running anywhere; the last worker to go idle wakes it.
   /// Exceptions of grouped tasks stay with their groups.

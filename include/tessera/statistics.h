@@ -27,6 +27,7 @@ struct worker_statistics {
   std::uint64_t pools_stolen = 0;      ///< whole pools this worker took from others
   std::uint64_t tasks_stolen = 0;      ///< single tasks (no placement target, not serialized by a pool) handed to thieves
   std::uint64_t exceptions = 0;        ///< tasks whose execute threw
+  std::uint64_t cancelled = 0;         ///< tasks of a cancelled group dropped without running
   std::uint64_t peers_woken = 0;       ///< parked workers this one woke to take its queued work
   std::uint64_t steal_walk_steps = 0;  ///< queued tasks looked at while answering thieves
   std::uint64_t steal_requests = 0;    ///< requests for work this worker posted as a thief

@@ -47,6 +47,8 @@ group group_table::open() {
     s.continuation = nullptr;
     s.closed = false;
     s.detached = false;
+    s.completed = false;
+    s.cancelled.store(false, std::memory_order_relaxed);
   }
   s.done.store(0, std::memory_order_relaxed);
   s.pending.store(1, std::memory_order_release);  // the open reference; release: slot reset first

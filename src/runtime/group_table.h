@@ -33,6 +33,11 @@ struct group_slot {
   task* continuation = nullptr;  // guarded by mutex
   bool closed = false;           // wait, when_done or detach called (guarded by mutex)
   bool detached = false;         // detach called: nobody waits (guarded by mutex)
+  bool completed = false;        // the count reached zero (guarded by mutex)
+  /// runtime::cancel: tasks of the group not started yet are dropped. Set under the mutex, read
+  /// by workers without it (relaxed: a task that starts before its worker sees the flag runs;
+  /// the slot cannot be reused while a task of the group is in flight).
+  std::atomic<bool> cancelled{false};
 
   /// Requires: mutex held. `g` names this slot's current group, which nobody waits for yet. The
   /// generation changes under the mutex too (group_table::release), so a second wait that

@@ -94,6 +94,7 @@ void runtime::spawn(task* t) {
 group runtime::make_group() { return m_scheduler->make_group(); }
 void runtime::wait(group g) { m_scheduler->wait(g); }
 void runtime::detach(group g) { m_scheduler->detach(g); }
+bool runtime::cancel(group g) { return m_scheduler->cancel(g); }
 void runtime::wait_idle() { m_scheduler->wait_idle(); }
 std::vector<std::exception_ptr> runtime::take_unhandled_exceptions() {
   return m_scheduler->take_unhandled();
@@ -173,6 +174,9 @@ group detail::loop_access::hold(context& ctx, group g) {
   ctx.m_runtime->internals().hold_group(held);
   return held;
 }
+const std::atomic<bool>* detail::loop_access::cancel_flag(runtime& rt, group held) noexcept {
+  return rt.internals().cancel_flag(held);
+}
 void detail::loop_access::spawn_helper(context& ctx, task* t) {
   detail::scheduler::spawn_ungrouped(t, *ctx.m_worker);
 }
@@ -187,6 +191,9 @@ void detail::loop_access::finish(runtime& rt, group held, std::exception_ptr err
   if (held.valid()) s.leave_group(held, worker_of(s));
 }
 
+bool context::cancelled() const noexcept {
+  return m_current != nullptr && m_runtime->internals().cancelled(m_current->task_group());
+}
 bool context::validate() const noexcept {
   if (!m_validating) return true;
 #if defined(TESSERA_DEBUG_CHECKS)
@@ -245,6 +252,7 @@ worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noe
   pools_stolen += o.pools_stolen;
   tasks_stolen += o.tasks_stolen;
   exceptions += o.exceptions;
+  cancelled += o.cancelled;
   peers_woken += o.peers_woken;
   steal_walk_steps += o.steal_walk_steps;
   steal_requests += o.steal_requests;
@@ -264,15 +272,15 @@ std::string runtime_statistics::to_string() const {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line,
-                "%-7s %12s %12s %12s %10s %9s %12s %8s %8s %10s %8s %8s %6s %6s %10s %10s\n",
+                "%-7s %12s %12s %12s %10s %9s %12s %8s %8s %10s %8s %8s %6s %8s %6s %10s %10s\n",
                 "worker", "executed", "spawn-local", "spawn-remote", "retries", "fallbacks",
-                "prefetches", "pools-in",
-                "tasks-out", "walked", "asked", "empty", "exc", "woke", "idle-ms", "parked-ms");
+                "prefetches", "pools-in", "tasks-out", "walked", "asked", "empty", "exc",
+                "dropped", "woke", "idle-ms", "parked-ms");
   out << line;
   auto row = [&](const std::string& name, const worker_statistics& w) {
     std::snprintf(line, sizeof line,
                   "%-7s %12llu %12llu %12llu %10llu %9llu %12llu %8llu %8llu %10llu %8llu %8llu %6llu "
-                  "%6llu %10.1f %10.1f\n",
+                  "%8llu %6llu %10.1f %10.1f\n",
                   name.c_str(), static_cast<unsigned long long>(w.executed),
                   static_cast<unsigned long long>(w.spawned_local),
                   static_cast<unsigned long long>(w.spawned_remote),
@@ -285,6 +293,7 @@ std::string runtime_statistics::to_string() const {
                   static_cast<unsigned long long>(w.steal_requests),
                   static_cast<unsigned long long>(w.steal_answers_empty),
                   static_cast<unsigned long long>(w.exceptions),
+                  static_cast<unsigned long long>(w.cancelled),
                   static_cast<unsigned long long>(w.peers_woken), w.idle_ns / 1e6,
                   w.parked_ns / 1e6);
     out << line;

@@ -572,6 +572,26 @@ void scheduler::leave_group(group g, worker* from) noexcept {
   if (m_groups.leave(g)) complete_group(g, from);
 }
 
+bool scheduler::cancel(group g) {
+  if (!g.valid()) throw std::logic_error("tessera: cancel of group{}, which names no group");
+  if (!m_groups.current(g)) return false;  // completed and released (or another runtime's)
+  group_slot& s = m_groups.slot(g);
+  {
+    std::lock_guard lock(s.mutex);
+    // Again under the mutex (release changes the generation under it): not a group reusing the
+    // slot. A completed group, or one cancelled before, has nothing left to cancel.
+    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.completed ||
+        s.cancelled.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    s.cancelled.store(true, std::memory_order_relaxed);
+    // Before the notifications below: a worker that acquires its attention word sees it.
+    m_cancellations.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (auto& w : m_workers) w->notify(worker::attention_cancel);
+  return true;
+}
+
 void scheduler::complete_group(group g, worker* from) noexcept {
   group_slot& s = m_groups.slot(g);
   task* cont;
@@ -582,6 +602,10 @@ void scheduler::complete_group(group g, worker* from) noexcept {
     cont = s.continuation;
     error = s.error;
     detached = s.detached;
+    s.completed = true;  // cancel() finds nothing left to cancel from now on
+    if (s.cancelled.load(std::memory_order_relaxed)) {
+      m_cancellations.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
   if (cont == nullptr && !detached) {
     error = nullptr;  // the waiter takes the slot's reference; ours must not outlive the wake-up

@@ -204,6 +204,20 @@ class scheduler {
   /// list; the first one is said on stderr (runtime_options::report_unhandled_exceptions).
   void record_unhandled(std::exception_ptr e, const char* whose);
   void detach(group g);
+  /// runtime::cancel. Marks g cancelled under its mutex and asks every worker to look
+  /// (attention_cancel): from then on a worker drops each task of g it takes before running it.
+  bool cancel(group g);
+  /// Groups cancelled and not completed yet. Relaxed: a worker reads it after the acquire of its
+  /// attention word, which cancel() sets after the increment.
+  std::uint32_t cancellations() const noexcept {
+    return m_cancellations.load(std::memory_order_relaxed);
+  }
+  /// Whether `g` (a group with a task in flight, so its slot is its own) is cancelled.
+  bool cancelled(group g) noexcept {
+    return g.valid() && m_groups.slot(g).cancelled.load(std::memory_order_relaxed);
+  }
+  /// The flag cancelled() reads, for a loop that holds `g` (valid) to check per piece.
+  const std::atomic<bool>* cancel_flag(group g) noexcept { return &m_groups.slot(g).cancelled; }
   void wait_idle();
   bool quiescent() const noexcept;
   /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
@@ -381,6 +395,7 @@ class scheduler {
   group_table m_groups;
 
   std::atomic<bool> m_stopping{false};
+  std::atomic<std::uint32_t> m_cancellations{0};  ///< see cancellations()
   std::atomic<std::uint32_t> m_external_in_flight{0};  ///< spawns from outside being routed
   bool m_stopped = false;
   std::mutex m_stop_mutex;

@@ -237,16 +237,20 @@ void worker::wake_a_peer() {
 }
 
 bool worker::attend() {
-  requeue_next();  // pools may change hands, a thief may look: the stack goes back into the pool
-  handle_attention(m_attention.exchange(0, std::memory_order_acquire));
-  // m_exit and m_active_local change only here: an inactive worker stays in this loop.
-  while (!m_exit && !m_active_local) {
-    park();
-    if (m_attention.load(std::memory_order_relaxed) != 0) {
-      handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+  for (;;) {
+    requeue_next();  // pools may change hands, a thief may look: the stack goes back into the pool
+    handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+    // m_exit and m_active_local change only here: an inactive worker stays in this loop.
+    while (!m_exit && !m_active_local) {
+      park();
+      if (m_attention.load(std::memory_order_relaxed) != 0) {
+        handle_attention(m_attention.exchange(0, std::memory_order_acquire));
+      }
     }
+    // While a group is cancelled (scheduler::cancel sets attention_cancel in every worker), the
+    // tasks run here, each checked first, and run()'s own loop stays as it is.
+    if (m_exit || m_sched.cancellations() == 0 || run_while_cancelled()) return !m_exit;
   }
-  return !m_exit;
 }
 
 void worker::handle_attention(std::uint32_t bits) {
@@ -607,7 +611,7 @@ bool worker::more_urgent_queued(unsigned priority) const noexcept {
   return false;
 }
 
-worker::window_entry worker::next() {
+TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
   if (m_stack_top != nullptr) {
     // The work-first stack (see push_next and finish): no queue round-trip, nothing to prefetch.
     // Its tasks all have stack_priority; a more urgent task queued since (by the running task,
@@ -793,7 +797,7 @@ bool worker::changed_since_copy(const task* t) const noexcept {
 }
 #endif
 
-void worker::execute(task* t, pool* p) {
+TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
   if (t->m_is_resource != 0) [[unlikely]] {
     execute_on_resource(t, p);
     return;
@@ -1274,8 +1278,9 @@ worker_statistics worker::statistics() const noexcept {
   // Not the user's: open group batches (pseudo-tasks in the epoch counters) and the runtime's
   // reclamation tasks (counted in the user's statistics until 2026-11-26).
   const std::uint64_t batches = m_stats.group_batches.load(std::memory_order_relaxed);
+  s.cancelled = m_stats.cancelled.load(std::memory_order_relaxed);
   const std::uint64_t not_run_by_user =
-      batches + m_stats.reclaims_run.load(std::memory_order_relaxed);
+      batches + m_stats.reclaims_run.load(std::memory_order_relaxed) + s.cancelled;
   const std::uint64_t not_spawned_by_user =
       batches + m_stats.reclaims_spawned.load(std::memory_order_relaxed);
   s.executed -= std::min(s.executed, not_run_by_user);
@@ -1295,6 +1300,47 @@ worker_statistics worker::statistics() const noexcept {
   s.idle_ns = m_stats.idle_ns.load(std::memory_order_relaxed);
   s.parked_ns = m_stats.parked_ns.load(std::memory_order_relaxed);
   return s;
+}
+
+// ---- cancellation (runtime::cancel): away from the task loop ----------------------------------
+
+TESSERA_NOINLINE bool worker::run_while_cancelled() {
+  const unsigned interval = m_sched.options().epoch_interval_tasks;
+  unsigned until_periodic = interval;
+  for (;;) {
+    const bool tasks_left = run_checking_cancellations(until_periodic, interval);
+    m_ctx.m_current = nullptr;
+    if (tasks_left || m_sched.cancellations() == 0) return true;
+    if (m_attention.load(std::memory_order_relaxed) != 0) return false;
+    idle();  // returns when work or the attention word calls
+  }
+}
+
+// Out of line: run()'s own loop pays nothing for cancellation.
+TESSERA_NOINLINE bool worker::run_checking_cancellations(unsigned& until_periodic,
+                                                         unsigned interval) {
+  for (window_entry e = next(); e.t != nullptr; e = next()) {
+    if (m_sched.cancelled(e.t->m_group)) {
+      drop_cancelled(e.t);
+    } else {
+      execute(e.t, e.p);
+    }
+    if (--until_periodic == 0) {
+      m_ctx.m_current = nullptr;
+      periodic();
+      until_periodic = interval;
+    }
+    if (m_attention.load(std::memory_order_relaxed) != 0) return false;
+    if (m_sched.cancellations() == 0) return true;
+  }
+  return false;
+}
+
+void worker::drop_cancelled(task* t) noexcept {
+  m_ctx.m_current = t;  // as execute(): its count is completed as a task's that returned nothing
+  m_token = true;
+  bump(m_stats.cancelled);
+  complete(t);
 }
 
 }  // namespace tessera::detail

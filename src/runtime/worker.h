@@ -54,6 +54,7 @@ struct worker_counters {
   std::atomic<std::uint64_t> reclaims_run{0};
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
+  std::atomic<std::uint64_t> cancelled{0};  // dropped: counted as completions, not executions
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
@@ -69,6 +70,7 @@ class worker {
     attention_steal = 2,     ///< a thief asked for work
     attention_active = 4,    ///< set_active_workers changed our state
     attention_exit = 8,      ///< the runtime stops (only when idle)
+    attention_cancel = 16,   ///< a group was cancelled: take tasks through the checking loop
   };
   static constexpr unsigned pool_batch = 16;
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
@@ -236,7 +238,7 @@ class worker {
   void give_pool(pool* p, worker& to);
   void give_everything();
   /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
-  window_entry next();
+  TESSERA_ALWAYS_INLINE window_entry next();
   /// `e`, a task from the pools about to run. If it is of another group than the open batch,
   /// the batch goes out first: the task may run long, and the batch may hold the last
   /// completion of its group, whose waiter would wait for that task too. Tasks from the
@@ -281,7 +283,20 @@ class worker {
   /// tasks are left in them.
   void take_mail();
   void prefetch(const task* t) noexcept;
-  void execute(task* t, pool* p);
+  TESSERA_ALWAYS_INLINE void execute(task* t, pool* p);
+  /// The task loop while a group is cancelled (scheduler::cancellations() != 0): each task is
+  /// checked first, and one of a cancelled group is dropped. True if it stopped because no
+  /// cancellation is in force any more (tasks may be left), false when none was left or the
+  /// attention word is set.
+  bool run_checking_cancellations(unsigned& until_periodic, unsigned interval);
+  /// attend()'s part while a group is cancelled: runs tasks through run_checking_cancellations,
+  /// idling when there are none, until no cancellation is in force (true) or the attention word
+  /// is set (false: attend() handles it, then comes back here), so that run()'s own loop never
+  /// takes a task while a cancellation is in force.
+  bool run_while_cancelled();
+  /// `t`, of a cancelled group, taken from the pools: destroyed without running and counted as
+  /// done, as a task that returned nothing.
+  void drop_cancelled(task* t) noexcept;
   /// execute() for a task annotated with a resource: under the resource's primitive.
   void execute_on_resource(task* t, pool* p);
   task* invoke(task* t, std::exception_ptr& error) noexcept;

@@ -79,6 +79,9 @@ struct loop_access {
   /// After the last piece: `error` (the loop's first exception, or null) goes to `held` (to the
   /// unhandled list without one), then the hold is dropped, which may complete the group.
   static void finish(runtime& rt, group held, std::exception_ptr error) noexcept;
+  /// The flag that says `held` (valid, held by a loop) was cancelled (runtime::cancel); it
+  /// stays the group's while the loop holds it. Read relaxed, per piece.
+  static const std::atomic<bool>* cancel_flag(runtime& rt, group held) noexcept;
 };
 
 /// At most this many pieces in a loop (a share's bounds are 32-bit): the grain grows beyond.
@@ -204,7 +207,8 @@ class claimed_loop {
         m_larger(n % pieces),
         m_participants(participants),
         m_runtime(rt),
-        m_held(held) {
+        m_held(held),
+        m_cancelled(rt != nullptr && held.valid() ? loop_access::cancel_flag(*rt, held) : nullptr) {
     ::new (static_cast<void*>(m_work)) Work(std::move(work));
   }
 
@@ -257,8 +261,12 @@ class claimed_loop {
   }
 
   void run_piece(std::size_t p, unsigned who) noexcept {
-    // Counted, not run: after an exception, or once a stop was requested.
-    if (m_failed.load(std::memory_order_relaxed) || m_stop.stop_requested()) return;
+    // Counted, not run: after an exception, once a stop was requested, or once the loop's
+    // group was cancelled.
+    if (m_failed.load(std::memory_order_relaxed) || m_stop.stop_requested() ||
+        (m_cancelled != nullptr && m_cancelled->load(std::memory_order_relaxed))) {
+      return;
+    }
     // Piece p: the first m_larger pieces hold one index more. p * m_size <= n: no overflow.
     const std::size_t f = m_first + p * m_size + std::min(p, m_larger);
     const std::size_t l = f + m_size + (p < m_larger ? 1 : 0);
@@ -288,6 +296,7 @@ class claimed_loop {
   unsigned m_participants;
   runtime* m_runtime;  // started from a task: see make()
   group m_held;
+  const std::atomic<bool>* m_cancelled;  // m_held's cancellation (runtime::cancel), or null
   std::exception_ptr m_error;  // written once, by the winner of m_failed
   std::atomic<bool> m_failed{false};
   // Written by every participant: a line of its own.

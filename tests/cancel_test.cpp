@@ -1,0 +1,205 @@
+// runtime::cancel(g): tasks of g not started are dropped (destroyed, never run), also those
+// spawned into g afterwards; running ones finish and see context::cancelled(); the group still
+// completes and closes as usual; a loop holding g skips its pieces not started; a slot reused
+// after a cancelled group is an ordinary group again.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+#include "tessera/tessera.h"
+
+namespace tessera::test {
+namespace {
+
+class cancel_test : public runtime_fixture {};
+
+/// Holds every worker at `gt` with a task of `g` on each, and returns once all arrived.
+void hold_every_worker(runtime& r, gate& gt, group g, std::atomic<int>& saw_cancel) {
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    auto* t = make_fn(r, [&gt, &saw_cancel, tok = live_token{}](context& ctx) {
+      gt.pass();
+      if (ctx.cancelled()) saw_cancel.fetch_add(1);
+    });
+    t->annotate(wid(w));
+    r.spawn(t, g);
+  }
+  gt.wait_for_arrivals(r.workers());
+}
+
+TEST_P(cancel_test, tasks_not_started_are_dropped_and_running_ones_see_it) {
+  auto& r = start();
+  const std::uint64_t executed_before = r.statistics().total().executed;
+  gate gt;
+  std::atomic<int> saw_cancel{0};
+  std::atomic<int> ran{0};
+  const group g = r.make_group();
+  hold_every_worker(r, gt, g, saw_cancel);
+  for (int i = 0; i < 1000; ++i) r.spawn([&ran, tok = live_token{}](context&) { ran.fetch_add(1); }, g);
+  EXPECT_TRUE(r.cancel(g));
+  EXPECT_FALSE(r.cancel(g)) << "a second cancel has nothing left to cancel";
+  // spawned after the cancellation: dropped too
+  for (int i = 0; i < 10; ++i) r.spawn([&ran, tok = live_token{}](context&) { ran.fetch_add(1); }, g);
+  gt.release();
+  r.wait(g);  // completes as any group does
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(saw_cancel.load(), static_cast<int>(r.workers()));
+  EXPECT_EQ(live_objects.load(), 0) << "a dropped task was not destroyed";
+  r.wait_idle();
+  const worker_statistics s = r.statistics().total();
+  EXPECT_EQ(s.cancelled, 1010u);
+  EXPECT_EQ(s.executed - executed_before, r.workers()) << "dropped tasks counted as executed";
+}
+
+TEST_P(cancel_test, a_task_cancels_its_own_group_and_the_children_it_spawns_then_are_dropped) {
+  auto& r = start();
+  std::atomic<int> children{0};
+  std::atomic<bool> saw{false};
+  const group g = r.make_group();
+  r.spawn(
+      [&, g](context& ctx) {
+        EXPECT_FALSE(ctx.cancelled());
+        EXPECT_TRUE(ctx.runtime().cancel(g));  // its own group
+        saw.store(ctx.cancelled());
+        for (int i = 0; i < 100; ++i) {
+          ctx.spawn([&children, tok = live_token{}](context&) { children.fetch_add(1); });
+        }
+      },
+      g);
+  r.wait(g);
+  EXPECT_TRUE(saw.load());
+  EXPECT_EQ(children.load(), 0);
+}
+
+TEST_P(cancel_test, a_cancelled_group_still_continues_and_reports_an_earlier_exception) {
+  auto& r = start();
+  std::atomic<bool> continued{false};
+  std::atomic<int> ran{0};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group inner = ctx.runtime().make_group();
+        ctx.spawn([](context&) { throw std::runtime_error("before the cancel"); });  // outer's
+        for (int i = 0; i < 200; ++i) {
+          auto* t = make_fn(ctx, [&ran, tok = live_token{}](context&) { ran.fetch_add(1); });
+          t->annotate(inner);
+          ctx.spawn(t);
+        }
+        ctx.runtime().cancel(inner);  // this task still runs: none of inner's has started here
+        ctx.when_done(inner, [&continued](context&) { continued.store(true); });
+      },
+      outer);
+  EXPECT_THROW(r.wait(outer), std::runtime_error);
+  EXPECT_TRUE(continued.load());
+  // a worker other than this task's may have taken some of inner's tasks before the cancel
+  // reached it (one steal's worth); this worker's own queue dropped the rest
+  EXPECT_LT(ran.load(), 200);
+}
+
+TEST_P(cancel_test, cancel_of_a_completed_or_unnamed_group) {
+  auto& r = start();
+  const group g = r.make_group();
+  r.spawn([](context&) {}, g);
+  r.wait(g);
+  EXPECT_FALSE(r.cancel(g)) << "completed and released: nothing to cancel";
+  EXPECT_THROW(r.cancel(group{}), std::logic_error);
+  // the slot's next group (maybe g's) is an ordinary one
+  std::atomic<int> ran{0};
+  const group next = r.make_group();
+  for (int i = 0; i < 100; ++i) r.spawn([&ran](context&) { ran.fetch_add(1); }, next);
+  r.wait(next);
+  EXPECT_EQ(ran.load(), 100);
+}
+
+TEST_P(cancel_test, a_loop_holding_a_cancelled_group_skips_its_pieces_not_started) {
+  auto& r = start();
+  const std::size_t n = 100'000;
+  std::atomic<std::size_t> ran{0};
+  std::atomic<bool> continued{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        runtime* rt = &ctx.runtime();
+        parallel_for(
+            ctx, loop, 0, n,
+            [&ran, rt, loop](std::size_t) {
+              if (ran.fetch_add(1) == 0) rt->cancel(loop);  // the first piece to run, anywhere
+            },
+            {.grain = 1});
+        ctx.when_done(loop, [&continued](context&) { continued.store(true); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_TRUE(continued.load());
+  EXPECT_LT(ran.load(), n / 2) << "the loop ran on after its group was cancelled";
+}
+
+// A body with the context runs in pieces that are tasks of the loop's group: dropped, they
+// still free the state they share, and the body is gone before the group completes.
+TEST_P(cancel_test, a_loop_of_tasks_whose_group_is_cancelled_frees_its_body) {
+  auto& r = start();
+  std::atomic<int> ran{0};
+  std::atomic<long> live_at_continuation{-1};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        parallel_for(
+            ctx, loop, 0, 1000,
+            [&ran, tok = live_token{}](context&, std::size_t f, std::size_t l) {
+              ran.fetch_add(static_cast<int>(l - f));
+            },
+            {.grain = 1});
+        // The loop's first piece waits on this worker, which answers no thief while this task
+        // runs: it has not started.
+        EXPECT_TRUE(ctx.runtime().cancel(loop));
+        ctx.when_done(loop, [&](context&) { live_at_continuation.store(live_objects.load()); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(live_at_continuation.load(), 0) << "the body outlived its loop's group";
+}
+
+// Cancellations racing with the group's own progress and completion: every task either ran or
+// was dropped, each exactly once, and every one was destroyed before the wait returned; groups
+// made afterwards (reusing the slots) run every task.
+TEST_P(cancel_test, cancels_racing_with_the_groups_progress_lose_nothing) {
+  auto& r = start();
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> ran{0};
+    const group g = r.make_group();
+    constexpr int tasks = 300;
+    std::thread canceller([&r, g, round] {
+      for (int spin = 0; spin < round % 50; ++spin) std::this_thread::yield();
+      r.cancel(g);
+    });
+    for (int i = 0; i < tasks; ++i) {
+      r.spawn([&ran, tok = live_token{}](context&) { ran.fetch_add(1); }, g);
+    }
+    canceller.join();
+    r.wait(g);
+    ASSERT_LE(ran.load(), tasks) << "round " << round;
+    ASSERT_EQ(live_objects.load(), 0) << "round " << round;
+  }
+  r.wait_idle();
+  const worker_statistics before = r.statistics().total();
+  std::atomic<int> ran{0};
+  const group g = r.make_group();
+  for (int i = 0; i < 1000; ++i) r.spawn([&ran](context&) { ran.fetch_add(1); }, g);
+  r.wait(g);
+  r.wait_idle();
+  EXPECT_EQ(ran.load(), 1000);
+  EXPECT_EQ(r.statistics().total().cancelled, before.cancelled);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(cancel_test);
+
+}  // namespace
+}  // namespace tessera::test
