@@ -167,6 +167,30 @@ TEST_P(cancel_test, a_loop_of_tasks_whose_group_is_cancelled_frees_its_body) {
   EXPECT_EQ(live_at_continuation.load(), 0) << "the body outlived its loop's group";
 }
 
+// A group cancelled and never closed stays "in force" (it cannot complete without its one wait),
+// so the workers keep checking every task; the runtime still runs other groups' tasks, resizes,
+// and stops without hanging (the destructor then reports the group left open).
+TEST_P(cancel_test, a_cancellation_in_force_does_not_stop_other_work_resizing_or_stop) {
+  auto& r = start();
+  const group left_open = r.make_group();
+  gate gt;
+  std::atomic<int> saw_cancel{0};
+  hold_every_worker(r, gt, left_open, saw_cancel);
+  EXPECT_TRUE(r.cancel(left_open));
+  gt.release();
+  for (int round = 0; round < 20; ++round) {
+    r.set_active_workers(1 + round % r.workers());
+    std::atomic<int> ran{0};
+    const group g = r.make_group();
+    for (int i = 0; i < 100; ++i) r.spawn([&ran](context&) { ran.fetch_add(1); }, g);
+    r.wait(g);
+    ASSERT_EQ(ran.load(), 100) << "round " << round;
+  }
+  r.set_active_workers(r.workers());
+  r.stop();  // left_open was never waited for: stop() returns all the same
+  EXPECT_EQ(saw_cancel.load(), static_cast<int>(r.workers()));
+}
+
 // Cancellations racing with the group's own progress and completion: every task either ran or
 // was dropped, each exactly once, and every one was destroyed before the wait returned; groups
 // made afterwards (reusing the slots) run every task.
