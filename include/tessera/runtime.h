@@ -212,9 +212,10 @@ class runtime {
   /// context::cancelled() and cut its work short), and a loop that holds g skips its pieces not
   /// started. g still completes as any group does, and still needs its one wait, when_done or
   /// detach: wait(g) returns (rethrowing an exception a task threw before), a continuation runs.
-  /// From any thread, a task included. Asynchronous: a task a worker took just before the
-  /// cancellation reached it may still start. Returns false if g had completed (its handle may
-  /// be stale by now) or was cancelled already; group{} throws std::logic_error.
+  /// From any thread, a task included. Asynchronous: each worker looks between two tasks, so a
+  /// task a worker takes before it has looked (one queued already, or one reaching it from
+  /// another thread in that moment) may still start. Returns false if g had completed (its handle
+  /// may be stale by now) or was cancelled already; group{} throws std::logic_error.
   bool cancel(group g);
   /// Blocks the calling thread (which must not be one of this runtime's workers) without
   /// spinning until no task is queued or running anywhere; the last worker to go idle wakes it.
