@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -121,6 +122,33 @@ TEST_P(cancel_test, a_cancelled_group_still_continues_and_reports_an_earlier_exc
   r.wait(held);
   EXPECT_TRUE(continued.load());
   EXPECT_EQ(ran.load(), 0);
+}
+
+/// Returns itself as its follow-up for ever (a poller): each turn is a new start, so a cancel of
+/// its group drops it at its next turn.
+class poller final : public counted_task {
+ public:
+  explicit poller(std::atomic<int>& turns) noexcept : m_turns(&turns) {}
+  task* execute(context&) override {
+    m_turns->fetch_add(1);
+    return this;
+  }
+
+ private:
+  std::atomic<int>* m_turns;
+};
+
+TEST_P(cancel_test, a_task_that_returns_itself_for_ever_is_dropped_at_its_next_turn) {
+  auto& r = start();
+  std::atomic<int> turns{0};
+  const group g = r.make_group();
+  r.spawn(r.make_task<poller>(turns), g);
+  while (turns.load() < 1000) std::this_thread::yield();
+  EXPECT_TRUE(r.cancel(g));
+  r.wait(g);  // returns: the poller was dropped (and destroyed: the fixture counts it)
+  const int after = turns.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(turns.load(), after);
 }
 
 TEST_P(cancel_test, cancel_of_a_completed_or_unnamed_group) {

@@ -14,8 +14,9 @@
 // spawned before or during stop() — including the tasks those tasks spawn — has run, then joins
 // the workers. Spawning from a non-worker thread after stop() began throws std::logic_error.
 // Retired resources are all released by stop(). A task that never finishes (one that returns
-// itself until a flag nobody sets is set) makes stop() wait for ever: there is no cancellation;
-// let such a task look at a flag of yours that you set before stop().
+// itself until a flag nobody sets is set) makes stop() wait for ever: stop() cancels nothing.
+// Cancel its group first (cancel(g): a task that returns itself is dropped at its next turn),
+// or let it look at a flag of yours that you set before stop().
 #pragma once
 
 #include <chrono>
