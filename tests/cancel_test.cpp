@@ -20,17 +20,19 @@ namespace {
 
 class cancel_test : public runtime_fixture {};
 
-/// Holds every worker at `gt` with a task of `g` on each, and returns once all arrived.
-void hold_every_worker(runtime& r, gate& gt, group g, std::atomic<int>& saw_cancel) {
-  for (unsigned w = 0; w < r.workers(); ++w) {
-    auto* t = make_fn(r, [&gt, &saw_cancel, tok = live_token{}](context& ctx) {
+/// Holds workers `first` .. workers()-1 at `gt`, each in a task of `g`, and returns once all
+/// arrived; each task that sees its group cancelled once released counts in `saw_cancel`.
+void hold_workers(runtime& r, gate& gt, group g, unsigned first,
+                  std::atomic<int>* saw_cancel = nullptr) {
+  for (unsigned w = first; w < r.workers(); ++w) {
+    auto* t = make_fn(r, [&gt, saw_cancel, tok = live_token{}](context& ctx) {
       gt.pass();
-      if (ctx.cancelled()) saw_cancel.fetch_add(1);
+      if (saw_cancel != nullptr && ctx.cancelled()) saw_cancel->fetch_add(1);
     });
     t->annotate(wid(w));
     r.spawn(t, g);
   }
-  gt.wait_for_arrivals(r.workers());
+  gt.wait_for_arrivals(r.workers() - first);
 }
 
 TEST_P(cancel_test, tasks_not_started_are_dropped_and_running_ones_see_it) {
@@ -40,7 +42,7 @@ TEST_P(cancel_test, tasks_not_started_are_dropped_and_running_ones_see_it) {
   std::atomic<int> saw_cancel{0};
   std::atomic<int> ran{0};
   const group g = r.make_group();
-  hold_every_worker(r, gt, g, saw_cancel);
+  hold_workers(r, gt, g, 0, &saw_cancel);
   for (int i = 0; i < 1000; ++i) r.spawn([&ran, tok = live_token{}](context&) { ran.fetch_add(1); }, g);
   EXPECT_TRUE(r.cancel(g));
   EXPECT_FALSE(r.cancel(g)) << "a second cancel has nothing left to cancel";
@@ -63,12 +65,7 @@ TEST_P(cancel_test, a_task_cancels_its_own_group_and_the_children_it_spawns_then
   auto& r = start();
   gate gt;
   const group held = r.make_group();
-  for (unsigned w = 1; w < r.workers(); ++w) {
-    auto* t = make_fn(r, [&gt](context&) { gt.pass(); });
-    t->annotate(wid(w));
-    r.spawn(t, held);
-  }
-  gt.wait_for_arrivals(r.workers() - 1);
+  hold_workers(r, gt, held, 1);  // worker 0 runs the task below
   std::atomic<int> children{0};
   std::atomic<bool> saw{false};
   const group g = r.make_group();
@@ -95,12 +92,7 @@ TEST_P(cancel_test, a_cancelled_group_still_continues_and_reports_an_earlier_exc
   auto& r = start();
   gate gt;
   const group held = r.make_group();
-  for (unsigned w = 1; w < r.workers(); ++w) {
-    auto* t = make_fn(r, [&gt](context&) { gt.pass(); });
-    t->annotate(wid(w));
-    r.spawn(t, held);
-  }
-  gt.wait_for_arrivals(r.workers() - 1);
+  hold_workers(r, gt, held, 1);  // worker 0 runs the task below
   std::atomic<bool> continued{false};
   std::atomic<int> ran{0};
   const group outer = r.make_group();
@@ -235,7 +227,7 @@ TEST_P(cancel_test, a_cancellation_in_force_does_not_stop_other_work_resizing_or
   const group left_open = r.make_group();
   gate gt;
   std::atomic<int> saw_cancel{0};
-  hold_every_worker(r, gt, left_open, saw_cancel);
+  hold_workers(r, gt, left_open, 0, &saw_cancel);
   EXPECT_TRUE(r.cancel(left_open));
   gt.release();
   for (int round = 0; round < 20; ++round) {
