@@ -10,9 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <vector>
+
+#include "util/mutex.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -65,16 +66,16 @@ void place_chunk(void* p, unsigned node) noexcept {
 }
 
 struct node_heap {
-  std::mutex mutex;
-  std::vector<batch> batches[task_allocator::class_count];
+  detail::mutex mutex;
+  std::vector<batch> batches[task_allocator::class_count] GUARDED_BY(mutex);
   /// batches[c].size(), written under the mutex: lets a refill on another node skip this heap
   /// without taking its mutex (relaxed: the mutex orders the batch itself).
   std::atomic<std::size_t> held[task_allocator::class_count] = {};
   unsigned node = 0;
   std::atomic<std::size_t> os_bytes{0};
 
-  char* chunk_cursor[task_allocator::class_count] = {};
-  char* chunk_end[task_allocator::class_count] = {};
+  char* chunk_cursor[task_allocator::class_count] GUARDED_BY(mutex) = {};
+  char* chunk_end[task_allocator::class_count] GUARDED_BY(mutex) = {};
 
   static char* os_chunk(unsigned node, std::atomic<std::size_t>& counter) {
     void* p = ::mmap(nullptr, task_allocator::chunk_bytes, PROT_READ | PROT_WRITE,
@@ -85,8 +86,7 @@ struct node_heap {
     return static_cast<char*>(p);
   }
 
-  // Requires: mutex held.
-  void give(unsigned c, const batch& b) noexcept {
+  void give(unsigned c, const batch& b) noexcept REQUIRES(mutex) {
     try {
       batches[c].push_back(b);
     } catch (...) {
@@ -95,8 +95,8 @@ struct node_heap {
     held[c].store(batches[c].size(), std::memory_order_relaxed);
   }
 
-  // Requires: mutex held. A held batch, or an empty one.
-  batch take_held(unsigned c) noexcept {
+  /// A held batch, or an empty one.
+  batch take_held(unsigned c) noexcept REQUIRES(mutex) {
     auto& list = batches[c];
     if (list.empty()) return {};
     batch b = list.back();
@@ -105,8 +105,8 @@ struct node_heap {
     return b;
   }
 
-  // Requires: mutex held. Blocks come back poisoned (under ASan) except the one handed out.
-  batch take(unsigned c) {
+  /// Blocks come back poisoned (under ASan) except the one handed out.
+  batch take(unsigned c) REQUIRES(mutex) {
     if (batch b = take_held(c); b.head != nullptr) return b;
     const std::size_t size = task_allocator::class_bytes(c);
     batch b;
@@ -194,25 +194,25 @@ batch take_batch(unsigned c, unsigned node) {
   heaps& hs = global_heaps();
   {
     node_heap& own = hs.nodes[node];
-    std::lock_guard lock(own.mutex);
+    detail::lock hold(own.mutex);
     if (batch b = own.take_held(c); b.head != nullptr) return b;
   }
   const unsigned used = hs.nodes_used.load(std::memory_order_relaxed);
   for (unsigned i = 0; i < used; ++i) {
     node_heap& other = hs.nodes[i];
     if (i == node || other.held[c].load(std::memory_order_relaxed) == 0) continue;
-    std::lock_guard lock(other.mutex);
+    detail::lock hold(other.mutex);
     if (batch b = other.take_held(c); b.head != nullptr) return b;
   }
   node_heap& own = hs.nodes[node];
-  std::lock_guard lock(own.mutex);
+  detail::lock hold(own.mutex);
   return own.take(c);
 }
 
 /// Returns every block of the calling thread's cache (lists and spares) to its node heap.
 void flush(task_cache& tc) noexcept {
   auto& heap = global_heaps().nodes[tc.node];
-  std::lock_guard lock(heap.mutex);
+  detail::lock hold(heap.mutex);
   for (unsigned c = 0; c < task_allocator::class_count; ++c) {
     if (free_block* s = tc.spare[c]) {  // onto the list's top, flushed with it
       tc.spare[c] = nullptr;
@@ -253,7 +253,7 @@ void* allocate_after_exit(unsigned c, unsigned node, std::size_t bytes) {
   TESSERA_UNPOISON(blk, sizeof(free_block));
   if (b.count > 1) {
     node_heap& heap = global_heaps().nodes[node];
-    std::lock_guard lock(heap.mutex);
+    detail::lock hold(heap.mutex);
     heap.give(c, batch{blk->next, b.tail, b.count - 1});
   }
   hand_out(blk, bytes, c);
@@ -267,7 +267,7 @@ void deallocate_after_exit(free_block* blk, unsigned c, unsigned node) noexcept 
   one.push(blk);
   TESSERA_POISON(blk, task_allocator::class_bytes(c));
   node_heap& heap = global_heaps().nodes[node];
-  std::lock_guard lock(heap.mutex);
+  detail::lock hold(heap.mutex);
   heap.give(c, one);
 }
 
@@ -335,7 +335,7 @@ void task_allocator::deallocate(void* p, std::size_t bytes) noexcept {
     // Give one batch back so frees from other threads cannot pile up here.
     const batch b = take_from_list(tc, c, batch_blocks);
     auto& heap = global_heaps().nodes[tc.node];
-    std::lock_guard lock(heap.mutex);
+    detail::lock hold(heap.mutex);
     heap.give(c, b);
   }
 }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -15,6 +14,7 @@
 #include "runtime/topology.h"
 #include "sync/latch.h"
 #include "util/compiler.h"
+#include "util/mutex.h"
 
 namespace tessera {
 namespace detail {
@@ -30,9 +30,9 @@ void free_task_block(void* p, std::uint8_t block) noexcept { task_allocator::rel
 task_destroy_fn task_destroyers[max_task_destroyers] = {};
 
 std::uint16_t register_task_destroyer(task_destroy_fn fn) {
-  static std::mutex mutex;
-  static std::size_t used = 1;  // index 0 means "nothing to run"
-  std::lock_guard lock(mutex);
+  static detail::mutex mutex;
+  static std::size_t used GUARDED_BY(mutex) = 1;  // index 0 means "nothing to run"
+  detail::lock hold(mutex);
   if (used == max_task_destroyers) {
     std::fprintf(stderr,
                  "tessera: more than %zu task types with a non-trivial destructor; make some "

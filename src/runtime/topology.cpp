@@ -8,17 +8,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "util/mutex.h"
 
 namespace tessera::detail {
 
 struct topology::impl {
   hwloc_topology_t topo = nullptr;
-  std::mutex mutex;  // hwloc calls on one topology object are serialized to be safe
+  detail::mutex mutex;  // hwloc calls on one topology object are serialized to be safe
 };
 
 topology& topology::get() {
@@ -167,7 +167,7 @@ bool topology::pin_this_thread(unsigned cpu, std::string& why) const {
   hwloc_bitmap_only(set, cpu);
   int rc;
   {
-    std::lock_guard lock(m_impl->mutex);
+    detail::lock hold(m_impl->mutex);
     rc = hwloc_set_cpubind(m_impl->topo, set, HWLOC_CPUBIND_THREAD);
   }
   const int err = errno;
