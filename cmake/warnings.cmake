@@ -5,7 +5,9 @@ function(tessera_configure_target target)
                                            # defaults (runtime_options{.workers = 2}) are the API.
                                            -Wno-missing-field-initializers)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    target_compile_options(${target} PRIVATE -Wthread-safety)
+    # Lock-protected state is annotated (src/util/thread_annotations.h, GUARDED_BY and REQUIRES);
+    # an access without its mutex is an error, not a warning to scroll past.
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety)
   else()
     # GCC warns that std::hardware_destructive_interference_size may differ between -march
     # settings; we use it for padding only, inside one build.
