@@ -92,8 +92,8 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
 
 /// A thread with ~1,000 tasks in flight (YCSB's two batch slots of 500) keeps the blocks it frees
 /// on its own list: another thread allocating meanwhile gets none of them, and the first thread
-/// gets every one of them back. With a limit of two batches (until 2026-11-25) they went through
-/// the shared node heap, so blocks freed on one worker were next allocated on another.
+/// gets every one of them back. With a limit of two batches they would go through the shared
+/// node heap, so blocks freed on one worker would next be allocated on another.
 TEST(task_allocator, a_thousand_freed_blocks_stay_with_the_thread_that_freed_them) {
   constexpr std::size_t in_flight = 1000;
   static_assert(in_flight < alloc::push_limit);
@@ -245,7 +245,8 @@ TEST(task_allocator, release_on_a_thread_that_never_allocated) {
 /// A producer makes blocks, a consumer frees them, 1,000 in flight at a time. With the two on
 /// different NUMA nodes (logical nodes: the heaps exist whatever the machine has), the
 /// consumer's give-backs go to its node's heap; the producer's refills must take them back from
-/// there instead of new memory (until 2026-11-26 they grew the OS memory without bound).
+/// there instead of new memory (taking from their own node's heap only, they would grow the OS
+/// memory without bound).
 void expect_one_way_frees_not_to_grow_os_memory(unsigned producer_node, unsigned consumer_node) {
   const int rounds = static_cast<int>(scaled(3000, 300));
   constexpr int per_round = 1000;
@@ -312,8 +313,8 @@ TEST(task_allocator, one_way_frees_on_another_numa_node_do_not_grow_os_memory) {
 }
 
 /// The heaps ask for their chunks' pages on the node (preferred, so a full node lends pages and
-/// the process is not OOM-killed as under MPOL_BIND, which numa_tonode_memory used until
-/// 2026-11-26), and a node that is not there is refused with an errno, not a message per chunk.
+/// the process is not OOM-killed as under MPOL_BIND, which numa_tonode_memory uses), and a node
+/// that is not there is refused with an errno, not a message per chunk.
 TEST(task_allocator, a_chunk_is_placed_on_a_node_by_preference_and_a_missing_node_is_refused) {
   ASSERT_GE(numa_available(), 0) << "the kernel has no NUMA support";
   const std::size_t bytes = alloc::chunk_bytes;
@@ -337,7 +338,8 @@ TEST(task_allocator, a_chunk_is_placed_on_a_node_by_preference_and_a_missing_nod
 
 /// A thread_local constructed before the thread's first slow path is destroyed after the cache's
 /// exit flush; what its destructor makes and frees goes to the node heap, not to lists nobody
-/// flushes again (until 2026-11-26 each such thread lost a batch of 64 blocks of every class here, 124 KiB).
+/// flushes again (otherwise each such thread would lose a batch of 64 blocks of every class here,
+/// 124 KiB).
 struct late_user {
   ~late_user() {
     for (unsigned c = 0; c < alloc::class_count; ++c) {
@@ -423,8 +425,8 @@ namespace tessera::test {
 namespace {
 
 // Under ASan every block on a thread's list is poisoned, also the fresh ones of a batch just
-// carved from a chunk (until 2026-11-26 they were not, so an overrun into a block not yet handed
-// out went unnoticed: a review). Built only in the asan preset: the property is ASan's.
+// carved from a chunk (unpoisoned, an overrun into a block not yet handed out would go
+// unnoticed). Built only in the asan preset: the property is ASan's.
 TEST(allocator_asan, fresh_blocks_on_a_threads_list_are_poisoned) {
   std::thread([] {
     auto* p = static_cast<char*>(alloc::allocate(64));
@@ -440,8 +442,8 @@ TEST(allocator_asan, fresh_blocks_on_a_threads_list_are_poisoned) {
 }
 
 // A block handed out for fewer bytes than its class is poisoned past them, as a malloc'd
-// object's tail: a task that writes past its own object is reported (until 2026-11-27 the whole
-// block was addressable). Objects smaller than a free block's header too.
+// object's tail: a task that writes past its own object is reported. Objects smaller than a free
+// block's header too.
 TEST(allocator_asan, a_block_is_poisoned_past_the_bytes_asked_for) {
   std::thread([] {
     for (const std::size_t bytes : {std::size_t{1}, std::size_t{72}, std::size_t{100}}) {

@@ -1,7 +1,7 @@
 // Mistakes a user makes in the first hour, each answered by a clear error (or defined behaviour)
-// instead of a hang, a crash or a silent wrong result. Found by a review on 2026-11-24: on the code
-// before, each of these hung, crashed, gave a wrong answer or (retire after stop) leaked, which
-// LeakSanitizer reports in the asan preset.
+// instead of a hang, a crash or a silent wrong result. Unchecked, each of these would hang, crash,
+// give a wrong answer or (retire after stop) leak, which LeakSanitizer reports in the asan
+// preset.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -98,16 +98,16 @@ TEST_P(api_errors_test, retiring_nullptr_does_nothing_and_memory_not_from_make_r
   auto& r = start();
   r.retire_resource(static_cast<plain_object*>(nullptr));
   r.destroy_resource(static_cast<plain_object*>(nullptr));
-  // Until 2026-11-26 it was accepted, and stop() freed it (free(): invalid pointer).
+  // Accepted, it would be freed by stop() (free(): invalid pointer).
   alignas(64) static std::byte memory[512]{};
   EXPECT_THROW(r.retire_resource(reinterpret_cast<plain_object*>(memory + 256)),
                std::invalid_argument);
   r.stop();
 }
 
-// Until 2026-11-26 move_resource checked none of what retire_resource checks: nullptr crashed,
-// foreign memory was written to (and indexed the pools with what it held), and a retired
-// resource's weight was taken off its pool a second time.
+// move_resource checks what retire_resource checks: unchecked, nullptr would crash, foreign
+// memory would be written to (and index the pools with what it holds), and a retired
+// resource's weight would be taken off its pool a second time.
 TEST_P(api_errors_test, move_resource_refuses_nullptr_foreign_memory_and_a_retired_resource) {
   auto& r = start();
   EXPECT_THROW(r.move_resource(static_cast<plain_object*>(nullptr), wid(0)), std::invalid_argument);
@@ -125,9 +125,9 @@ TEST_P(api_errors_test, move_resource_refuses_nullptr_foreign_memory_and_a_retir
 
 /// Pointers whose 64 bytes before them cannot be read safely: the start of a mapping with nothing
 /// mapped before it, a misaligned one, a heap object (under ASan its redzone lies before it). Each
-/// is refused with the error, not a crash: until 2026-11-27 the check read the header line
-/// before any pointer (a segmentation fault on the first; UBSan stopped the asan preset on the
-/// second). With debug checks, a spawn annotated with one is refused the same way.
+/// is refused with the error, not a crash: a check that read the header line before any pointer
+/// would fault on the first and stop UBSan (the asan preset) on the second. With debug checks, a
+/// spawn annotated with one is refused the same way.
 TEST_P(api_errors_test, memory_not_from_make_resource_is_refused_where_nothing_lies_before_it) {
   auto& r = start();
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -154,8 +154,8 @@ TEST_P(api_errors_test, memory_not_from_make_resource_is_refused_where_nothing_l
   r.stop();
 }
 
-// Until 2026-11-26 accepted: a primitive outside the enum ran its tasks with no synchronization,
-// and a read ratio of NaN or 7 chose a primitive from nonsense.
+// Accepted, a primitive outside the enum would run its tasks with no synchronization, and a read
+// ratio of NaN or 7 would choose a primitive from nonsense.
 TEST_P(api_errors_test, resource_hints_outside_their_ranges_are_refused) {
   auto& r = start();
   const auto bad = [](auto field) {
@@ -183,8 +183,8 @@ TEST_P(api_errors_test, resource_hints_outside_their_ranges_are_refused) {
   r.stop();
 }
 
-/// stop() from one of the runtime's own tasks throws, as wait() and wait_idle() do there; it
-/// aborted the process until 2026-11-26.
+/// stop() from one of the runtime's own tasks throws, as wait() and wait_idle() do there (the
+/// task would wait for itself), and the runtime runs on.
 TEST_P(api_errors_test, stop_from_a_task_of_the_runtime_throws_and_the_runtime_runs_on) {
   auto& r = start();
   std::atomic<int> threw{0};
@@ -225,8 +225,7 @@ TEST(api_errors, durations_in_the_options_must_be_between_zero_and_an_hour) {
                std::invalid_argument);
   EXPECT_THROW(runtime({.workers = 1, .epoch_period = std::chrono::microseconds(-1)}),
                std::invalid_argument);
-  // Used in nanoseconds: microseconds::max() overflowed there (undefined behaviour) before
-  // 2026-11-26.
+  // Used in nanoseconds: microseconds::max() would overflow there (undefined behaviour).
   EXPECT_THROW(runtime({.workers = 1, .spin_before_park = std::chrono::microseconds::max()}),
                std::invalid_argument);
   EXPECT_THROW(runtime({.workers = 1, .epoch_period = std::chrono::microseconds::max()}),

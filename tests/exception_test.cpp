@@ -267,9 +267,9 @@ TEST_P(exception_test, the_inner_groups_exception_reaches_the_wait_of_the_contin
   EXPECT_TRUE(r.take_unhandled_exceptions().empty());
 }
 
-// Added 2026-11-27 (a review: a group nobody waited for lost its exceptions without a word and
-// kept its slot for good). A detached group frees its slot when its tasks are done, and what they
-// threw goes to the unhandled list.
+// A group nobody waits for must neither lose its exceptions without a word nor keep its slot for
+// good: a detached group frees its slot when its tasks are done, and what they threw goes to the
+// unhandled list.
 TEST_P(exception_test, a_detached_groups_exception_is_unhandled_and_its_slot_is_reused) {
   auto& r = start_quiet();
   const int rounds = static_cast<int>(scaled(1000, 100));

@@ -234,7 +234,7 @@ TEST_P(followup_test, self_following_tasks_take_turns_of_many_runs) {
   // Both spawned by one task, so both are queued before either runs. Spawned from this thread,
   // the second one can reach the worker's inbox only after the first has done all its runs, if
   // this thread is slow: seen under TSan on the 2-core VM (2 switches, in the whole suite run
-  // by scripts/test.sh and in a few of 1,200 repeats of this test alone, 2026-11-25).
+  // by scripts/test.sh and in a few of 1,200 repeats of this test alone).
   r.spawn(r.make_task_from([&](context& ctx) {
     for (int id = 0; id < 2; ++id) {
       ctx.spawn(ctx.make_task<again_while>([&, id](context&) {

@@ -200,7 +200,7 @@ TEST_P(group_test, when_done_runs_the_continuation_after_the_inner_group) {
 }
 
 // The lambda forms a task writes without reaching for the runtime: context::make_task_from and
-// when_done with a callable (added 2026-11-27; a review wrote ctx.runtime().make_task_from).
+// when_done with a callable.
 TEST_P(group_test, when_done_takes_a_lambda_and_a_task_makes_tasks_from_lambdas) {
   auto& r = start();
   std::atomic<int> parts{0};
@@ -255,9 +255,8 @@ TEST_P(group_test, when_done_on_an_empty_group_spawns_the_continuation) {
 
 TEST_P(group_test, when_done_on_a_group_waited_for_already_throws_and_changes_nothing) {
   // The second when_done throws before it touches anything: the continuation stays the task's
-  // (it discards it), and the outer group's count is exact, so wait(outer) returns. Until
-  // 2026-11-24 the continuation joined the outer group before the check, and wait(outer) never
-  // returned.
+  // (it discards it), and the outer group's count is exact, so wait(outer) returns. Had the
+  // continuation joined the outer group before the check, wait(outer) would never return.
   auto& r = start();
   std::atomic<int> first_ran{0};
   std::atomic<int> threw{0};
@@ -304,7 +303,7 @@ TEST_P(group_test, when_done_on_a_group_waited_for_already_throws_and_changes_no
 TEST_P(group_test, a_long_task_of_another_group_does_not_hold_up_a_finished_group) {
   // One worker: g's only task, then a long task without a group, queued behind it. g's
   // completion is batched on the worker; the batch goes out before the long task runs, so
-  // wait(g) returns while it still runs. Until 2026-11-24 the waiter waited for the long task.
+  // wait(g) returns while it still runs.
   // The long task ends when released or after 20 s (a fail-safe; the test checks an order of
   // events, not a time).
   auto& r = start(runtime_options{.workers = 1});
@@ -328,8 +327,8 @@ TEST_P(group_test, a_long_task_of_another_group_does_not_hold_up_a_finished_grou
 
 /// g's only task hands a long task of group h to the runtime, spawned or returned as its
 /// follow-up, and returns. g's completion is batched on the (only) worker and the long task is the
-/// worker's next; the batch must go out before it runs. Until 2026-11-24 the long task went onto
-/// the work-first stack, whose tasks run with no group check, and wait(g) waited for it.
+/// worker's next; the batch must go out before it runs. On the work-first stack, whose tasks run
+/// with no group check, the long task would run first and wait(g) would wait for it.
 /// Fail-safe and order of events as in the test above.
 void expect_a_long_task_of_another_group_not_to_hold_up(runtime& r, bool as_follow_up) {
   const group g = r.make_group();
@@ -368,9 +367,9 @@ TEST_P(group_test, a_long_follow_up_in_another_group_does_not_hold_up_its_predec
 }
 
 /// The other direction: g's task X spawns a long task C of g (the work-first stack) and returns
-/// a short follow-up F of group h. Until 2026-11-26 F was held on the stack above C: F's
-/// completion opened h's batch on the (only) worker, C ran next with no group check, and
-/// wait(h) waited for C. Now F runs after C, or if before it, h's batch goes out before C runs.
+/// a short follow-up F of group h. Were F held on the stack above C, F's completion would open
+/// h's batch on the (only) worker, C would run next with no group check, and wait(h) would wait
+/// for C. So F runs after C, or if before it, h's batch goes out before C runs.
 /// C waits (20 s at most) only if F ran before it, so neither order can hang the test.
 TEST_P(group_test, a_long_task_below_a_follow_up_of_another_group_does_not_hold_up_that_group) {
   auto& r = start(runtime_options{.workers = 1});
@@ -556,8 +555,8 @@ TEST_P(group_test, wait_idle_waits_for_all_ungrouped_work) {
 #if defined(TESSERA_DEBUG_CHECKS)
 /// A second wait on g (a misuse) that passed its first check of g just before the first wait
 /// completed and released g, while a new group took g's slot: it must not close, or wait for,
-/// the new group. Held between its check and the group's mutex by a test hook. Until
-/// 2026-11-26 it took the new group's open reference (found by a review with injected delays).
+/// the new group. Held between its check and the group's mutex by a test hook. Without a second
+/// check of the generation under the mutex it would take the new group's open reference.
 TEST(group_stale_handle, a_second_wait_racing_the_first_never_acts_on_the_group_reusing_the_slot) {
   static std::atomic<int> phase{0};
   phase.store(0);

@@ -151,8 +151,7 @@ TEST_P(misuse_one_worker, when_done_with_a_spawned_continuation_is_an_error) {
 }
 
 // destroy_resource is noexcept too: freeing a resource twice, or one that was retired (the epochs
-// free it later), stops the process with a message instead of corrupting the heap (since
-// 2026-11-27).
+// free it later), stops the process with a message instead of corrupting the heap.
 TEST(misuse_death_test, destroying_a_resource_twice_or_after_retiring_it_stops_the_process) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   struct counter {
@@ -324,8 +323,7 @@ TEST_P(misuse_test, a_task_that_declares_validates_first_and_changes_first_is_an
 /// A handle of a group that completed (its slot possibly reused by a new group) is refused from
 /// inside a task too, never joined: a spawn into it and a follow-up annotated with it fail the
 /// task, a when_done continuation annotated with it makes when_done throw (the continuation
-/// stays the caller's). Until 2026-11-26 only a spawn from outside was checked, and the task
-/// joined whatever group had the slot now.
+/// stays the caller's). Unchecked, the task would join whatever group had the slot now.
 TEST_P(misuse_test, a_stale_group_used_inside_a_task_is_an_error) {
   auto& r = start();
   const group old = r.make_group();

@@ -2,7 +2,7 @@
 // `prefetch.codegen` (prefetch_codegen.cmake), which fails unless this function still contains
 // prefetch instructions. Nothing else notices when they go: the `prefetches` counter counts what
 // issue_prefetch returns, not what it issues, and a run without prefetches is only slower. It
-// happened once (2026-11-25): GCC 12 at -O3 compiled a form of issue_prefetch with two lambdas
+// has happened: GCC 12 at -O3 compiled a form of issue_prefetch with two lambdas
 // into the count alone, and YCSB at 10M records lost a third of its speed.
 #include "runtime/prefetch.h"
 

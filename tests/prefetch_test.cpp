@@ -1,4 +1,4 @@
-// Annotation-based prefetching (seed 001 §3, seed 000 §3.3; src/runtime/prefetch.h and the
+// Annotation-based prefetching ([MxTasks] §3, [MxTasks-early] §3.3; src/runtime/prefetch.h and the
 // window in worker::next). White-box: the plan computed from an annotation — every address inside
 // the annotated object, at most 16 lines, the header line exactly for primitives that check a
 // version or take a latch, write intent for writers. Runtime: the `prefetches` counter equals the
@@ -228,8 +228,7 @@ TEST(prefetch_plan_test, header_line_first_for_every_resource_with_the_tasks_int
 }
 
 /// A resource annotated with 0 bytes runs under its primitive, which reads the header: the header
-/// line is prefetched, and no data line. Plain data of 0 bytes: nothing. (Until 2026-11-26 a
-/// size of 0 prefetched nothing at all.)
+/// line is prefetched, and no data line. Plain data of 0 bytes: nothing.
 TEST(prefetch_plan_test, a_resource_of_zero_bytes_gets_its_header_and_no_data_line) {
   runtime r({.workers = 1, .pin = false});
   auto* obj = r.make_resource<record>({.primitive = primitive::spinlock});

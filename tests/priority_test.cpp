@@ -147,8 +147,8 @@ class endless_step final : public task {
 };
 
 /// A high-priority task that entered the prefetch window behind a normal one runs within the
-/// window's few tasks, not after a run of follow-ups that the normal one returns (until
-/// 2026-11-26 each could be held 64 times: the window's tasks were not counted as queued).
+/// window's few tasks, not after a run of follow-ups that the normal one returns (each could be
+/// held 64 times if the window's tasks were not counted as queued).
 constexpr int high_priority_mark = -1;
 
 class self_returning final : public task {

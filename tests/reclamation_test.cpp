@@ -1,4 +1,5 @@
-// Epoch-based reclamation of retired resources (seed 001 §4.4; src/runtime/epoch.h).
+// Epoch-based reclamation of retired resources ([MxTasks] §4.4; src/memory/epoch.h and
+// reclamation.h).
 //
 // Resources are linked from a shared array; reader tasks find them there and read them as
 // optimistic readers, writer tasks update them, and replacing tasks mark one dead, link a new
@@ -268,9 +269,9 @@ class reclamation_test_three_workers : public reclamation_test {};
 TEST_P(reclamation_test_three_workers, a_when_done_continuation_keeps_its_operation_open) {
   // P, an operation of epoch A, unlinks and retires a resource and registers a continuation that
   // reads it on a group whose only task belongs to a later operation. P then finishes, long
-  // before the continuation runs. Until 2026-11-24 the continuation was counted only when the
-  // group completed: slot A balanced, the epoch moved on by four and freed the resource under
-  // the waiting continuation.
+  // before the continuation runs. Were the continuation counted only when the group completed,
+  // slot A would balance, and the epoch would move on by four and free the resource under the
+  // waiting continuation.
   auto& r = start_fast_epochs();
   auto& sched = r.internals();
   std::atomic<node*> link{r.make_resource<node>(hints_for(0))};
@@ -380,8 +381,8 @@ bool destroyed_eventually(long n) {
   return node::destroyed.load() >= n;
 }
 
-/// Resources retired by a thread that is not a worker used to wait for stop(): a server's I/O
-/// thread retiring them would grow without bound. A worker takes them over now.
+/// Resources retired by a thread that is not a worker are taken over by a worker: left for
+/// stop(), a server's I/O thread retiring them would grow without bound.
 TEST(reclamation_external, a_resource_retired_from_outside_is_freed_while_the_runtime_runs) {
   node::reset();
   runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
@@ -391,8 +392,8 @@ TEST(reclamation_external, a_resource_retired_from_outside_is_freed_while_the_ru
   EXPECT_TRUE(r.running());
 }
 
-/// A worker deactivated after it retired resources reclaims nothing while inactive; until
-/// 2026-11-26 they waited for its reactivation or for stop(). The active worker frees them now.
+/// A worker deactivated after it retired resources reclaims nothing while inactive; the active
+/// worker frees them, so they do not wait for its reactivation or for stop().
 TEST(reclamation_resize, what_a_deactivated_worker_retired_is_freed_while_it_is_inactive) {
   node::reset();
   runtime r({.workers = 2, .epoch_period = std::chrono::microseconds(0)});
@@ -433,8 +434,9 @@ TEST(reclamation_external, a_resource_destructor_may_retire_another_one) {
   EXPECT_TRUE(destroyed_eventually(2));
 }
 
-/// stop() frees what is still retired on the stopping thread; a destructor retiring another
-/// resource there used to lock the retired list's mutex that stop() held (a self-deadlock).
+/// stop() frees what is still retired on the stopping thread; a destructor may retire another
+/// resource there (stop() frees outside the retired list's mutex: holding it, the destructor's
+/// retire would deadlock on it).
 TEST(reclamation_external, a_resource_destructor_may_retire_another_one_during_stop) {
   node::reset();
   {
@@ -454,12 +456,12 @@ TEST(reclamation_external, a_resource_destructor_may_retire_another_one_during_s
 }
 
 /// A worker that is never idle still frees what was retired: the reclamation task runs behind
-/// the tasks queued when it was made. At low priority, as until 2026-11-26, it waited for a
-/// moment with nothing else to run; a client that kept the worker's queue fed never gave it
-/// one, and the task, counted in its epoch, kept the epoch from moving for the whole runtime.
+/// the tasks queued when it was made. At low priority it would wait for a moment with nothing
+/// else to run; a client that keeps the worker's queue fed never gives it one, and the task,
+/// counted in its epoch, would keep the epoch from moving for the whole runtime.
 /// The freeze is not certain here: a low-priority task also runs when the worker's local queue
-/// runs dry between two drains of its inbox, and with the old priority this test passed after
-/// 0.4-12 s instead of 0.06-0.2 (a review's closed-loop client saw 0 of 287,230 freed in 3.5 s).
+/// runs dry between two drains of its inbox, and at low priority this test passed after
+/// 0.4-12 s instead of 0.06-0.2 (a closed-loop client saw 0 of 287,230 freed in 3.5 s).
 /// It fails on a freeze that lasts its 20 s, and cannot fail for a correct runtime.
 TEST(reclamation_busy, a_worker_that_is_never_idle_still_frees_what_was_retired) {
   node::reset();
@@ -593,10 +595,10 @@ struct slot_race {
 /// The interleaving scheduler::count_in_current_slot exists for, forced with test hooks: a thread
 /// spawning a task from outside reads the epoch E and is held before it counts the task; the
 /// epoch moves to E+3, and an advance finds slot E % 4 balanced (nothing counted there yet) and is
-/// held before its compare-and-swap to E+4. Only then is the task counted. Until 2026-11-26 it
-/// was counted in the slot it read, E % 4, which the advance had just found empty: the task passed
-/// for an operation of epoch E+4, and a resource it had read, retired at E+3, was freed at E+7
-/// while it still held it (no slot from E+1 to E+3 waited for it). Counted in the slot of the
+/// held before its compare-and-swap to E+4. Only then is the task counted. Counted in the slot it
+/// read, E % 4, which the advance had just found empty, the task would pass for an operation of
+/// epoch E+4, and a resource it had read, retired at E+3, would be freed at E+7 while it still
+/// held it (no slot from E+1 to E+3 would wait for it). Counted in the slot of the
 /// epoch it finds after counting, E+3, it keeps the epoch below E+7 until it ends.
 /// Workers: 0 moves the epoch, 1 runs the task, 2 retires the resource (and would free it).
 TEST(reclamation_race, an_operation_counted_after_an_advance_checked_its_slot_keeps_what_it_reads) {

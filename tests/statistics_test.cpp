@@ -67,7 +67,7 @@ TEST_P(statistics_test, every_spawn_is_local_remote_or_external) {
 
 /// Tasks passed on without being spawned again: a serialized resource's task forwarded to its
 /// pool by the worker that fetched it, and a when_done continuation routed by the worker that
-/// completed the group. Each counted as one more remote spawn until 2026-11-26.
+/// completed the group. Neither counts as one more remote spawn.
 TEST(statistics_passed_on, a_task_passed_on_is_counted_as_spawned_once) {
   runtime r({.workers = 3});
   struct object {
@@ -110,8 +110,8 @@ TEST(statistics_passed_on, a_task_passed_on_is_counted_as_spawned_once) {
   r.destroy_resource(o);
 }
 
-/// The runtime's own reclamation tasks are not the user's: until 2026-11-26 each one showed as
-/// an executed and a locally spawned task.
+/// The runtime's own reclamation tasks are not the user's: none of them shows as an executed or
+/// a locally spawned task.
 struct freed_counted {
   static inline std::atomic<int> freed{0};
   ~freed_counted() { freed.fetch_add(1); }
@@ -244,10 +244,10 @@ class statistics_multi_test : public runtime_fixture {
 };
 
 // A child that took its parent's count and then leaves for its resource's pool on another worker
-// (worker::execute_on_resource forwards it) carries a transfer of the worker it leaves. Until
-// 2026-11-24 that worker did not publish it first, and the other one could complete the child,
-// balancing the counts, before it did: executed was one short right after wait_idle (about 1 in
-// 2000 rounds with 3 to 5 workers).
+// (worker::execute_on_resource forwards it) carries a transfer of the worker it leaves, which
+// that worker publishes first. Otherwise the other one could complete the child, balancing the
+// counts, before it did, and executed would be one short right after wait_idle (about 1 in 2000
+// rounds with 3 to 5 workers).
 TEST_P(statistics_multi_test, a_forwarded_child_carrying_a_transfer_is_counted_after_wait_idle) {
   counter_object* object = start_with_object_on_worker_1();
   runtime& r = rt();
@@ -302,7 +302,7 @@ class hopper_parent final : public counted_task {
 };
 
 // The same for a follow-up that carries its task's count through the home pool and is then
-// forwarded (2026-11-25: a task returning itself with data is queued by worker::finish, without
+// forwarded (a task returning itself with data is queued by worker::finish, without
 // finish_other's spawn and completion counts). Its group completes, and executed is exact after
 // wait_idle, with and without a child that took the task's count before.
 TEST_P(statistics_multi_test, a_forwarded_follow_up_carrying_a_count_is_counted_after_wait_idle) {
@@ -526,8 +526,7 @@ TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
 #endif
 
 // With more workers than CPUs a spinner holds a CPU that a worker with work needs: idle workers
-// park after their quick poll, whatever spin_before_park asks for (until 2026-11-26 they spun up
-// to 50 µs first).
+// park after their quick poll, whatever spin_before_park asks for.
 TEST(spin_before_park, is_capped_with_more_workers_than_cpus) {
   runtime r({.workers = cpu_count() + 1, .spin_before_park = std::chrono::seconds(30)});
   const std::uint64_t before = parked_ns_after_waking_all(r);

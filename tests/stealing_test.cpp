@@ -1,5 +1,5 @@
-// Whole-pool stealing (seed 002 §5, coarse-grained work stealing) and serialization by scheduling
-// while pools change hands.
+// Whole-pool stealing ([MxKernel] §5, coarse-grained work stealing) and serialization by
+// scheduling while pools change hands.
 //
 // The load is skewed on purpose: every resource is moved to worker 0's pools (or every task
 // starts in worker 0's home pool), the other workers start idle and must take work by asking
@@ -516,8 +516,8 @@ TEST(stealing_race, tasks_stolen_for_a_thief_deactivated_meanwhile_wake_the_new_
 /// parked) when worker 0 publishes more than one queued task and checks for parked peers; it
 /// finds none and wakes nobody, then runs a task that waits for a thief. Worker 1 must ask
 /// worker 0 for work as it parks, instead of sleeping until the park timeout (50 ms; set to an
-/// hour here). Before, it slept: the queued tasks waited for the park timeout, or, in the test
-/// above, for ever (one failure in about ten repetitions).
+/// hour here). Otherwise it sleeps: the queued tasks wait for the park timeout, or, in the test
+/// above, for ever.
 TEST(stealing_race, a_worker_that_parks_just_after_a_peer_published_work_asks_for_it) {
   struct shared {
     std::atomic<bool> armed{true};
@@ -586,8 +586,8 @@ struct wake_limit_in_force {
 /// Worker 1 parked blind (no peer had more than one task queued when it looked). Worker 0 then
 /// queues tasks while its limit on waking parked peers is in force (as within a millisecond of
 /// another wake-up), and its first task waits for worker 1 to ask for work. Worker 0 must wake
-/// worker 1 despite the limit: until 2026-11-25 it did not, and worker 1 slept until its park
-/// timeout (50 ms; an hour here) while the queued tasks waited.
+/// worker 1 despite the limit; otherwise worker 1 sleeps until its park timeout (50 ms; an hour
+/// here) while the queued tasks wait.
 TEST(stealing_race, a_peer_within_its_wake_limit_still_wakes_a_worker_that_parked_blind) {
   const requests_seen seen;
   const std::atomic<bool>& asked = requests_seen::asked[0][1];
@@ -644,9 +644,9 @@ TEST(stealing_race, tasks_that_may_not_move_wake_a_parked_worker_once_within_the
 /// Worker 1 parked blind. One long task on worker 0 spawns two movable children and then keeps
 /// running (as a parallel_for's first piece does: it spawns all its halves, then runs its own
 /// piece) until worker 1 is awake. The second spawn must wake worker 1 (worker::offer_queued):
-/// until 2026-11-27 only periodic(), 50 tasks later, did, so worker 1 slept through the task
-/// (until its park timeout, 50 ms; an hour here), and a parallel_for of 16 long pieces ran on
-/// one worker of two.
+/// if only periodic(), 50 tasks later, did, worker 1 would sleep through the task (until its
+/// park timeout, 50 ms; an hour here), and a parallel_for of 16 long pieces would run on one
+/// worker of two.
 TEST(stealing_race, a_long_task_that_spawns_work_wakes_a_parked_worker_before_it_ends) {
   const requests_seen seen;
   const std::atomic<bool>& asked = requests_seen::asked[0][1];
@@ -677,10 +677,10 @@ TEST(stealing_race, a_long_task_that_spawns_work_wakes_a_parked_worker_before_it
 /// then queues three movable tasks behind a task that keeps returning itself (so that worker 0
 /// checks for parked peers after every run) until worker 2 has asked it for work; the wake limit
 /// is held in force, so only the blind parks can wake anyone. Worker 1 is woken, asks, and is
-/// held by the task it gets. Worker 2 must be woken too. Until 2026-11-26 a busy worker woke one
-/// parked worker per change of the scheduler's blind-park count, the first asleep in index
-/// order: worker 1 took that wake-up, and worker 2 slept until its park timeout (50 ms; an hour
-/// here) while worker 0 kept tasks queued.
+/// held by the task it gets. Worker 2 must be woken too: were blind parks a count, and a change
+/// of it woke the first parked worker in index order, worker 1 would take that wake-up, and
+/// worker 2 would sleep until its park timeout (50 ms; an hour here) while worker 0 kept tasks
+/// queued.
 TEST(stealing_race, every_worker_that_parked_blind_is_woken_for_queued_work) {
   static std::atomic<unsigned> ran{0};
   ran.store(0);
@@ -731,8 +731,8 @@ TEST(stealing_race, every_worker_that_parked_blind_is_woken_for_queued_work) {
 /// ten movable ones, which keep returning themselves until one has run on worker 1 (so that worker
 /// 0 keeps checking for parked peers and answering requests); the wake limit is held in force.
 /// Worker 1 must be woken to ask again once worker 0 has paid for the walk that found nothing
-/// (it ran as many tasks as the walk looked at). Until 2026-11-26 nothing woke it before the
-/// limit passed (1 ms; here, the park timeout of an hour), and worker 0 ran every task alone.
+/// (it ran as many tasks as the walk looked at). Otherwise nothing wakes it before the limit
+/// passes (1 ms; here, the park timeout of an hour), and worker 0 runs every task alone.
 TEST(stealing_race, a_thief_answered_with_nothing_is_woken_when_movable_work_follows) {
   static std::atomic<unsigned> ran_on_1{0};
   ran_on_1.store(0);
@@ -781,10 +781,9 @@ TEST(stealing_race, a_thief_answered_with_nothing_is_woken_when_movable_work_fol
 /// Workers 0 and 1 have movable tasks queued (3 and 4 of low priority, plus the task that runs
 /// next) and are each held inside a task; workers 2 and 3 are idle thieves. A victim answers only
 /// between two tasks, so the first thief's request to worker 1 (the most queued) waits. The
-/// other thief must pass over worker 1 and ask worker 0: until 2026-11-26 it asked worker 1 again
-/// at every try, was refused, and never asked worker 0 (on a 16-core VM, passing over such
-/// victims cut a 16-worker tree's idle time by about a fifth; docs/architecture.md, "Load
-/// balancing").
+/// other thief must pass over worker 1 and ask worker 0, not ask worker 1 again at every try, be
+/// refused, and never ask worker 0 (on a 16-core VM, passing over such victims cut a 16-worker
+/// tree's idle time by about a fifth; docs/performance-notes.md).
 TEST(stealing_race, a_thief_passes_over_a_victim_another_thief_is_waiting_for) {
   static std::atomic<bool> release{false};
   static std::array<std::atomic<bool>, 2> holding{};

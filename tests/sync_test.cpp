@@ -1,4 +1,4 @@
-// Annotation-based synchronization (seed 001 §4.1-4.3): every primitive the worker injects keeps a
+// Annotation-based synchronization ([MxTasks] §4.1-4.3): every primitive the worker injects keeps a
 // multi-field object consistent, the selection table, and where resources are placed.
 //
 // The core check: objects of four counters, one per cache line, that every writer task
@@ -362,8 +362,7 @@ TEST_P(sync_test_two_workers, a_failed_read_of_a_task_that_validates_first_rerun
 }
 
 /// A reader that validates, then reads again while a writer overlaps it: its second validate()
-/// says false, and the run stays final (it may have acted after the first). Until 2026-11-26
-/// the documentation promised a rerun, which never came.
+/// says false, and the run stays final (it may have acted after the first): no rerun comes.
 class validated_then_torn final : public counted_task {
  public:
   validated_then_torn(record* obj, overlapped_read& overlap, std::atomic<int>& answers)
@@ -435,7 +434,7 @@ class starved_reader final : public counted_task {
 
 /// Under optimistic_latch, a read that never validates runs optimistically
 /// worker::optimistic_runs times, then once holding the latch as a writer would, which keeps
-/// writers out (until 2026-11-26 it was retried for as long as writers overlapped it).
+/// writers out (instead of being retried for as long as writers overlap it).
 TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last) {
   auto& r = start();
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_latch});
@@ -495,7 +494,7 @@ TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_write
 /// With one pool per worker a resource lives in its owner's home pool. Readers of an
 /// optimistic_scheduled resource queued there stay there when an idle worker asks for work: there
 /// they run beside no writer, and a read forwarded there by the fallback could otherwise bounce
-/// between thieves and the pool (a review on 2026-11-26 measured up to 22 torn runs of one read).
+/// between thieves and the pool (up to 22 torn runs of one read were measured so).
 TEST_P(sync_test_two_workers, readers_in_their_scheduled_resources_pool_are_not_stolen) {
   auto& r = start({.pools_per_worker = 1});
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_scheduled});
@@ -562,8 +561,8 @@ TEST_P(sync_test, writing_is_true_only_for_writers_that_the_runtime_protects) {
 }
 
 /// A reader that returns a new follow-up without calling validate (the runtime validates after
-/// the run); its first run overlaps a writer. The torn run's follow-up is freed, never run (it
-/// leaked until 2026-11-26); the rerun's runs. TearDown checks that no task object is left.
+/// the run); its first run overlaps a writer. The torn run's follow-up is freed, never run; the
+/// rerun's runs. TearDown checks that no task object is left.
 class reader_with_follow_up final : public counted_task {
  public:
   reader_with_follow_up(record* obj, overlapped_read& overlap, std::atomic<int>& follow_ups)

@@ -123,8 +123,8 @@ std::vector<std::size_t> worker_masks(runtime& r) {
   return sizes;
 }
 
-/// pinned() is final when the constructor returns: until 2026-11-26 it said true for a runtime
-/// made with pin = false until its workers had run (in 48 of 200 runtimes in a review's run).
+/// pinned() is final when the constructor returns: for a runtime made with pin = false it is
+/// false at once, not only once its workers have run.
 TEST(pinning, pinned_is_false_at_once_for_an_unpinned_runtime) {
   for (int i = 0; i < 50; ++i) {
     runtime r({.workers = 3, .pin = false});
@@ -133,8 +133,8 @@ TEST(pinning, pinned_is_false_at_once_for_an_unpinned_runtime) {
 }
 
 /// Unpinned workers run on the process's CPUs, not on the mask of the thread that made the
-/// runtime (they inherited it until 2026-11-26: both workers of a runtime made on a thread
-/// pinned to CPU 0 shared CPU 0).
+/// runtime (inheriting it, both workers of a runtime made on a thread pinned to CPU 0 would
+/// share CPU 0).
 TEST(pinning, unpinned_workers_may_run_on_every_cpu_of_the_process) {
   const std::size_t process_cpus = default_worker_cpus().size();
   std::vector<std::size_t> sizes;
@@ -151,7 +151,7 @@ TEST(pinning, unpinned_workers_may_run_on_every_cpu_of_the_process) {
 // CPUs are read once, when it first makes a runtime.
 
 /// The default CPUs are the process's, even when its first runtime is made on a pinned thread
-/// (until 2026-11-26 the calling thread's mask, kept for the whole process: one worker).
+/// (not the calling thread's mask, which would be kept for the whole process: one worker).
 TEST(pinning_fresh_process, a_runtime_made_first_on_a_pinned_thread_still_gets_every_cpu) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
@@ -178,7 +178,7 @@ TEST(pinning_fresh_process, a_runtime_made_first_on_a_pinned_thread_still_gets_e
 }
 
 /// A CPU the machine has but the process may not use (taskset) is a refused pin: its worker runs
-/// unpinned, within the process's mask. Until 2026-11-26 hwloc bound it there anyway.
+/// unpinned, within the process's mask, not bound there by hwloc anyway.
 TEST(pinning_fresh_process, a_cpu_outside_the_process_mask_runs_its_worker_unpinned) {
   if (sysconf(_SC_NPROCESSORS_CONF) < 2) {
     // A one-CPU machine has no CPU outside the mask to name: CPU 1 is not a CPU here.

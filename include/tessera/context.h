@@ -107,10 +107,10 @@ class context {
   const detail::resource_header* m_read_header = nullptr;  // the resource that read started on
   bool m_validating = false;                               // running as an optimistic reader
   bool m_validated = false;                                // validate() succeeded during this run
-  // worker()'s answer, kept here: one load from the context (a register inside execute), not
-  // two through the worker, and no call for code built without link-time optimization. Last, in
-  // the padding: the worker's layout does not change. (A copy of the runtime's allocator choice
-  // here, for make_task, measured 0.5 ns per task slower on the tree; see architecture.md.)
+  // worker()'s answer, kept here: one load from the context (a register inside execute), not two
+  // through the worker, and no call for code built without link-time optimization. Last, in the
+  // padding: the worker's layout does not change. (A copy of the runtime's allocator choice here,
+  // for make_task, measured 0.5 ns per task slower on the tree; see docs/performance-notes.md.)
   std::uint16_t m_worker_index;
 };
 

@@ -1,17 +1,16 @@
 // tessera/group.h — a handle to a set of tasks that can be waited for as one.
 //
-// Groups follow seed 004 (GeckoDB thread pool): a slot map of group states indexed by a handle
-// that carries a generation counter, so a stale handle is detected instead of aliasing a reused
-// slot. A group is open from make_group() until exactly one wait: runtime::wait(g) from a thread
-// that is not a worker (blocks without spinning), context::when_done(g, continuation) from
-// inside a task (never blocks a worker; the continuation is spawned when the group completes), or
-// runtime::detach(g) (nobody waits; the slot is freed when the tasks are done). A group that gets
-// none of the three keeps its slot and the exceptions of its tasks until the runtime is destroyed
-// (which says so on stderr). A group serves one round: make one per round (they are cheap: a
-// slot taken from a free list). Tasks spawned by a task of the group join the group.
-// runtime::cancel(g) drops the tasks of g not started yet (running ones finish and may ask
-// context::cancelled()); g still completes and takes its one wait as above.
-//
+// Groups follow the GeckoDB thread pool ([GeckoDB-pool], docs/references.md): a slot map of group
+// states indexed by a handle that carries a generation counter, so a stale handle is detected
+// instead of aliasing a reused slot. A group is open from make_group() until exactly one wait:
+// runtime::wait(g) from a thread that is not a worker (blocks without spinning),
+// context::when_done(g, continuation) from inside a task (never blocks a worker; the continuation
+// is spawned when the group completes), or runtime::detach(g) (nobody waits; the slot is freed when
+// the tasks are done). A group that gets none of the three keeps its slot and the exceptions of its
+// tasks until the runtime is destroyed (which says so on stderr). A group serves one round: make
+// one per round (they are cheap: a slot taken from a free list). Tasks spawned by a task of the
+// group join the group. runtime::cancel(g) drops the tasks of g not started yet (running ones
+// finish and may ask context::cancelled()); g still completes and takes its one wait as above.
 //   tessera::group g = rt.make_group();
 //   for (int i = 0; i < 100; ++i) rt.spawn([i](tessera::context&) { work(i); }, g);
 //   rt.wait(g);   // every task of g (and their children) finished; rethrows the first exception

@@ -19,9 +19,9 @@
 // read as plain fields, through racy_load (optimistic.h): numbers, fixed arrays, pointers to
 // memory that stays valid (other resources, which are retired, never freed under a reader). A
 // reader must not walk memory that a writer frees or moves: a std::vector that grows, a
-// std::string, a std::unordered_map that rehashes or is cleared. Such a reader can crash (a
-// review's map of 200 entries, cleared and refilled by writers, segfaulted in 5 of 5 runs) before
-// it could validate. For such an object name the latch: `.primitive = primitive::rwlatch`
+// std::string, a std::unordered_map that rehashes or is cleared. Such a reader can crash (a map
+// of 200 entries, cleared and refilled by writers, segfaulted in 5 of 5 runs) before it could
+// validate. For such an object name the latch: `.primitive = primitive::rwlatch`
 // (readers in parallel, never beside a writer), or `.isolation = isolation::exclusive`.
 #pragma once
 
@@ -68,9 +68,10 @@ struct resource_hints {
   enum primitive primitive = primitive::automatic;
 };
 
-/// The primitive the runtime would choose for `hints` (after seed 001 §4.2, adjusted to what
-/// `tessera-bench sync` measured: with tasks of tens of nanoseconds, routing every writer through
-/// a pool costs more than the latch it avoids, so optimistic latching is the default):
+/// The primitive the runtime would choose for `hints` (after [MxTasks] §4.2 in docs/references.md,
+/// adjusted to what `tessera-bench sync` measured: with tasks of tens of nanoseconds, routing every
+/// writer through a pool costs more than the latch it avoids, so optimistic latching is the
+/// default):
 ///
 /// | isolation         | read ratio | frequency   | primitive            |
 /// |-------------------|------------|-------------|----------------------|

@@ -69,8 +69,8 @@ task_block allocate_task_block(bool system) {
 // includes its headers must agree on it (the CMake target tessera::tessera and `pkg-config
 // --cflags tessera` pass it). runtime's constructor takes a type named after the including
 // code's setting, which the library defines for its own setting only: a mismatch is a link
-// error that names the switch (until 2026-11-27 it linked, and the first spawn failed with a
-// misleading error).
+// error that names the switch (rather than a program that links and fails at its first spawn
+// with a misleading error).
 #if defined(TESSERA_DEBUG_CHECKS)
 struct compiled_with_TESSERA_DEBUG_CHECKS {};
 using build_switches = compiled_with_TESSERA_DEBUG_CHECKS;
@@ -82,7 +82,7 @@ using build_switches = compiled_without_TESSERA_DEBUG_CHECKS;
 
 /// Where task descriptors come from.
 enum class task_allocator : std::uint8_t {
-  pool,    ///< per-worker free lists refilled in batches from per-NUMA-node heaps (seed 001 §5.2)
+  pool,    ///< per-worker free lists refilled in batches from per-NUMA-node heaps ([MxTasks] §5.2)
   system,  ///< operator new/delete (for comparison)
 };
 
@@ -247,7 +247,7 @@ class runtime {
     }
     return obj;
   }
-  /// Deletes a resource once no task can still read it (epoch-based reclamation, seed 001 §4.4):
+  /// Deletes a resource once no task can still read it (epoch-based reclamation, [MxTasks] §4.4):
   /// once every task whose operation began before the retire has finished (an operation is a
   /// task spawned from outside any task, with everything it spawns and returns). Such tasks may
   /// still be queued on it, or hold a pointer to it; a task of an operation that begins later

@@ -1,4 +1,4 @@
-// tessera/statistics.h — per-worker counters (seed 004 §III-F).
+// tessera/statistics.h — per-worker counters ([GeckoDB-pool] §III-F, docs/references.md).
 //
 // Counters are written only by their worker with relaxed stores (no read-modify-write) and read
 // by any thread with relaxed loads, so a snapshot taken while the runtime runs is approximate;

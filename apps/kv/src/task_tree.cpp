@@ -54,7 +54,7 @@ constexpr std::uint8_t max_right_moves = 2;
 /// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
 /// The next node is annotated with `mode` if it is on the target level, as a reader otherwise
-/// (writers are annotated one level early, seed 001 Fig. 6). `parent`, if given, is set to `n`
+/// (writers are annotated one level early, [MxTasks] Fig. 6). `parent`, if given, is set to `n`
 /// when the step goes down from level 1 to a leaf, and cleared when it meets a dead leaf (the
 /// task then starts again at the root).
 ///
@@ -74,13 +74,12 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
                   std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
   if (n->dead()) {
-    // Start again at the root. Until 2026-11-26 the task followed a pointer, kept in the dead
-    // leaf, to the left neighbour the leaf had when it died; that neighbour may have been merged
-    // and retired since, in an epoch before this task's operation began (the dead leaf was
-    // still reachable through the right link of the node it merged into): a use-after-free a
-    // review showed with delays injected (forced by test hooks in task_tree_test.cpp,
-    // task_tree_race). The root is always live; a descent reaches the leaf's range through its
-    // left neighbour, which covers it once the merge is done.
+    // Start again at the root, not at the left neighbour the leaf had when it died: that neighbour
+    // may have been merged and retired since, in an epoch before this task's operation began (the
+    // dead leaf stays reachable through the right link of the node it merged into), so following it
+    // would be a use-after-free (task_tree_race in task_tree_test.cpp forces that interleaving with
+    // test hooks). The root is always live; a descent reaches the leaf's range through its left
+    // neighbour, which covers it once the merge is done.
     if (!ctx.validate()) return false;  // torn: nothing changed yet
     if (parent != nullptr) *parent = nullptr;
     if (right_moves != nullptr) *right_moves = 0;

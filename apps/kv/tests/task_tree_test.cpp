@@ -343,15 +343,15 @@ struct dead_leaf_race {
 
 void set_flag(kv::request& r) { static_cast<std::atomic<bool>*>(r.user)->store(true); }
 
-/// The interleaving of the use-after-free fixed on 2026-11-26, forced with test hooks. Under one
-/// parent: leaves M, N, L. L empties and is unlinked (unhooked, marked dead) but its merge into
-/// its left neighbour N waits; N empties and is unlinked and merged into M, which takes N's
-/// right link to the dead L, and retired. An operation that began after N's retire goes from M
-/// to L and is held there while L merges into M (retired; the operation keeps L alive) and N is
-/// freed (every operation older than N's retire has ended). Released, it meets the dead leaf.
-/// Until the fix it followed a pointer kept in L to L's left neighbour at its death, N: freed
-/// memory (the runtime's check of a follow-up's resource, or AddressSanitizer, reports it). It
-/// must start again at the root and find its key's leaf, M.
+/// The interleaving in which a dead leaf's old neighbour is freed, forced with test hooks. Under
+/// one parent: leaves M, N, L. L empties and is unlinked (unhooked, marked dead) but its merge into
+/// its left neighbour N waits; N empties and is unlinked and merged into M, which takes N's right
+/// link to the dead L, and retired. An operation that began after N's retire goes from M to L and
+/// is held there while L merges into M (retired; the operation keeps L alive) and N is freed (every
+/// operation older than N's retire has ended). Released, it meets the dead leaf. Following a
+/// pointer kept in L to L's left neighbour at its death, N, would reach freed memory (the runtime's
+/// check of a follow-up's resource, or AddressSanitizer, reports it). It must start again at the
+/// root and find its key's leaf, M.
 /// The epochs are steered with operations held open (one in flight since epoch x keeps the
 /// global epoch at most at x + 3): a pin task held on worker 2 keeps it at E, so that L's
 /// operation begins in the epoch N is retired in; once the pin is released, L's operation keeps

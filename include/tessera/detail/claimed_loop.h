@@ -20,10 +20,11 @@
 // thread that runs it: a helper that starts late (its worker was busy) delays nothing, and the
 // loop waits at most for the pieces other threads are running.
 //
-// Before 2026-11-27 both forms split the range in halves, as tasks; the blocking caller slept on
-// the group until a worker woke it: 7-20 µs per loop on the 2-core VM where oneTBB's
-// parallel_for took 1-2 µs; from a task, 100,000-element loops ran at 0.53-0.69x oneTBB at 2
-// workers, no faster than at 1 (docs/architecture.md, "Loops").
+// Why shares and not tasks split in halves: a blocking caller that slept on the loop's group
+// until a worker woke it paid 7-20 µs per loop on the 2-core VM where oneTBB's parallel_for took
+// 1-2 µs, and halves spawned from a task reached a second worker only through steal requests
+// (100,000-element loops at 0.53-0.69x oneTBB at 2 workers, no faster than at 1;
+// docs/architecture.md, "Loops").
 //
 // Lifetime: the work (the body, the reduction's slots; in the blocking form references to the
 // caller's frame) is called only for claimed pieces, and destroyed by the participant that

@@ -1,4 +1,4 @@
-// tessera/detail/task_cache.h — level 1 of the task allocator (seed 001 §5.2): the calling
+// tessera/detail/task_cache.h — level 1 of the task allocator ([MxTasks] §5.2): the calling
 // thread's LIFO free lists, one per size class. Internal; it sits in the public tree only so that
 // make_task and the runtime's free path take a block without a function call. Levels 2 and 3
 // (the node heaps, the OS) are in src/memory/task_allocator.*, which also refills and drains
@@ -25,11 +25,11 @@ struct task_cache {
   static constexpr std::size_t max_block = 1024;
   static constexpr std::size_t batch_blocks = 64;
   /// The inline push goes out of line when a list holds this many blocks (it gives a batch back
-  /// to the node heap). Large enough that a worker's own churn stays on the worker: with two
-  /// batches (the limit until 2026-11-25) a worker with ~1,000 tasks in flight (YCSB's two batch
-  /// slots of 500 requests) gave back and refilled batches all the time through the node heap it
-  /// shares with the other workers, so a block freed on one worker was next allocated on another,
-  /// and the first touch of every new task was a cache-line transfer between cores. Bounded
+  /// to the node heap). Large enough that a worker's own churn stays on the worker: with a limit
+  /// of two batches a worker with ~1,000 tasks in flight (YCSB's two batch slots of 500
+  /// requests) would give back and refill batches all the time through the node heap it shares
+  /// with the other workers, so a block freed on one worker would next be allocated on another,
+  /// and the first touch of every new task would be a cache-line transfer between cores. Bounded
   /// still: 2,048 blocks per class, 128 KiB of 64-byte blocks to 2 MiB of 1 KiB ones.
   static constexpr std::size_t push_limit = 32 * batch_blocks;
 

@@ -144,8 +144,8 @@ class alignas(header_bytes) node {
 
   /// A leaf unlinked by kv::task_tree's delete protocol: its range moved to its left neighbour
   /// (or, if that was unlinked too, further left). Never cleared. An operation that meets a dead
-  /// leaf starts again at the root. (Until 2026-11-26 it followed a pointer to the left
-  /// neighbour the leaf had when it died, which may have been merged and freed since.)
+  /// leaf starts again at the root (not at the left neighbour the leaf had when it died, which
+  /// may have been merged and freed since).
   [[nodiscard]] bool dead() const noexcept { return load_relaxed(m_reserved) != 0; }
   void set_dead() noexcept { store_relaxed(m_reserved, std::uint32_t{1}); }
 

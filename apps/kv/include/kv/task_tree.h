@@ -1,5 +1,6 @@
 #pragma once
-// kv::task_tree — the B-link tree built out of tessera tasks (seed 001 §5.1, Fig. 6).
+// kv::task_tree — the B-link tree built out of tessera tasks ([MxTasks] §5.1, Fig. 6;
+// docs/references.md).
 //
 // Every node is a tessera resource (the runtime keeps its version, latch word and pool in the
 // 64-byte header before the kv::node body). Every operation is a chain of tasks, one node per
