@@ -433,7 +433,7 @@ class starved_reader final : public counted_task {
 };
 
 /// Under optimistic_latch, a read that never validates runs optimistically
-/// worker::optimistic_runs times, then once holding the latch as a writer would, which keeps
+/// guarded_executor::optimistic_runs times, then once holding the latch as a writer would, which keeps
 /// writers out (instead of being retried for as long as writers overlap it).
 TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last) {
   auto& r = start();
@@ -445,7 +445,7 @@ TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last)
   r.wait(g);
   r.wait_idle();
   const auto after = r.statistics().total();
-  constexpr unsigned n = detail::worker::optimistic_runs;
+  constexpr unsigned n = detail::guarded_executor::optimistic_runs;
   ASSERT_EQ(runs.size(), n + 1);
   for (unsigned i = 0; i < n; ++i) {
     EXPECT_TRUE(runs[i].optimistic) << "run " << i;
@@ -460,7 +460,7 @@ TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last)
 }
 
 /// Under optimistic_scheduled, writers run only in the resource's pool: a read that never
-/// validates on another worker is forwarded there after worker::optimistic_runs runs, and runs
+/// validates on another worker is forwarded there after guarded_executor::optimistic_runs runs, and runs
 /// on that pool's owner without a version check.
 TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_writers_pool_at_last) {
   auto& r = start();
@@ -475,7 +475,7 @@ TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_write
   r.wait(g);
   r.wait_idle();
   const auto after = r.statistics().total();
-  constexpr unsigned n = detail::worker::optimistic_runs;
+  constexpr unsigned n = detail::guarded_executor::optimistic_runs;
   ASSERT_GE(runs.size(), n + 1);
   // Nothing steals the resource's pool here (worker 0 has no work), so the runs are exact.
   ASSERT_EQ(runs.size(), n + 1);

@@ -22,7 +22,7 @@ class runtime;
 namespace detail {
 class worker;
 struct resource_header;
-struct loop_access;
+struct context_access;
 }  // namespace detail
 
 class context {
@@ -94,9 +94,7 @@ class context {
   bool writing() const noexcept;
 
  private:
-  friend class detail::worker;
-  friend class tessera::runtime;
-  friend struct detail::loop_access;
+  friend struct detail::context_access;  // the runtime's way in (src/runtime/context_access.h)
   context(class runtime* rt, detail::worker* w, std::uint16_t index)
       : m_runtime(rt), m_worker(w), m_worker_index(index) {}
 

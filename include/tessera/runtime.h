@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tessera/context.h"
+#include "tessera/detail/task_access.h"
 #include "tessera/detail/task_cache.h"
 #include "tessera/detail/task_destroyers.h"
 #include "tessera/group.h"
@@ -155,7 +156,7 @@ class runtime {
       throw;
     }
     static_assert(sizeof(T) < 65536, "task types must be smaller than 64 KiB");
-    static_assert(sizeof(T) % 2 == 0, "bit 0 of task_state::m_bytes carries validates_first");
+    static_assert(sizeof(T) % 2 == 0, "bit 0 of task_header::m_bytes carries validates_first");
     // Blocks are aligned as operator new's (16 bytes); keep cache-line-aligned data in a
     // resource (make_resource, up to 64) and point to it from the task.
     static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
@@ -314,10 +315,10 @@ class runtime {
   static void set_task_block(task* t, std::size_t bytes, bool validates_first, std::uint8_t block,
                              std::uint16_t destroyer) noexcept {
     // bytes is a multiple of 8 (a task holds a vtable pointer): bit 0 is free for the flag
-    t->m_bytes =
-        static_cast<std::uint16_t>(bytes | (validates_first ? task::validates_first_bit : 0));
-    t->m_block = block;
-    t->m_destroyer = destroyer;
+    detail::hdr(t).m_bytes =
+        static_cast<std::uint16_t>(bytes | (validates_first ? detail::task_header::validates_first_bit : 0));
+    detail::hdr(t).m_block = block;
+    detail::hdr(t).m_destroyer = destroyer;
   }
   detail::resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
   void free_resource(detail::resource_header* h) noexcept;

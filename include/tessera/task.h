@@ -45,10 +45,6 @@ class context;
 class runtime;
 class task;
 namespace detail {
-class worker;
-class scheduler;
-class mpsc_queue;
-class local_queue;
 struct task_access;
 }  // namespace detail
 
@@ -58,45 +54,30 @@ namespace detail {
 [[noreturn]] void group_changed_after_spawn();
 
 /// The runtime's part of every task: queue link, annotations, allocator and epoch bookkeeping.
-/// A separate, non-polymorphic base so that `task` itself has no friends: its destructor is
-/// protected and not virtual, and a friend would make it "accessible" (GCC's -Wnon-virtual-dtor
-/// would then warn on every final task type a user writes). Its members are private to the
-/// runtime; `task` reads and writes the annotations.
-class task_state {
- protected:
-  task_state() = default;
-  ~task_state() = default;
-
- private:
-  friend class tessera::task;
-  friend class tessera::runtime;
-  friend class worker;
-  friend class scheduler;
-  friend class mpsc_queue;
-  friend class local_queue;
-  friend struct task_access;
-
+/// Plain data; the runtime reaches it through task_access (tessera/detail/task_access.h), the
+/// one friend it has besides `task`, which reads and writes the annotations.
+struct task_header {
   enum : std::uint8_t { target_none = 0, target_worker = 1, target_node = 2 };
   static constexpr std::uint8_t unspawned_slot = 0xFF;
+  static constexpr std::uint16_t validates_first_bit = 1;
+  static constexpr std::uint32_t saturate(std::size_t bytes) noexcept {
+    return bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes);
+  }
 
   std::atomic<tessera::task*> m_next{nullptr};  // queue link, owned by the queue holding the task
   const void* m_data = nullptr;
   group m_group{};
-  static constexpr std::uint32_t saturate(std::size_t bytes) noexcept {
-    return bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes);
-  }
   std::uint32_t m_data_size = 0;  // saturated at 4 GiB - 1: only the first KiB is prefetched
   std::uint16_t m_target = 0;
   // sizeof the most derived type, a multiple of 8 (the vtable pointer), for the copy an
   // optimistic read restores the task from; bit 0: the type validates first (no copy).
   std::uint16_t m_bytes = 0;
-  static constexpr std::uint16_t validates_first_bit = 1;
   std::uint8_t m_priority = static_cast<std::uint8_t>(priority::normal);
   std::uint8_t m_access = 0;
   std::uint8_t m_is_resource = 0;
   std::uint8_t m_target_kind = target_none;
-  std::uint8_t m_block = 0;       // the allocator's size class of the block, or new_block
-  // internal: reclamation epoch the task's operation started in (0..3); with debug checks,
+  std::uint8_t m_block = 0;  // the allocator's size class of the block, or new_block
+  // reclamation epoch the task's operation started in (0..3); with debug checks,
   // unspawned_slot until the task is spawned, so that a second spawn is caught
 #if defined(TESSERA_DEBUG_CHECKS)
   std::uint8_t m_epoch_slot = unspawned_slot;
@@ -104,6 +85,20 @@ class task_state {
   std::uint8_t m_epoch_slot = 0;
 #endif
   std::uint16_t m_destroyer = 0;  // 0: trivially destructible, else see task_destroyers.h
+};
+
+/// A separate, non-polymorphic base holding the header, so that `task` itself has no friends:
+/// its destructor is protected and not virtual, and a friend would make it "accessible" (GCC's
+/// -Wnon-virtual-dtor would then warn on every final task type a user writes).
+class task_state {
+ protected:
+  task_state() = default;
+  ~task_state() = default;
+
+ private:
+  friend class tessera::task;
+  friend struct task_access;
+  task_header m_header;
 };
 }  // namespace detail
 
@@ -128,7 +123,7 @@ class task : public detail::task_state {
 
   // ---- annotations ---------------------------------------------------------------------------
   task& annotate(priority p) noexcept {
-    m_priority = static_cast<std::uint8_t>(p);
+    m_header.m_priority = static_cast<std::uint8_t>(p);
     return *this;
   }
   /// Run on this worker. Wins over every other placement rule but one: a task on a resource
@@ -138,8 +133,8 @@ class task : public detail::task_state {
   /// runtime. While worker w is inactive (runtime::set_active_workers), a task targeted at it
   /// runs on the active worker that holds w's pools.
   task& annotate(worker_id w) noexcept {
-    m_target_kind = target_worker;
-    m_target = w.value;
+    m_header.m_target_kind = detail::task_header::target_worker;
+    m_header.m_target = w.value;
     return *this;
   }
   /// Run on some worker of this NUMA node; a node without workers (or no such node) places the
@@ -147,8 +142,8 @@ class task : public detail::task_state {
   /// set_active_workers shrank the runtime, an inactive worker's pools are held by an active
   /// worker that may be on another node.
   task& annotate(numa_node_id n) noexcept {
-    m_target_kind = target_node;
-    m_target = n.value;
+    m_header.m_target_kind = detail::task_header::target_node;
+    m_header.m_target = n.value;
     return *this;
   }
   /// Bind to a group (see group.h); children spawned by this task join the same group. Before
@@ -159,14 +154,14 @@ class task : public detail::task_state {
   /// and a wait may never return.
 #if defined(TESSERA_DEBUG_CHECKS)
   task& annotate(group g) {
-    if (g != m_group && m_epoch_slot != unspawned_slot) [[unlikely]]
+    if (g != m_header.m_group && m_header.m_epoch_slot != detail::task_header::unspawned_slot) [[unlikely]]
       detail::group_changed_after_spawn();
-    m_group = g;
+    m_header.m_group = g;
     return *this;
   }
 #else
   task& annotate(group g) noexcept {
-    m_group = g;
+    m_header.m_group = g;
     return *this;
   }
 #endif
@@ -176,36 +171,36 @@ class task : public detail::task_state {
   /// debug checks, undefined without): use annotate_data for it.
   template <class T>
   task& annotate_resource(T* object, access mode, std::size_t bytes = sizeof(T)) noexcept {
-    m_data = object;
-    m_data_size = saturate(bytes);
-    m_access = static_cast<std::uint8_t>(mode);
-    m_is_resource = 1;
+    m_header.m_data = object;
+    m_header.m_data_size = detail::task_header::saturate(bytes);
+    m_header.m_access = static_cast<std::uint8_t>(mode);
+    m_header.m_is_resource = 1;
     return *this;
   }
   /// The task touches `bytes` bytes at `data` (any memory): prefetched, not synchronized.
   task& annotate_data(const void* data, std::size_t bytes, access mode = access::read) noexcept {
-    m_data = data;
-    m_data_size = saturate(bytes);
-    m_access = static_cast<std::uint8_t>(mode);
-    m_is_resource = 0;
+    m_header.m_data = data;
+    m_header.m_data_size = detail::task_header::saturate(bytes);
+    m_header.m_access = static_cast<std::uint8_t>(mode);
+    m_header.m_is_resource = 0;
     return *this;
   }
   /// Drops the data annotation and the placement target (priority and group stay).
   task& clear_annotations() noexcept {
-    m_data = nullptr;
-    m_data_size = 0;
-    m_is_resource = 0;
-    m_target_kind = target_none;
+    m_header.m_data = nullptr;
+    m_header.m_data_size = 0;
+    m_header.m_is_resource = 0;
+    m_header.m_target_kind = detail::task_header::target_none;
     return *this;
   }
 
   // ---- read back -----------------------------------------------------------------------------
-  enum priority priority() const noexcept { return static_cast<enum priority>(m_priority); }
-  const void* data() const noexcept { return m_data; }
-  std::size_t data_size() const noexcept { return m_data_size; }
-  access mode() const noexcept { return static_cast<access>(m_access); }
-  bool has_resource() const noexcept { return m_is_resource != 0; }
-  group task_group() const noexcept { return m_group; }
+  enum priority priority() const noexcept { return static_cast<enum priority>(m_header.m_priority); }
+  const void* data() const noexcept { return m_header.m_data; }
+  std::size_t data_size() const noexcept { return m_header.m_data_size; }
+  access mode() const noexcept { return static_cast<access>(m_header.m_access); }
+  bool has_resource() const noexcept { return m_header.m_is_resource != 0; }
+  group task_group() const noexcept { return m_header.m_group; }
 
  protected:
   /// Not virtual, and not public: the runtime owns every task it made and destroys it through

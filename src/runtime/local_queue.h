@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "tessera/detail/task_access.h"
 #include "tessera/task.h"
 
 namespace tessera::detail {
@@ -22,24 +23,24 @@ class local_queue {
   task* front() const noexcept { return m_head; }
 
   void push_back(task* t) noexcept {
-    t->m_next.store(nullptr, std::memory_order_relaxed);
+    hdr(t).m_next.store(nullptr, std::memory_order_relaxed);
     if (m_tail == nullptr) {
       m_head = m_tail = t;
     } else {
-      m_tail->m_next.store(t, std::memory_order_relaxed);
+      hdr(m_tail).m_next.store(t, std::memory_order_relaxed);
       m_tail = t;
     }
     ++m_size;
   }
   void push_front(task* t) noexcept {
-    t->m_next.store(m_head, std::memory_order_relaxed);
+    hdr(t).m_next.store(m_head, std::memory_order_relaxed);
     m_head = t;
     if (m_tail == nullptr) m_tail = t;
     ++m_size;
   }
   /// Puts the chain first -> ... -> last (n tasks, linked through m_next) at the front, in order.
   void push_front_chain(task* first, task* last, std::size_t n) noexcept {
-    last->m_next.store(m_head, std::memory_order_relaxed);
+    hdr(last).m_next.store(m_head, std::memory_order_relaxed);
     m_head = first;
     if (m_tail == nullptr) m_tail = last;
     m_size += n;
@@ -47,13 +48,13 @@ class local_queue {
   task* pop_front() noexcept {
     task* t = m_head;
     if (t == nullptr) return nullptr;
-    m_head = t->m_next.load(std::memory_order_relaxed);
+    m_head = hdr(t).m_next.load(std::memory_order_relaxed);
     if (m_head == nullptr) m_tail = nullptr;
     --m_size;
     return t;
   }
   /// The task after `t` in this queue (for descriptor prefetching).
-  static task* next_of(task* t) noexcept { return t->m_next.load(std::memory_order_relaxed); }
+  static task* next_of(task* t) noexcept { return hdr(t).m_next.load(std::memory_order_relaxed); }
 
  private:
   task* m_head = nullptr;

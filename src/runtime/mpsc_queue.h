@@ -17,6 +17,7 @@
 #include <atomic>
 
 #include "tessera/context.h"
+#include "tessera/detail/task_access.h"
 #include "tessera/task.h"
 
 namespace tessera::detail {
@@ -31,18 +32,18 @@ class mpsc_queue {
 
   /// Any thread. Links the chain first..last (already linked through m_next).
   void push_chain(task* first, task* last) noexcept {
-    last->m_next.store(nullptr, std::memory_order_relaxed);
+    hdr(last).m_next.store(nullptr, std::memory_order_relaxed);
     // seq_cst: pairs with the owner's seq_cst check in maybe_nonempty() before it parks.
     task* prev = m_tail.exchange(last, std::memory_order_seq_cst);
     // release: publishes the tasks' contents to the consumer that acquires this link.
-    prev->m_next.store(first, std::memory_order_release);
+    hdr(prev).m_next.store(first, std::memory_order_release);
   }
   void push(task* t) noexcept { push_chain(t, t); }
 
   /// Consumer only.
   pop_result pop(task*& out) noexcept {
     task* head = m_head;
-    task* next = head->m_next.load(std::memory_order_acquire);  // acquire: see the task's fields
+    task* next = hdr(head).m_next.load(std::memory_order_acquire);  // acquire: see the task's fields
     if (head == &m_stub) {
       if (next == nullptr) {
         return m_tail.load(std::memory_order_relaxed) == &m_stub ? pop_result::empty
@@ -50,7 +51,7 @@ class mpsc_queue {
       }
       m_head = next;
       head = next;
-      next = next->m_next.load(std::memory_order_acquire);
+      next = hdr(next).m_next.load(std::memory_order_acquire);
     }
     if (next != nullptr) {
       m_head = next;
@@ -59,7 +60,7 @@ class mpsc_queue {
     }
     if (m_tail.load(std::memory_order_acquire) != head) return pop_result::busy;
     push(&m_stub);
-    next = head->m_next.load(std::memory_order_acquire);
+    next = hdr(head).m_next.load(std::memory_order_acquire);
     if (next != nullptr) {
       m_head = next;
       out = head;

@@ -83,7 +83,7 @@ void runtime::discard(task* t) noexcept {
     std::abort();
   }
 #endif
-  m_scheduler->destroy(t);
+  detail::destroy_task(t);
 }
 
 void runtime::spawn(task* t) {
@@ -168,17 +168,17 @@ void context::when_done(group g, task* continuation) {
 
 group detail::loop_access::hold(context& ctx, group g) {
 #if defined(TESSERA_DEBUG_CHECKS)
-  detail::scheduler::require_validated(*ctx.m_worker, "a loop");
+  detail::scheduler::require_validated(detail::context_access::worker_of(ctx), "a loop");
 #endif
-  const group held = g.valid() ? g : ctx.m_current->task_group();
-  ctx.m_runtime->internals().hold_group(held);
+  const group held = g.valid() ? g : detail::context_access::current(ctx)->task_group();
+  detail::context_access::runtime_of(ctx).internals().hold_group(held);
   return held;
 }
 const std::atomic<bool>* detail::loop_access::cancel_flag(runtime& rt, group held) noexcept {
   return rt.internals().cancel_flag(held);
 }
 void detail::loop_access::spawn_helper(context& ctx, task* t) {
-  detail::scheduler::spawn_ungrouped(t, *ctx.m_worker);
+  detail::scheduler::spawn_ungrouped(t, detail::context_access::worker_of(ctx));
 }
 void detail::loop_access::finish(runtime& rt, group held, std::exception_ptr error) noexcept {
   detail::scheduler& s = rt.internals();
@@ -197,7 +197,7 @@ bool context::cancelled() const noexcept {
 bool context::validate() const noexcept {
   if (!m_validating) return true;
 #if defined(TESSERA_DEBUG_CHECKS)
-  m_worker->note_validate(m_current);  // a task that validates first: changed already?
+  m_worker->guard().note_validate(m_current);  // a task that validates first: changed already?
 #endif
   // The header the read started on: the task may have re-annotated itself since.
   if (!detail::validate_read(*m_read_header, m_read_version)) return false;

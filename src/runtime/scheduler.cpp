@@ -264,12 +264,12 @@ void scheduler::acted_unvalidated(const char* what) {
 }
 
 void scheduler::refuse_unvalidated(task* t) {
-  destroy(t);  // ownership passed to the runtime with the spawn
+  destroy_task(t);  // ownership passed to the runtime with the spawn
   acted_unvalidated("a spawn");
 }
 
 void scheduler::refuse_stale_group(task* t) {
-  destroy(t);  // ownership passed to the runtime with the spawn
+  destroy_task(t);  // ownership passed to the runtime with the spawn
   throw std::logic_error(
       "tessera: spawn into a stale or completed group (a group serves one round: make_group() "
       "for each, or a group of another runtime)");
@@ -284,19 +284,19 @@ void scheduler::spawn_external(task* t) {
   m_external_in_flight.fetch_add(1, std::memory_order_seq_cst);
   if (m_stopping.load(std::memory_order_seq_cst)) {
     m_external_in_flight.fetch_sub(1, std::memory_order_release);
-    destroy(t);
+    destroy_task(t);
     throw std::logic_error("tessera: spawn from outside the runtime after stop() began");
   }
-  if (t->m_group.valid()) {
+  if (hdr(t).m_group.valid()) {
 #if defined(TESSERA_DEBUG_CHECKS)
-    if (!m_groups.current(t->m_group)) {
+    if (!m_groups.current(hdr(t).m_group)) {
       m_external_in_flight.fetch_sub(1, std::memory_order_release);
       refuse_stale_group(t);
     }
 #endif
-    m_groups.join(t->m_group);
+    m_groups.join(hdr(t).m_group);
   }
-  t->m_epoch_slot = count_in_current_slot([this](unsigned slot, int d) {
+  hdr(t).m_epoch_slot = count_in_current_slot([this](unsigned slot, int d) {
     m_external_spawned[slot].fetch_add(static_cast<std::uint64_t>(static_cast<std::int64_t>(d)),
                                        std::memory_order_seq_cst);
   });
@@ -306,10 +306,10 @@ void scheduler::spawn_external(task* t) {
 }
 
 void scheduler::spawn_outside_task(task* t, worker& from) {
-  if (t->m_group.valid()) m_groups.join(t->m_group);
-  t->m_epoch_slot = count_in_current_slot(
+  if (hdr(t).m_group.valid()) m_groups.join(hdr(t).m_group);
+  hdr(t).m_epoch_slot = count_in_current_slot(
       [&from](unsigned slot, int d) { from.counters().add_spawn_seq_cst(slot, d); });
-  route(t, &from, t->m_data == nullptr);
+  route(t, &from, hdr(t).m_data == nullptr);
 }
 
 pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
@@ -321,17 +321,17 @@ pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
   // and so are follow-ups on the object their task just ran on (its header is in cache; a
   // serialized task that keeps returning itself would otherwise take the detour every time).
   if ((from == nullptr || header_hot) && serialized_by_pool(t)) {
-    return m_pools[resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed)].get();
+    return m_pools[resource_header::of(hdr(t).m_data)->pool.load(std::memory_order_relaxed)].get();
   }
   const unsigned ppw = m_options.pools_per_worker;
-  switch (t->m_target_kind) {
-    case task::target_worker: {
+  switch (hdr(t).m_target_kind) {
+    case task_header::target_worker: {
       const unsigned n = static_cast<unsigned>(m_workers.size());
-      const unsigned w = t->m_target < n ? t->m_target : t->m_target % n;
+      const unsigned w = hdr(t).m_target < n ? hdr(t).m_target : hdr(t).m_target % n;
       return m_pools[w * ppw].get();
     }
-    case task::target_node: {
-      const unsigned node = t->m_target;
+    case task_header::target_node: {
+      const unsigned node = hdr(t).m_target;
       if (node < m_workers_of_node.size() && !m_workers_of_node[node].empty()) {
         const auto& ws = m_workers_of_node[node];
         return m_pools[ws[next_random() % ws.size()] * ppw].get();
@@ -353,14 +353,14 @@ void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header
 
 void scheduler::spawn_ungrouped(task* t, worker& from) {
   require_spawnable(t, "spawn");
-  t->m_group = group{};
-  t->m_epoch_slot = from.current_task()->m_epoch_slot;  // from a running task only
-  from.counters().count_spawn(t->m_epoch_slot);
+  hdr(t).m_group = group{};
+  hdr(t).m_epoch_slot = hdr(from.current_task()).m_epoch_slot;  // from a running task only
+  from.counters().count_spawn(hdr(t).m_epoch_slot);
   if (stays_home(t, from)) {
     // The front of the home pool, not the work-first stack: as spawn_into_other_group.
-    from.push_local(*from.home(), t, t->m_data == nullptr);
+    from.push_local(*from.home(), t, hdr(t).m_data == nullptr);
   } else {
-    from.m_sched.route_slow(t, &from, t->m_data == nullptr, false);
+    from.m_sched.route_slow(t, &from, hdr(t).m_data == nullptr, false);
   }
 }
 
@@ -374,10 +374,10 @@ void scheduler::hold_group(group g) {
 
 void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
 #if defined(TESSERA_DEBUG_CHECKS)
-  if (!from.m_sched.m_groups.current(t->m_group)) refuse_stale_group(t);  // as spawn_external
+  if (!from.m_sched.m_groups.current(hdr(t).m_group)) refuse_stale_group(t);  // as spawn_external
 #endif
-  from.m_sched.m_groups.join(t->m_group);  // at once: the batch holds the parent's group only
-  from.counters().count_spawn(t->m_epoch_slot);
+  from.m_sched.m_groups.join(hdr(t).m_group);  // at once: the batch holds the parent's group only
+  from.counters().count_spawn(hdr(t).m_epoch_slot);
   if (home) {
     // To the front of the home pool, not onto the work-first stack: the parent's completion is
     // batched, and only a task taken from a pool flushes the batch when its group differs
@@ -401,14 +401,14 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first, bool spa
     // hold (a child that took its parent's count, forwarded now to its resource's pool by
     // execute_on_resource): the worker that runs t may complete it, and balance the epoch
     // counts, before from publishes again (epoch_counters::publish_transfers).
-    from->flush_group_if(t->m_group);
+    from->flush_group_if(hdr(t).m_group);
     from->counters().publish_transfers();
     // Not for a task passed on (a serialized task forwarded to its resource's pool, a when_done
     // continuation routed by the worker that completed the group): its spawn was counted where
     // it happened, and counting it again here counted it twice (until 2026-11-26).
     if (spawn) bump(from->m_stats.spawned_remote);
   }
-  push_inbox(p, t->m_priority, t, t);
+  push_inbox(p, hdr(t).m_priority, t, t);
 }
 
 void scheduler::push_inbox(pool& p, unsigned priority, task* first, task* last) noexcept {
@@ -524,7 +524,7 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
     if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
     // The continuation joins the running task's group now, so an outer wait covers it.
     const group joins =
-        continuation->m_group.valid() || parent == nullptr ? continuation->m_group : parent->m_group;
+        hdr(continuation).m_group.valid() || parent == nullptr ? hdr(continuation).m_group : hdr(parent).m_group;
     if (joins.valid() && !m_groups.current(joins))
       throw std::logic_error("tessera: when_done with a continuation annotated with a stale or "
                              "completed group");
@@ -533,14 +533,14 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
       throw std::logic_error(
           "tessera: when_done(g, continuation) with the continuation in g (by its annotation, or "
           "as a task of g, whose continuation joins its group): it would wait for itself");
-    continuation->m_group = joins;
+    hdr(continuation).m_group = joins;
     if (joins.valid()) m_groups.join(joins);
-    continuation->m_epoch_slot = parent != nullptr ? parent->m_epoch_slot : current_epoch_slot();
+    hdr(continuation).m_epoch_slot = parent != nullptr ? hdr(parent).m_epoch_slot : current_epoch_slot();
     // Counted as spawned now, in its operation's slot, not when the group completes: the group's
     // remaining tasks may belong to other operations (other slots), and the registering task
     // may finish first, so without this the slot could balance, and the epoch move on and free
     // what the continuation may still read, while the continuation waits.
-    from.counters().count_spawn(continuation->m_epoch_slot);
+    from.counters().count_spawn(hdr(continuation).m_epoch_slot);
     s.closed = true;
     s.continuation = continuation;
   }
@@ -621,8 +621,8 @@ void scheduler::complete_group(group g, worker* from) noexcept {
   }
   // The exception moves on to the group the continuation belongs to (or to the unhandled list).
   if (error) {
-    if (cont->m_group.valid()) {
-      m_groups.record_exception(cont->m_group, std::move(error));
+    if (hdr(cont).m_group.valid()) {
+      m_groups.record_exception(hdr(cont).m_group, std::move(error));
     } else {
       record_unhandled(std::move(error),
                        "a task of a group given to when_done, whose continuation is in no group,");
@@ -851,7 +851,7 @@ void scheduler::move(resource_header* h, worker_id w) {
   // move it (reported by a review on 2026-11-26, with a program where two writers overlapped).
   if (on_own_worker()) {
     const task* running = current_worker()->current_task();
-    if (running != nullptr && running->m_data == h->object()) {
+    if (running != nullptr && hdr(running).m_data == h->object()) {
       throw std::logic_error(
           "tessera: move_resource from a task running on that resource (move it before tasks "
           "name it, or from a task on another resource, once none of its tasks is queued)");

@@ -26,6 +26,7 @@
 #include "runtime/epoch.h"
 #include "runtime/group_table.h"
 #include "runtime/pool.h"
+#include "runtime/task_lifetime.h"
 #include "runtime/test_hooks.h"
 #include "runtime/worker.h"
 #include "tessera/runtime.h"
@@ -77,15 +78,15 @@ class scheduler {
     // is applied lazily for those, see choose_pool), no target or this worker (the common case
     // of fork-join and of every step of a traversal).
     if (from != nullptr && !header_hot && stays_home(t, *from)) [[likely]] {
-      push_home(t, *from, newest_first, t->m_priority);
+      push_home(t, *from, newest_first, hdr(t).m_priority);
       return;
     }
     route_slow(t, from, newest_first, header_hot);
   }
   /// Rule 4's fast case: `t` has no target or targets `from`, and `from` holds its home pool.
   TESSERA_ALWAYS_INLINE static bool stays_home(const task* t, const worker& from) noexcept {
-    return (t->m_target_kind == task::target_none ||
-            (t->m_target_kind == task::target_worker && t->m_target == from.index())) &&
+    return (hdr(t).m_target_kind == task_header::target_none ||
+            (hdr(t).m_target_kind == task_header::target_worker && hdr(t).m_target == from.index())) &&
            from.holds_home();
   }
   TESSERA_ALWAYS_INLINE static void push_home(task* t, worker& from, bool newest_first,
@@ -126,15 +127,15 @@ class scheduler {
     // t's fields are read into locals before the first store: the one-byte stores below may
     // alias anything, so fields read after them would be loaded again, and what the compiler
     // knows of them from make_task (no data, no target, normal priority) would not fold.
-    const bool no_data = t->m_data == nullptr;
+    const bool no_data = hdr(t).m_data == nullptr;
     const bool home = stays_home(t, from);
-    const std::uint8_t priority = t->m_priority;
-    const group own = t->m_group;
-    const std::uint8_t slot = parent->m_epoch_slot;
-    t->m_epoch_slot = slot;
-    if (!own.valid() || own == parent->m_group) {
-      const group g = parent->m_group;
-      t->m_group = g;
+    const std::uint8_t priority = hdr(t).m_priority;
+    const group own = hdr(t).m_group;
+    const std::uint8_t slot = hdr(parent).m_epoch_slot;
+    hdr(t).m_epoch_slot = slot;
+    if (!own.valid() || own == hdr(parent).m_group) {
+      const group g = hdr(parent).m_group;
+      hdr(t).m_group = g;
       // The parent's count passes to t, which stays in this worker's own pool or stack: it
       // cannot run, leave or complete before the parent returns, so the group stays open while
       // the parent runs. Nothing to count.
@@ -155,13 +156,6 @@ class scheduler {
       from.m_sched.route_slow(t, &from, no_data, false);
     }
   }
-  /// Runs the task's destructor, if its type has one to run, and frees its block (inline: once
-  /// per task).
-  TESSERA_ALWAYS_INLINE static void destroy(task* t) noexcept {
-    const std::uint8_t block = t->m_block;
-    run_task_destructor(t, t->m_destroyer);
-    task_allocator::release(t, block);
-  }
 
   /// `object` is one that make_resource made and that is not freed (the checks of retire, move
   /// and, with TESSERA_DEBUG_CHECKS, of a spawn on a resource). Reads the header line before
@@ -179,8 +173,8 @@ class scheduler {
   }
 
   /// With TESSERA_DEBUG_CHECKS: `t` was made by make_task and not spawned yet (its epoch slot is
-  /// still task::unspawned_slot). The one test behind require_unspawned and runtime::discard.
-  static bool unspawned(const task* t) noexcept { return t->m_epoch_slot == task::unspawned_slot; }
+  /// still task_header::unspawned_slot). The one test behind require_unspawned and runtime::discard.
+  static bool unspawned(const task* t) noexcept { return hdr(t).m_epoch_slot == task_header::unspawned_slot; }
 #endif
 
   /// From a running task on `from`: spawns `t` in no group (not the running task's), in the
@@ -271,6 +265,7 @@ class scheduler {
   worker& worker_at(unsigned i) noexcept { return *m_workers[i]; }
   const worker& worker_at(unsigned i) const noexcept { return *m_workers[i]; }
   pool& pool_at(unsigned i) noexcept { return *m_pools[i]; }
+  const std::vector<std::unique_ptr<pool>>& pools() const noexcept { return m_pools; }
   unsigned pool_count() const noexcept { return static_cast<unsigned>(m_pools.size()); }
   unsigned active_workers() const noexcept { return m_active.load(std::memory_order_acquire); }
   /// How long an idle worker spins before it parks: options().spin_before_park, or none while

@@ -8,6 +8,7 @@
 
 #include "memory/task_allocator.h"
 #include "runtime/futex.h"
+#include "runtime/task_lifetime.h"
 #include "runtime/prefetch.h"
 #include "runtime/scheduler.h"
 #include "runtime/test_hooks.h"
@@ -47,7 +48,8 @@ class reclaim_task final : public task {
 worker* current_worker() noexcept { return tl_worker; }
 
 worker::worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node)
-    : m_sched(s), m_index(index), m_cpu(cpu), m_node(node), m_ctx(&s.rt(), this, index) {}
+    : m_sched(s), m_index(index), m_cpu(cpu), m_node(node), m_ctx(context_access::make(&s.rt(), this, index)),
+      m_guard(m_ctx, index, s.pools()) {}
 
 worker::~worker() { join(); }
 
@@ -129,7 +131,7 @@ void worker::run() {
     for (window_entry e = next(); e.t != nullptr; e = next()) {
       execute(e.t, e.p);
       if (--until_periodic == 0) [[unlikely]] {
-        m_ctx.m_current = nullptr;
+        context_access::current(m_ctx) = nullptr;
         periodic();
         until_periodic = interval;
       }
@@ -137,7 +139,7 @@ void worker::run() {
         break;
       }
     }
-    m_ctx.m_current = nullptr;  // not between two tasks of the run above (see current_task())
+    context_access::current(m_ctx) = nullptr;  // not between two tasks of the run above (see current_task())
     if (m_attention.load(std::memory_order_relaxed) == 0) idle();
   }
   flush_group();
@@ -181,7 +183,7 @@ void worker::offer_queued() {
   // the "more than one queued" decisions below and for thieves choosing a victim.
   const std::size_t stacked =
       m_stack_top == nullptr ? 0
-                             : 1 + (m_stack_top->m_next.load(std::memory_order_relaxed) != nullptr);
+                             : 1 + (hdr(m_stack_top).m_next.load(std::memory_order_relaxed) != nullptr);
   const std::size_t queued = local_total() + stacked;
   // Work queued here that a parked worker could take: wake one. A parked worker is woken by
   // spawns into its own pools only, so without this a worker that parked before a recursion
@@ -290,8 +292,8 @@ void worker::give_pool(pool* p, worker& to) {
   for (unsigned i = m_wsize; i-- > 0;) {
     window_entry e = m_window[(m_wbegin + i) & (window_slots - 1)];
     if (e.p == p) {
-      p->local[e.t->m_priority].push_front(e.t);
-      ++m_local_count[e.t->m_priority];
+      p->local[hdr(e.t).m_priority].push_front(e.t);
+      ++m_local_count[hdr(e.t).m_priority];
     } else {
       keep[kept++] = e;
     }
@@ -393,7 +395,7 @@ void worker::answer_steal_request() {
   // up to 22 torn runs of one read with pools_per_worker = 1).
   const std::uint32_t home_index = m_home->index;
   auto movable = [home_index](const task* t) {
-    return t->m_target_kind == task::target_none && !serialized_by_pool(t) &&
+    return hdr(t).m_target_kind == task_header::target_none && !serialized_by_pool(t) &&
            !scheduled_reader_of(t, home_index);
   };
   for (unsigned pr = 0; pr < priority_count; ++pr) {
@@ -420,7 +422,7 @@ void worker::answer_steal_request() {
         if (first == nullptr) {
           first = t;
         } else {
-          last->m_next.store(t, std::memory_order_relaxed);
+          hdr(last).m_next.store(t, std::memory_order_relaxed);
         }
         last = t;
       } else {
@@ -563,20 +565,20 @@ void worker::requeue_next() noexcept {
   // The stack is already linked newest first, the home pool's front order: one splice.
   std::size_t n = 1;
   task* last = m_stack_top;
-  for (task* t; (t = last->m_next.load(std::memory_order_relaxed)) != nullptr; last = t) ++n;
+  for (task* t; (t = hdr(last).m_next.load(std::memory_order_relaxed)) != nullptr; last = t) ++n;
   m_home->local[stack_priority].push_front_chain(m_stack_top, last, n);
   m_local_count[stack_priority] += n;
   m_stack_top = nullptr;
 }
 
 TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task* f) noexcept {
-  if (f->m_data != nullptr || f->m_priority != stack_priority) return false;
-  if (!scheduler::stays_home(f, *this) || more_urgent_queued(f->m_priority)) return false;
+  if (hdr(f).m_data != nullptr || hdr(f).m_priority != stack_priority) return false;
+  if (!scheduler::stays_home(f, *this) || more_urgent_queued(hdr(f).m_priority)) return false;
   // A more urgent task already taken into the prefetch window is not counted as queued; held
   // follow-ups would run ahead of it, up to the run limit each (a review on 2026-11-26: 66
   // tasks ran before it at distance 2, 1,040 at 16). Only a follow-up without data while the
   // window holds tasks gets here, which a traversal (its steps have data) never does.
-  if (m_wsize != 0 && more_urgent_in_window(f->m_priority)) return false;
+  if (m_wsize != 0 && more_urgent_in_window(hdr(f).m_priority)) return false;
   // A run of follow-ups goes on while each is returned by the one held before it (t came off the
   // stack right after that hold: only its own spawns could have gone above it). Anything else
   // starts a new run. A pointer compare and a store: the completion counts that this compared
@@ -599,7 +601,7 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
 
 TESSERA_NOINLINE bool worker::more_urgent_in_window(unsigned priority) const noexcept {
   for (unsigned i = 0; i < m_wsize; ++i) {
-    if (m_window[(m_wbegin + i) & (window_slots - 1)].t->m_priority < priority) return true;
+    if (hdr(m_window[(m_wbegin + i) & (window_slots - 1)].t).m_priority < priority) return true;
   }
   return false;
 }
@@ -629,7 +631,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
     if (t == nullptr) return {nullptr, nullptr};
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
-    if (t->m_data == nullptr) return from_pool({t, p});
+    if (hdr(t).m_data == nullptr) return from_pool({t, p});
     m_distance = m_sched.prefetch_distance();
     if (m_distance == 0) return from_pool({t, p});
     prefetch(t);
@@ -657,154 +659,20 @@ void worker::prefetch(const task* t) noexcept {
   // The descriptor queued after t will enter the window next: fetch it now, so its annotation
   // is in cache when its data prefetch is due (seed 000 §3.3, the two-step prefetch).
   if (task* after = local_queue::next_of(const_cast<task*>(t))) __builtin_prefetch(after, 0, 3);
-  if (t->m_data == nullptr) return;
+  if (hdr(t).m_data == nullptr) return;
   bump(m_stats.prefetches, issue_prefetch(*t));
 }
 
 // ---- running a task -----------------------------------------------------------------------------
 
-task* worker::invoke(task* t, std::exception_ptr& error) noexcept {
-  try {
-    return t->execute(m_ctx);
-  } catch (...) {
-    error = std::current_exception();
-    return nullptr;
-  }
-}
-
-#if defined(TESSERA_DEBUG_CHECKS)
-inline constexpr bool debug_checks = true;
-#else
-inline constexpr bool debug_checks = false;
-#endif
-
-// A type that validates first changes nothing before a successful validate(): a failed read
-// reruns it as it is, and no copy is needed. With debug checks one is taken anyway, to check that.
-TESSERA_ALWAYS_INLINE task* worker::run_optimistic_read(task* t, resource_header& h,
-                                                        std::exception_ptr& error) {
-  const bool first = (t->m_bytes & task::validates_first_bit) != 0;
-  if (!first || debug_checks) take_copy(t);
-  // The first run inline: no writer inside, and a read that validates at once, is the common
-  // case (a node of a tree). acquire: as begin_read, which the retries wait in.
-  const std::uint64_t v = h.version.load(std::memory_order_acquire);
-  task* follow;
-  if ((v & 1) == 0 && optimistic_run(t, h, v, first, follow, error)) return follow;
-  return rerun_optimistic_read(t, h, first, error);
-}
-
-TESSERA_ALWAYS_INLINE bool worker::optimistic_run(task* t, resource_header& h, std::uint64_t v,
-                                                  bool first, task*& follow,
-                                                  std::exception_ptr& error) {
-  m_ctx.m_read_version = v;
-  m_ctx.m_read_header = &h;
-  m_ctx.m_validating = true;
-  m_ctx.m_validated = false;
-#if defined(TESSERA_DEBUG_CHECKS)
-  m_changed_early = false;
-#endif
-  follow = invoke(t, error);
-  m_ctx.m_validating = false;
-#if defined(TESSERA_DEBUG_CHECKS)
-  if (first && !error && broke_promise(t, follow, error)) return true;  // final: an error
-#endif
-  if (m_ctx.m_validated || validate_read(h, v)) return true;
-  drop_torn_run(t, follow, first, error);
-  return false;
-}
-
-// Out of line: the common case above (a read that validates) stays small in the worker's loop.
-TESSERA_NOINLINE void worker::drop_torn_run(task* t, task* follow, bool first,
-                                            std::exception_ptr& error) noexcept {
-  // A writer overlapped: what the torn read threw is dropped (task.h), and the task is put back
-  // as it was dequeued (one that validates first is as it was). A new follow-up it returned is
-  // freed: it was never spawned, and the rerun makes its own (it leaked until 2026-11-26).
-  error = nullptr;
-  if (follow != nullptr && follow != t) m_sched.destroy(follow);
-  if (!first) restore_copy(t);
-  bump(m_stats.optimistic_retries);
-}
-
-TESSERA_NOINLINE task* worker::rerun_optimistic_read(task* t, resource_header& h, bool first,
-                                                     std::exception_ptr& error) {
-  // The inline run was the first (or found a writer inside and did not run).
-  for (unsigned run = 1; run < optimistic_runs; ++run) {
-    const std::uint64_t v = begin_read(h);
-    task* follow;
-    if (optimistic_run(t, h, v, first, follow, error)) return follow;
-  }
-  // Writers kept overlapping it (until 2026-11-26 it retried for as long as they did, yielding
-  // after the 8th try: a reader of a hot object could starve).
-  return read_pessimistically(t, h, error);
-}
-
-TESSERA_NOINLINE task* worker::read_pessimistically(task* t, resource_header& h,
-                                                    std::exception_ptr& error) {
-  bump(m_stats.optimistic_fallbacks);
-  // m_validating is false: validate() says true, writing() false (the task reads).
-  if (h.prim == primitive::optimistic_latch) {
-    // The latch taken as a writer takes it, the version left alone: this run competes with the
-    // writers on their terms (held shared, it would wait behind every writer that queued, since
-    // a waiting writer keeps new readers out), and optimistic readers beside it are not torn.
-    // acquire/release as for a writer.
-    write_lock(h);
-    task* follow = invoke(t, error);
-    write_unlock(h);
-    return follow;
-  }
-  // optimistic_scheduled: writers run only on the owner of the resource's pool. acquire: as in
-  // execute_on_resource (the pool may just have been handed to us).
-  pool& home = m_sched.pool_at(h.pool.load(std::memory_order_relaxed));
-  if (home.owner.load(std::memory_order_acquire) == m_index) return invoke(t, error);
-  // Queued behind the writers there, as a task passed on: it stays counted as one task in
-  // flight. A pool that changes hands takes it along (its new owner runs it without a check),
-  // and no thief takes it alone (answer_steal_request); only a move_resource() before it runs
-  // sends it back to optimistic reads.
-  m_ctx.m_current = nullptr;  // t is the other worker's now
-  m_sched.push(home, t, this, false, /*spawn=*/false);
-  return forwarded_read();
-}
-
-void worker::take_copy(const task* t) {
-  if (!m_snapshot) m_snapshot = std::make_unique<std::byte[]>(65536);
-  std::memcpy(m_snapshot.get(), static_cast<const void*>(t), copied_bytes(t));
-}
-
-void worker::restore_copy(task* t) noexcept {
-  std::memcpy(static_cast<void*>(t), m_snapshot.get(), copied_bytes(t));
-}
-
-#if defined(TESSERA_DEBUG_CHECKS)
-bool worker::broke_promise(task* t, task*& follow, std::exception_ptr& error) {
-  if (!m_changed_early && (m_ctx.m_validated || !changed_since_copy(t))) return false;
-  // Reported like a throw from the task (its group's waiter gets it).
-  if (follow != nullptr && follow != t) m_sched.destroy(follow);  // never spawned
-  follow = nullptr;
-  error = std::make_exception_ptr(std::logic_error(
-      "tessera: a task whose type declares validates_first changed (itself, its annotations) "
-      "before context::validate() returned true; a retried optimistic read would rerun it "
-      "changed (see tessera/task.h)"));
-  return true;
-}
-
-void worker::note_validate(const task* t) noexcept {
-  // Only a running optimistic reader calls it (validate() returns first otherwise).
-  const bool promised = (t->m_bytes & task::validates_first_bit) != 0;
-  if (promised && !m_ctx.m_validated && changed_since_copy(t)) m_changed_early = true;
-}
-
-bool worker::changed_since_copy(const task* t) const noexcept {
-  return std::memcmp(m_snapshot.get(), static_cast<const void*>(t), copied_bytes(t)) != 0;
-}
-#endif
-
 TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
-  if (t->m_is_resource != 0) [[unlikely]] {
+  if (hdr(t).m_is_resource != 0) [[unlikely]] {
     execute_on_resource(t, p);
     return;
   }
   // A task without a resource: no primitive, nothing to restore. Its follow-up cannot exist
   // when it threw.
-  m_ctx.m_current = t;
+  context_access::current(m_ctx) = t;
   m_token = true;
   task* follow;
   try {
@@ -824,85 +692,39 @@ void worker::execute_on_resource(task* t, pool* p) {
   if (serialized_by_pool(t)) {
     // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
     // resource's pool. Forward it there; it stays counted as one task in flight.
-    pool& home =
-        m_sched.pool_at(resource_header::of(t->m_data)->pool.load(std::memory_order_relaxed));
+    pool& home = m_sched.pool_at(
+        resource_header::of(hdr(t).m_data)->pool.load(std::memory_order_relaxed));
     if (&home != p) {
       m_sched.push(home, t, this, false, /*spawn=*/false);
       return;
     }
   }
-  m_ctx.m_current = t;
+  context_access::current(m_ctx) = t;
   m_token = true;
-  const void* ran_on = t->m_data;  // for finish()
-  std::exception_ptr error;
-  task* follow;
-  resource_header& h = *resource_header::of(t->m_data);
-  const bool write = t->m_access == static_cast<std::uint8_t>(access::write);
-  switch (h.prim) {
-    case primitive::spinlock:
-      spin_lock(h);
-      follow = invoke(t, error);
-      spin_unlock(h);
+  const void* ran_on = hdr(t).m_data;  // for finish()
+  resource_header& h = *resource_header::of(ran_on);
+  guarded_run r = m_guard.run(t, h);
+  switch (r.outcome) {
+    case run_outcome::done: complete(t); break;
+    case run_outcome::follow_up: finish(t, r.follow, ran_on); break;
+    case run_outcome::failed: fail(t, std::move(r.error)); break;
+    case run_outcome::forwarded: {
+      // A read writers kept tearing, queued behind the writers in the resource's pool, as a
+      // task passed on: it stays counted as one task in flight. A pool that changes hands takes
+      // it along (its new owner runs it without a check), and no thief takes it alone
+      // (answer_steal_request); only a move_resource() before it runs sends it back to
+      // optimistic reads.
+      context_access::current(m_ctx) = nullptr;  // t is the other worker's now
+      m_sched.push(m_sched.pool_at(h.pool.load(std::memory_order_relaxed)), t, this, false,
+                   /*spawn=*/false);
       break;
-    case primitive::rwlatch:
-      if (write) {
-        write_lock(h);
-        follow = invoke(t, error);
-        write_unlock(h);
-      } else {
-        read_lock(h);
-        follow = invoke(t, error);
-        read_unlock(h);
-      }
-      break;
-    case primitive::optimistic_latch:
-      if (write) {
-        write_lock(h);
-        const std::uint64_t v = begin_write(h);
-        follow = invoke(t, error);
-        end_write(h, v);
-        write_unlock(h);
-      } else {
-        follow = run_optimistic_read(t, h, error);
-      }
-      break;
-    case primitive::optimistic_scheduled:
-      if (write) {
-        // Serialized by the pool: no latch, only the version for concurrent readers.
-        const std::uint64_t v = begin_write(h);
-        follow = invoke(t, error);
-        end_write(h, v);
-      } else if (m_sched.pool_at(h.pool.load(std::memory_order_relaxed))
-                     .owner.load(std::memory_order_acquire) == m_index) {
-        // Writers of this resource only run on us, and we are here: nothing can overlap.
-        // acquire: the pool may have just been handed to us (not adopted yet); the giver's
-        // owner store follows its last writer, whose writes we must see.
-        follow = invoke(t, error);
-      } else {
-        follow = run_optimistic_read(t, h, error);
-        if (follow == forwarded_read()) [[unlikely]] {
-          return;  // to the resource's pool (read_pessimistically)
-        }
-      }
-      break;
-    case primitive::scheduling:
-    case primitive::none:
-    case primitive::automatic:
-    default: follow = invoke(t, error); break;
-  }
-  // invoke returns nullptr when the task threw: there is no follow-up then.
-  if (error) {
-    fail(t, std::move(error));
-  } else if (follow == nullptr) {
-    complete(t);
-  } else {
-    finish(t, follow, ran_on);
+    }
   }
 }
 
 void worker::fail(task* t, std::exception_ptr error) {
   bump(m_stats.exceptions);
-  m_sched.record_exception(t->m_group, std::move(error));
+  m_sched.record_exception(hdr(t).m_group, std::move(error));
   complete(t);
 }
 
@@ -911,10 +733,10 @@ TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
   // fits on its list. Every call is then on the rare paths (open_group_batch), so nothing is held
   // across one: no callee-saved register or stack slot for t's fields in the loop around this.
   if constexpr (task_cache_inline) {
-    if (t->m_destroyer == 0) [[likely]] {
-      const group g = t->m_group;
-      const unsigned slot = t->m_epoch_slot;
-      if (task_cache_keep(t, t->m_block) || task_cache_push(t, t->m_block)) [[likely]] {
+    if (hdr(t).m_destroyer == 0) [[likely]] {
+      const group g = hdr(t).m_group;
+      const unsigned slot = hdr(t).m_epoch_slot;
+      if (task_cache_keep(t, hdr(t).m_block) || task_cache_push(t, hdr(t).m_block)) [[likely]] {
         count_completion(g, slot);
         return;
       }
@@ -924,9 +746,9 @@ TESSERA_ALWAYS_INLINE void worker::complete(task* t) noexcept {
 }
 
 TESSERA_NOINLINE void worker::complete_slow(task* t) noexcept {
-  const group g = t->m_group;
-  const unsigned slot = t->m_epoch_slot;
-  m_sched.destroy(t);
+  const group g = hdr(t).m_group;
+  const unsigned slot = hdr(t).m_epoch_slot;
+  destroy_task(t);
   count_completion(g, slot);
 }
 
@@ -968,12 +790,12 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   }
   try {
     scheduler::require_resource(follow, "follow-up");  // t itself may have been re-annotated
-    if (follow->m_group.valid() && follow->m_group != t->m_group &&
-        !m_sched.m_groups.current(follow->m_group)) {
+    if (hdr(follow).m_group.valid() && hdr(follow).m_group != hdr(t).m_group &&
+        !m_sched.m_groups.current(hdr(follow).m_group)) {
       throw std::logic_error("tessera: a follow-up annotated with a stale or completed group");
     }
   } catch (...) {
-    if (follow != t) m_sched.destroy(follow);  // returned to the runtime: ours to free
+    if (follow != t) destroy_task(follow);  // returned to the runtime: ours to free
     fail(t, std::current_exception());
     return;
   }
@@ -983,7 +805,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   const bool hold = can_hold_follow_up(t, follow);
   if (follow == t) [[likely]] {
     if (hold) {
-      carry_count(t->m_group, t->m_epoch_slot);
+      carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       hold_next(t);
       return;
     }
@@ -993,7 +815,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
     // answer publishes the transfers first), so it carries t's count the same way. On the
     // object t just ran on (header in cache), finish_other applies the resource's placement now.
     if (scheduler::stays_home(t, *this) && !header_hot(t, ran_on)) {
-      carry_count(t->m_group, t->m_epoch_slot);
+      carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       push_local(*m_home, t, false);
       return;
     }
@@ -1002,19 +824,19 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
 }
 
 TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ran_on, bool hold) {
-  const group g = t->m_group;
-  const unsigned slot = t->m_epoch_slot;
+  const group g = hdr(t).m_group;
+  const unsigned slot = hdr(t).m_epoch_slot;
   if (follow != t) {
-    follow->m_epoch_slot = static_cast<std::uint8_t>(slot);
-    if (!follow->m_group.valid()) follow->m_group = g;
+    hdr(follow).m_epoch_slot = static_cast<std::uint8_t>(slot);
+    if (!hdr(follow).m_group.valid()) hdr(follow).m_group = g;
     // t's destructor runs first, while t still holds whatever count it holds: a task spawned
     // from it is t's child (current_task() is t) and is counted as any other, the first one
     // taking t's count (take_token) included. Run after t's count went to the follow-up or
     // its completion, that child took a count t no longer had: one completion too many, and
     // a wait that never returned (spawn_test.a_destructor_may_spawn_whatever_its_task_returned).
-    m_sched.destroy(t);
+    destroy_task(t);
   }
-  if (hold && follow->m_group == g) {  // follow != t: finish() took the other case
+  if (hold && hdr(follow).m_group == g) {  // follow != t: finish() took the other case
     carry_count(g, slot);
     hold_next(follow);
     return;
@@ -1025,12 +847,12 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   // instead, it runs once they did, and taking it from the pool flushes g's batch
   // (worker::from_pool). Found by a review on 2026-11-26: a wait for the follow-up's group
   // lasted as long as an unrelated task of g.
-  const bool to_pool_front = hold && follow->m_group != g && m_stack_top != nullptr;
+  const bool to_pool_front = hold && hdr(follow).m_group != g && m_stack_top != nullptr;
   if (to_pool_front) hold = false;
   if (!m_token) reacquire_token(g, slot);
   // Another group is joined before the follow-up can run (and leave it).
-  const bool transferred = follow->m_group == g && g.valid();
-  if (follow->m_group != g) m_sched.m_groups.join(follow->m_group);
+  const bool transferred = hdr(follow).m_group == g && g.valid();
+  if (hdr(follow).m_group != g) m_sched.m_groups.join(hdr(follow).m_group);
   m_epoch.count_spawn(slot);
   if (hold) {
     hold_next(follow);
@@ -1243,13 +1065,13 @@ void worker::maybe_reclaim() {
   // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
   // reclaim here, since a task routed now could be left behind by workers that already exit.
   // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
-  t->m_epoch_slot = m_sched.count_in_current_slot(
+  hdr(t).m_epoch_slot = m_sched.count_in_current_slot(
       [this](unsigned slot, int d) { m_epoch.add_spawn_seq_cst(slot, d); });
   bump(m_stats.reclaims_spawned);
   if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
-    const unsigned slot = t->m_epoch_slot;
+    const unsigned slot = hdr(t).m_epoch_slot;
     t->execute(m_ctx);
-    m_sched.destroy(t);
+    destroy_task(t);
     m_epoch.count_completion(slot);
     return;
   }
@@ -1287,8 +1109,8 @@ worker_statistics worker::statistics() const noexcept {
   s.spawned_local -= std::min(s.spawned_local, not_spawned_by_user);
   s.spawned_remote = m_stats.spawned_remote.load(std::memory_order_relaxed);
   s.spawned_local -= std::min(s.spawned_local, s.spawned_remote);
-  s.optimistic_retries = m_stats.optimistic_retries.load(std::memory_order_relaxed);
-  s.optimistic_fallbacks = m_stats.optimistic_fallbacks.load(std::memory_order_relaxed);
+  s.optimistic_retries = m_guard.retries();
+  s.optimistic_fallbacks = m_guard.fallbacks();
   s.prefetches = m_stats.prefetches.load(std::memory_order_relaxed);
   s.pools_stolen = m_stats.pools_stolen.load(std::memory_order_relaxed);
   s.tasks_stolen = m_stats.tasks_stolen.load(std::memory_order_relaxed);
@@ -1309,7 +1131,7 @@ TESSERA_NOINLINE bool worker::run_while_cancelled() {
   unsigned until_periodic = interval;
   for (;;) {
     const bool tasks_left = run_checking_cancellations(until_periodic, interval);
-    m_ctx.m_current = nullptr;
+    context_access::current(m_ctx) = nullptr;
     if (tasks_left || m_sched.cancellations() == 0) return true;
     if (m_attention.load(std::memory_order_relaxed) != 0) return false;
     idle();  // returns when work or the attention word calls
@@ -1320,13 +1142,13 @@ TESSERA_NOINLINE bool worker::run_while_cancelled() {
 TESSERA_NOINLINE bool worker::run_checking_cancellations(unsigned& until_periodic,
                                                          unsigned interval) {
   for (window_entry e = next(); e.t != nullptr; e = next()) {
-    if (m_sched.cancelled(e.t->m_group)) {
+    if (m_sched.cancelled(hdr(e.t).m_group)) {
       drop_cancelled(e.t);
     } else {
       execute(e.t, e.p);
     }
     if (--until_periodic == 0) {
-      m_ctx.m_current = nullptr;
+      context_access::current(m_ctx) = nullptr;
       periodic();
       until_periodic = interval;
     }
@@ -1337,7 +1159,7 @@ TESSERA_NOINLINE bool worker::run_checking_cancellations(unsigned& until_periodi
 }
 
 void worker::drop_cancelled(task* t) noexcept {
-  m_ctx.m_current = t;  // as execute(): its count is completed as a task's that returned nothing
+  context_access::current(m_ctx) = t;  // as execute(): its count is completed as a task's that returned nothing
   m_token = true;
   bump(m_stats.cancelled);
   complete(t);

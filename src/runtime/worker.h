@@ -23,12 +23,16 @@
 #include <vector>
 
 #include "runtime/epoch.h"
+#include "runtime/context_access.h"
 #include "runtime/pool.h"
+#include "sync/guarded_execution.h"
 #include "tessera/context.h"
 #include "tessera/detail/resource_header.h"
 #include "tessera/statistics.h"
+#include "tessera/detail/task_access.h"
 #include "tessera/task.h"
 #include "util/compiler.h"
+#include "util/owner_counter.h"
 
 namespace tessera::detail {
 
@@ -37,8 +41,6 @@ class scheduler;
 /// Counters written only by their worker (relaxed store) and read by anyone (relaxed load).
 struct worker_counters {
   std::atomic<std::uint64_t> spawned_remote{0};
-  std::atomic<std::uint64_t> optimistic_retries{0};
-  std::atomic<std::uint64_t> optimistic_fallbacks{0};
   std::atomic<std::uint64_t> prefetches{0};
   std::atomic<std::uint64_t> pools_stolen{0};
   std::atomic<std::uint64_t> tasks_stolen{0};
@@ -56,10 +58,6 @@ struct worker_counters {
   std::atomic<std::uint64_t> parked_ns{0};
   std::atomic<std::uint64_t> cancelled{0};  // dropped: counted as completions, not executions
 };
-
-inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // owner-only
-}
 
 class worker {
  public:
@@ -90,10 +88,6 @@ class worker {
   static constexpr unsigned quick_polls = 32;
   /// periodic() reads the clock (to advance the epoch) at least every this many calls.
   static constexpr unsigned max_clock_every = 64;
-  /// An optimistic read runs optimistically at most this many times; if none validates, it runs
-  /// once more excluding the resource's writers (read_pessimistically), so that writers that keep
-  /// overlapping it cannot make it retry without end.
-  static constexpr unsigned optimistic_runs = 8;
 
   worker(scheduler& s, std::uint16_t index, unsigned cpu, unsigned node);
   worker(const worker&) = delete;
@@ -112,19 +106,20 @@ class worker {
   /// destructor runs; nullptr outside a run of tasks (periodic(), idle, attention). Between two
   /// tasks of a run it still names the last one: nothing spawns there (next() only moves tasks),
   /// and leaving it saves a store per task.
-  task* current_task() const noexcept { return m_ctx.m_current; }
+  task* current_task() const noexcept { return context_access::current(m_ctx); }
   /// This worker holds its home pool (owns(home()), kept as a flag: every spawn asks).
   bool holds_home() const noexcept { return m_holds_home; }
   context& ctx() noexcept { return m_ctx; }
+  guarded_executor& guard() noexcept { return m_guard; }
 
   /// Called on this worker's thread: queue into a pool it owns (no atomic read-modify-write).
   TESSERA_ALWAYS_INLINE void push_local(pool& p, task* t, bool newest_first = false) noexcept {
     if (newest_first) {
-      p.local[t->m_priority].push_front(t);
+      p.local[hdr(t).m_priority].push_front(t);
     } else {
-      p.local[t->m_priority].push_back(t);
+      p.local[hdr(t).m_priority].push_back(t);
     }
-    ++m_local_count[t->m_priority];
+    ++m_local_count[hdr(t).m_priority];
   }
   /// After a spawn that stays in this worker's pools: the second since the last periodic() (or
   /// idle()) publishes the queue for thieves and wakes a parked peer (offer_queued). A decrement
@@ -151,7 +146,7 @@ class worker {
 #if defined(TESSERA_DEBUG_CHECKS)
   /// The running task is an optimistic reader whose run has not validated (context::validate()):
   /// what it does outside itself would be done again if the read turns out torn.
-  bool reading_unvalidated() const noexcept { return m_ctx.m_validating && !m_ctx.m_validated; }
+  bool reading_unvalidated() const noexcept { return context_access::reading_unvalidated(m_ctx); }
 #endif
   /// Called by scheduler::spawn for the first child spawned into the running task's own group that
   /// stays in this worker's own pools: the running task's count passes to the child. Neither the
@@ -246,7 +241,7 @@ class worker {
   /// asking would cost every task a load and a compare); the batch's other flushes bound their
   /// delay in tasks (docs/architecture.md, "Group counts").
   TESSERA_ALWAYS_INLINE window_entry from_pool(window_entry e) noexcept {
-    if (e.t->m_group != m_gcache) [[unlikely]] {
+    if (hdr(e.t).m_group != m_gcache) [[unlikely]] {
       flush_group();
     }
     return e;
@@ -257,13 +252,13 @@ class worker {
   /// (m_next, owned by whatever holds the task), newest first. A push and a pop are a load and two
   /// stores each: no index, no capacity, nothing to spill.
   TESSERA_ALWAYS_INLINE void hold_next(task* t) noexcept {
-    t->m_next.store(m_stack_top, std::memory_order_relaxed);
+    hdr(t).m_next.store(m_stack_top, std::memory_order_relaxed);
     m_stack_top = t;
   }
   /// Pops the top of the work-first stack (not empty).
   TESSERA_ALWAYS_INLINE task* pop_next() noexcept {
     task* t = m_stack_top;
-    m_stack_top = t->m_next.load(std::memory_order_relaxed);
+    m_stack_top = hdr(t).m_next.load(std::memory_order_relaxed);
     return t;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
@@ -299,44 +294,6 @@ class worker {
   void drop_cancelled(task* t) noexcept;
   /// execute() for a task annotated with a resource: under the resource's primitive.
   void execute_on_resource(task* t, pool* p);
-  task* invoke(task* t, std::exception_ptr& error) noexcept;
-  /// Runs `t` as an optimistic reader of `h` until a run validates, at most optimistic_runs tries
-  /// (a first try that finds a writer inside counts, without a run): restored from a copy before
-  /// each retry, or rerun as it is if its type validates first (task.h); then once with the
-  /// writers kept out (read_pessimistically), which may forward `t` and return forwarded_read().
-  /// The first run is inline; retries, and a first run that finds a writer inside, are
-  /// rerun_optimistic_read.
-  task* run_optimistic_read(task* t, resource_header& h, std::exception_ptr& error);
-  task* rerun_optimistic_read(task* t, resource_header& h, bool first, std::exception_ptr& error);
-  /// After optimistic_runs runs that did not validate: one run that no writer overlaps. Under
-  /// optimistic_latch it holds the latch as a writer does, without changing the version; under
-  /// optimistic_scheduled it runs in the resource's pool, where the writers run: at once if this
-  /// worker owns that pool, else `t` is forwarded there and forwarded_read() is returned.
-  task* read_pessimistically(task* t, resource_header& h, std::exception_ptr& error);
-  /// What read_pessimistically returns for a task it forwarded (never dereferenced).
-  static task* forwarded_read() noexcept { return reinterpret_cast<task*>(alignof(task)); }
-  /// One run of `t` from version `v` (even): true if it is final (the read validated, or with
-  /// debug checks a broken promise), with `follow` and `error` set; false if a writer overlapped
-  /// (`t` is then as it was dequeued).
-  bool optimistic_run(task* t, resource_header& h, std::uint64_t v, bool first, task*& follow,
-                      std::exception_ptr& error);
-  /// After a run that failed validation: drops its error and its new follow-up, restores `t`.
-  void drop_torn_run(task* t, task* follow, bool first, std::exception_ptr& error) noexcept;
-  void take_copy(const task* t);        // into m_snapshot
-  void restore_copy(task* t) noexcept;  // from m_snapshot
-  /// The size of `t`'s most derived type: what an optimistic read copies and restores.
-  static std::size_t copied_bytes(const task* t) noexcept {
-    return t->m_bytes & ~std::size_t{task::validates_first_bit};
-  }
-#if defined(TESSERA_DEBUG_CHECKS)
-  /// With debug checks, after a run of a task whose type validates first: true if it changed
-  /// before validating (then `follow` is freed and `error` says so).
-  bool broke_promise(task* t, task*& follow, std::exception_ptr& error);
-  bool changed_since_copy(const task* t) const noexcept;
-  /// With debug checks, from context::validate() during an optimistic read: if the running
-  /// task's type validates first, notes whether it changed since its copy was taken.
-  void note_validate(const task* t) noexcept;
-#endif
   /// After execute: `t` threw (the exception goes to its group), or it is done (no follow-up),
   /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
   void fail(task* t, std::exception_ptr error);
@@ -359,7 +316,7 @@ class worker {
   /// Follow-up `f` is annotated with the resource its task just ran on (`ran_on`): the header is
   /// in cache, so the resource's placement is applied at once (scheduler::route's header_hot).
   static bool header_hot(const task* f, const void* ran_on) noexcept {
-    return ran_on != nullptr && f->m_data == ran_on && f->m_is_resource != 0;
+    return ran_on != nullptr && hdr(f).m_data == ran_on && hdr(f).m_is_resource != 0;
   }
   /// finish() for everything but a task held to run again: `hold`, can_hold_follow_up's answer.
   void finish_other(task* t, task* follow, const void* ran_on, bool hold);
@@ -423,6 +380,7 @@ class worker {
   unsigned m_slot_run = 0;             // follow-ups held in a row (can_hold_follow_up)
   const task* m_last_held = nullptr;   // the last of them; compared, never dereferenced
   context m_ctx;
+  guarded_executor m_guard;  // runs tasks on resources under their primitive
   bool m_holds_home = false;  // owns(m_home), updated where pools change hands
   bool m_token = false;       // the running task still holds its count (take_token)
   bool m_active_local = true;
@@ -433,11 +391,6 @@ class worker {
   std::uint64_t m_scan_paid_at = 0;  // tasks_done() when that debt was set
   // A thief answered with nothing while tasks were queued here (remember_refused), or no_thief
   int m_refused = no_thief;
-  std::unique_ptr<std::byte[]> m_snapshot;  // run_optimistic_read's copy of the task
-#if defined(TESSERA_DEBUG_CHECKS)
-  // the running optimistic reader validates first, and changed before a validate() (broken)
-  bool m_changed_early = false;
-#endif
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
   unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls
