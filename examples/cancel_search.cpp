@@ -14,15 +14,15 @@
 int main() {
   std::vector<int> data(10'000'000);
   std::iota(data.begin(), data.end(), 0);
-  const int wanted = 7'654'321;
-  const std::size_t part = 10'000;
+  constexpr int wanted = 7'654'321;  // constants: the tasks use them without a capture
+  constexpr std::size_t part = 10'000;
 
   tessera::runtime rt;
   const tessera::group g = rt.make_group();
   std::atomic<long> found{-1};
   for (std::size_t first = 0; first < data.size(); first += part) {
     rt.spawn(
-        [&data, &found, first, part, wanted, g](tessera::context& ctx) {
+        [&data, &found, first, g](tessera::context& ctx) {
           const std::size_t last = std::min(first + part, data.size());
           for (std::size_t i = first; i < last; ++i) {
             if (i % 1024 == 0 && ctx.cancelled()) return;  // another task found it

@@ -62,7 +62,9 @@ TESSERA_ALWAYS_INLINE unsigned for_each_prefetch_address(const void* data, std::
   const auto lines = static_cast<unsigned>(
       std::min<std::uintptr_t>((last_line - first_line) / 64 + 1, prefetch_plan::max_lines));
   f(data);
-  for (unsigned i = 1; i < lines; ++i) f(reinterpret_cast<const void*>(first_line + 64u * i));
+  for (unsigned i = 1; i < lines; ++i) {
+    f(reinterpret_cast<const void*>(first_line + std::uintptr_t{64} * i));
+  }
   return n + lines;
 }
 

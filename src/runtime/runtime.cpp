@@ -294,8 +294,8 @@ std::string runtime_statistics::to_string() const {
                   static_cast<unsigned long long>(w.steal_answers_empty),
                   static_cast<unsigned long long>(w.exceptions),
                   static_cast<unsigned long long>(w.cancelled),
-                  static_cast<unsigned long long>(w.peers_woken), w.idle_ns / 1e6,
-                  w.parked_ns / 1e6);
+                  static_cast<unsigned long long>(w.peers_woken),
+                  static_cast<double>(w.idle_ns) / 1e6, static_cast<double>(w.parked_ns) / 1e6);
     out << line;
   };
   for (std::size_t i = 0; i < workers.size(); ++i) row(std::to_string(i), workers[i]);

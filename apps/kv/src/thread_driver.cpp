@@ -9,7 +9,7 @@
 namespace kv {
 
 thread_driver::thread_driver(unsigned threads, std::size_t chunk_size,
-                             std::function<void(worker_id)> on_start)
+                             const std::function<void(worker_id)>& on_start)
     : m_chunk_size(chunk_size) {
   KV_ASSERT(threads > 0 && chunk_size > 0, "thread_driver needs threads and a chunk size");
   m_workers.reserve(threads);

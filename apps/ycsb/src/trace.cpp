@@ -210,7 +210,7 @@ std::vector<operation> read_trace(const std::string& path) {
 
 void write_trace(std::ostream& out, std::span<const operation> ops) {
   std::string buffer;
-  buffer.reserve(64 * 1024);
+  buffer.reserve(std::size_t{64} * 1024);
   char number[24];
   for (const operation& op : ops) {
     buffer.append(to_string(op.type));
@@ -221,7 +221,7 @@ void write_trace(std::ostream& out, std::span<const operation> ops) {
       buffer.append(number, std::to_chars(number, number + sizeof number, op.scan_length).ptr);
     }
     buffer.push_back('\n');
-    if (buffer.size() > 60 * 1024) {
+    if (buffer.size() > std::size_t{60} * 1024) {
       out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       buffer.clear();
     }

@@ -34,7 +34,7 @@ namespace kv {
 class thread_driver {
  public:
   explicit thread_driver(unsigned threads, std::size_t chunk_size = default_chunk_size,
-                         std::function<void(worker_id)> on_start = {});
+                         const std::function<void(worker_id)>& on_start = {});
   ~thread_driver();
   thread_driver(const thread_driver&) = delete;
   thread_driver& operator=(const thread_driver&) = delete;
