@@ -1,4 +1,4 @@
-#include "runtime/group_table.h"
+#include "groups/group_table.h"
 
 #include <atomic>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// src/runtime/epoch.h — per-epoch task counters: quiescence, statistics and reclamation in one.
+// src/memory/epoch.h — per-epoch task counters: quiescence, statistics and reclamation in one.
 //
 // Every task carries the epoch slot (epoch mod `epoch_slots`) of the operation it belongs to:
 // tasks spawned from outside take the current global epoch, tasks spawned by a task and

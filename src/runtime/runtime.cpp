@@ -108,7 +108,7 @@ void runtime::free_resource(detail::resource_header* h) noexcept {
 #if defined(TESSERA_DEBUG_CHECKS)
   // noexcept (as delete), so a misuse aborts, as discard's does: freeing memory make_resource did
   // not return, a resource twice, or one retired (the epochs free it later) corrupts the heap.
-  if (!detail::scheduler::is_live_resource(reinterpret_cast<const char*>(h) +
+  if (!detail::is_live_resource(reinterpret_cast<const char*>(h) +
                                            sizeof(detail::resource_header)) ||
       h->retired.load(std::memory_order_relaxed)) {
     std::fputs(
@@ -118,7 +118,7 @@ void runtime::free_resource(detail::resource_header* h) noexcept {
     std::abort();
   }
 #endif
-  detail::scheduler::free_resource(h);
+  detail::free_resource(h);
 }
 void runtime::retire(detail::resource_header* h) { m_scheduler->retire(h); }
 void runtime::move(detail::resource_header* h, worker_id w) { m_scheduler->move(h, w); }

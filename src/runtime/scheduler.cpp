@@ -1,7 +1,6 @@
 #include "runtime/scheduler.h"
 
-#include <sys/mman.h>  // msync
-#include <unistd.h>    // sysconf
+#include <unistd.h>  // sysconf
 
 #include <algorithm>
 #include <cstdio>
@@ -9,15 +8,8 @@
 #include <string>
 #include <thread>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
-#if defined(__SANITIZE_THREAD__)
-// ThreadSanitizer's annotations (libtsan): is_live_resource's probe of memory it does not own.
-extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
-#endif
 
+#include "memory/resource_memory.h"
 #include "memory/task_allocator.h"
 #include "runtime/futex.h"
 #include "runtime/test_hooks.h"
@@ -26,26 +18,6 @@ extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 
 namespace tessera::detail {
 namespace {
-
-/// what() of an exception, or "unknown exception".
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-  }
-  return "unknown exception";
-}
-
-/// The object after header `h`, with no member access: `h` may be a misaligned pointer that a
-/// user's non-resource gave (resource_header::of), which UBSan rejects as `this`.
-const void* object_of(const resource_header* h) noexcept {
-  return reinterpret_cast<const char*>(h) + sizeof(resource_header);
-}
-
-/// Resources (header + object) start on a cache line of their own.
-constexpr std::align_val_t resource_alignment{64};
 
 thread_local std::uint64_t tl_random = 0x9E3779B97F4A7C15ull;
 std::uint64_t next_random() noexcept {
@@ -68,7 +40,10 @@ std::uint8_t weight_of(frequency f) noexcept {
 }  // namespace
 
 scheduler::scheduler(runtime& rt, const runtime_options& options)
-    : m_runtime(rt), m_options(options), m_start(std::chrono::steady_clock::now()) {
+    : m_runtime(rt),
+      m_options(options),
+      m_groups(options.report_unhandled_exceptions),
+      m_start(std::chrono::steady_clock::now()) {
   auto& topo = topology::get();
   if (options.spin_before_park.count() < 0)
     throw std::invalid_argument("tessera: runtime_options.spin_before_park must not be negative");
@@ -136,6 +111,7 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     const unsigned node = topo.node_of_cpu(cpus[i]);
     m_workers.push_back(
         std::make_unique<worker>(*this, static_cast<std::uint16_t>(i), cpus[i], node));
+    m_epochs.attach(m_workers.back()->counters());
     if (m_workers_of_node.size() <= node) m_workers_of_node.resize(node + 1);
     m_workers_of_node[node].push_back(i);
   }
@@ -166,23 +142,7 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   }
 }
 
-scheduler::~scheduler() {
-  stop();
-  // A group nobody waited for keeps its slot, and what its tasks threw, until now: say so, or
-  // the exceptions are lost without a word (a review, 2026-11-27: a million such groups held
-  // 83 MB).
-  std::vector<std::exception_ptr> errors;
-  const std::uint32_t open = m_groups.never_closed(errors);
-  if (open != 0 && m_options.report_unhandled_exceptions) {
-    std::fprintf(stderr,
-                 "tessera: %u group%s never waited for (each group needs runtime::wait, "
-                 "context::when_done or runtime::detach, or it keeps its slot until the runtime "
-                 "ends)%s%s%s\n",
-                 open, open == 1 ? " was" : "s were", errors.empty() ? "" : "; their tasks threw, first: ",
-                 errors.empty() ? "" : what_of(errors.front()).c_str(),
-                 errors.size() > 1 ? " (and more)" : "");
-  }
-}
+scheduler::~scheduler() { stop(); }
 
 std::uint64_t scheduler::now_ns() const noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -206,35 +166,6 @@ void scheduler::handed_over_twice(const char* what) {
   throw std::logic_error(std::string("tessera: ") + what +
                          " of a task that was spawned already (the runtime owns a task from its "
                          "spawn until it is done), or that make_task did not make");
-}
-
-bool scheduler::is_live_resource(const void* object) noexcept {
-  const auto address = reinterpret_cast<std::uintptr_t>(object);
-  if (address % alignof(resource_header) != 0 || address < sizeof(resource_header)) return false;
-  const auto* h = reinterpret_cast<const resource_header*>(address - sizeof(resource_header));
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  // msync of an unmapped range fails with ENOMEM: the header's page is not there.
-  if (address % page == 0 &&
-      ::msync(reinterpret_cast<void*>(address - page), page, MS_ASYNC) != 0) {
-    return false;
-  }
-#if defined(__SANITIZE_ADDRESS__)
-  if (__asan_region_is_poisoned(const_cast<resource_header*>(h), sizeof(resource_header)) !=
-      nullptr) {
-    return false;
-  }
-#endif
-#if defined(__SANITIZE_THREAD__)
-  // A probe of memory the caller may not own (a freed resource, the heap before a plain object):
-  // what it reads decides nothing but the error, so ThreadSanitizer is told not to report it as
-  // a use after free or a race.
-  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-  const bool live = h->magic == resource_header::live_magic;
-  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-  return live;
-#else
-  return h->magic == resource_header::live_magic;
-#endif
 }
 
 void scheduler::not_a_resource(const char* what) {
@@ -289,25 +220,23 @@ void scheduler::spawn_external(task* t) {
   }
   if (hdr(t).m_group.valid()) {
 #if defined(TESSERA_DEBUG_CHECKS)
-    if (!m_groups.current(hdr(t).m_group)) {
+    if (!m_groups.table().current(hdr(t).m_group)) {
       m_external_in_flight.fetch_sub(1, std::memory_order_release);
       refuse_stale_group(t);
     }
 #endif
-    m_groups.join(hdr(t).m_group);
+    m_groups.table().join(hdr(t).m_group);
   }
-  hdr(t).m_epoch_slot = count_in_current_slot([this](unsigned slot, int d) {
-    m_external_spawned[slot].fetch_add(static_cast<std::uint64_t>(static_cast<std::int64_t>(d)),
-                                       std::memory_order_seq_cst);
-  });
+  hdr(t).m_epoch_slot = m_epochs.count_in_current_slot(
+      [this](unsigned slot, int d) { m_epochs.count_external(slot, d); });
   route(t, nullptr);
   // release: stop() acquires this before it checks quiescence, so it sees the count above.
   m_external_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 void scheduler::spawn_outside_task(task* t, worker& from) {
-  if (hdr(t).m_group.valid()) m_groups.join(hdr(t).m_group);
-  hdr(t).m_epoch_slot = count_in_current_slot(
+  if (hdr(t).m_group.valid()) m_groups.table().join(hdr(t).m_group);
+  hdr(t).m_epoch_slot = m_epochs.count_in_current_slot(
       [&from](unsigned slot, int d) { from.counters().add_spawn_seq_cst(slot, d); });
   route(t, &from, hdr(t).m_data == nullptr);
 }
@@ -360,23 +289,23 @@ void scheduler::spawn_ungrouped(task* t, worker& from) {
     // The front of the home pool, not the work-first stack: as spawn_into_other_group.
     from.push_local(*from.home(), t, hdr(t).m_data == nullptr);
   } else {
-    from.m_sched.route_slow(t, &from, hdr(t).m_data == nullptr, false);
+    from.sched().route_slow(t, &from, hdr(t).m_data == nullptr, false);
   }
 }
 
 void scheduler::hold_group(group g) {
   if (!g.valid()) return;
-  if (!m_groups.current(g))
+  if (!m_groups.table().current(g))
     throw std::logic_error("tessera: a loop into a stale or completed group");
   // Relaxed, as any join: the caller runs a task of g or holds g's open reference.
-  m_groups.join(g);
+  m_groups.table().join(g);
 }
 
 void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first, bool home) {
 #if defined(TESSERA_DEBUG_CHECKS)
-  if (!from.m_sched.m_groups.current(hdr(t).m_group)) refuse_stale_group(t);  // as spawn_external
+  if (!from.sched().m_groups.table().current(hdr(t).m_group)) refuse_stale_group(t);  // as spawn_external
 #endif
-  from.m_sched.m_groups.join(hdr(t).m_group);  // at once: the batch holds the parent's group only
+  from.sched().m_groups.table().join(hdr(t).m_group);  // at once: the batch holds the parent's group only
   from.counters().count_spawn(hdr(t).m_epoch_slot);
   if (home) {
     // To the front of the home pool, not onto the work-first stack: the parent's completion is
@@ -385,7 +314,7 @@ void scheduler::spawn_into_other_group(task* t, worker& from, bool newest_first,
     // for as long as it runs.
     from.push_local(*from.home(), t, newest_first);
   } else {
-    from.m_sched.route_slow(t, &from, newest_first, false);
+    from.sched().route_slow(t, &from, newest_first, false);
   }
 }
 
@@ -406,7 +335,7 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first, bool spa
     // Not for a task passed on (a serialized task forwarded to its resource's pool, a when_done
     // continuation routed by the worker that completed the group): its spawn was counted where
     // it happened, and counting it again here counted it twice (until 2026-11-26).
-    if (spawn) bump(from->m_stats.spawned_remote);
+    if (spawn) from->count_remote_spawn();
   }
   push_inbox(p, hdr(t).m_priority, t, t);
 }
@@ -420,22 +349,6 @@ void scheduler::push_inbox(pool& p, unsigned priority, task* first, task* last) 
   m_workers[owner]->wake_if_sleeping();
 }
 
-void scheduler::mark_blind(worker& w) noexcept {
-  // seq_cst both: the mark is visible to whoever sees the count (the count's increment is
-  // ordered after it), and the count is one side of the Dekker pair with periodic().
-  if (w.m_blind.exchange(1, std::memory_order_seq_cst) == 0) {
-    m_blind_workers.fetch_add(1, std::memory_order_seq_cst);
-  }
-}
-
-bool scheduler::clear_blind(worker& w) noexcept {
-  // The relaxed look first: most calls find no mark, and an exchange would take the line.
-  if (w.m_blind.load(std::memory_order_relaxed) == 0) return false;
-  if (w.m_blind.exchange(0, std::memory_order_seq_cst) == 0) return false;
-  m_blind_workers.fetch_sub(1, std::memory_order_seq_cst);
-  return true;
-}
-
 bool scheduler::wake_a_blind_worker(unsigned except) noexcept {
   for (unsigned i = 0; i < m_workers.size(); ++i) {
     if (i == except) continue;
@@ -443,7 +356,7 @@ bool scheduler::wake_a_blind_worker(unsigned except) noexcept {
     // A claimed mark of a worker that is awake (it woke meanwhile, or was still spinning when a
     // victim marked it) is dropped: that worker looks for work itself.
     // An inactive worker's mark is dropped too: reactivated, it asks for its home pool back.
-    if (clear_blind(w) && w.m_active.load(std::memory_order_relaxed) && w.wake_if_sleeping()) {
+    if (clear_blind(w) && w.active() && w.wake_if_sleeping()) {
       return true;
     }
   }
@@ -453,7 +366,7 @@ bool scheduler::wake_a_blind_worker(unsigned except) noexcept {
 bool scheduler::wake_a_parked_worker(unsigned except) noexcept {
   for (unsigned i = 0; i < m_workers.size(); ++i) {
     worker& w = *m_workers[i];
-    if (i == except || !w.m_active.load(std::memory_order_relaxed)) continue;
+    if (i == except || !w.active()) continue;
     if (w.wake_if_sleeping()) return true;
   }
   return false;
@@ -474,37 +387,9 @@ void scheduler::wait(group g) {
         "tessera: runtime::wait(group) called from one of its own workers; use "
         "context::when_done instead");
   }
-  if (!g.valid())
-    throw std::logic_error("tessera: wait on group{}, which names no group (make one with "
-                           "make_group())");
-  if (!m_groups.current(g))
-    throw std::logic_error(
-        "tessera: wait on a group that is no longer open (it was waited for already: a group "
-        "allows one wait) or that another runtime made");
-#if defined(TESSERA_DEBUG_CHECKS)
-  if (auto* hook = test_hooks::group_wait_checked.load(std::memory_order_acquire)) hook();
-#endif
-  group_slot& s = m_groups.slot(g);
-  {
-    std::lock_guard lock(s.mutex);
-    // Again under the mutex (group_table::release bumps the generation under it): another wait
-    // on g may have completed and released it since the check above, and the slot be reused.
-    if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
-    s.closed = true;
-  }
+  m_groups.close_for_wait(g);
   leave_group(g, nullptr);  // drop the open reference
-  // acquire: every write of the group's tasks happens-before we return (paired with the
-  // completer's release store of `done`).
-  while (s.done.load(std::memory_order_acquire) == 0) {
-    futex_wait(s.done, 0);
-  }
-  std::exception_ptr error;
-  {
-    std::lock_guard lock(s.mutex);
-    error = s.error;
-  }
-  m_groups.release(g);
-  if (error) std::rethrow_exception(error);
+  m_groups.wait_closed(g);
 }
 
 void scheduler::when_done(group g, task* continuation, worker& from) {
@@ -512,122 +397,41 @@ void scheduler::when_done(group g, task* continuation, worker& from) {
 #if defined(TESSERA_DEBUG_CHECKS)
   require_validated(from, "when_done");  // the continuation stays the caller's
 #endif
-  if (!m_groups.current(g))
-    throw std::logic_error("tessera: when_done on a stale or unknown group");
-  group_slot& s = m_groups.slot(g);
-  task* parent = from.current_task();
-  {
-    std::lock_guard lock(s.mutex);
-    // Before anything is touched: the continuation stays the caller's (to discard), and no
-    // group holds a count for it (until 2026-11-24 the join below came first, and the caller's
-    // group never completed). The generation again, under the mutex: see wait().
-    if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
-    // The continuation joins the running task's group now, so an outer wait covers it.
-    const group joins =
-        hdr(continuation).m_group.valid() || parent == nullptr ? hdr(continuation).m_group : hdr(parent).m_group;
-    if (joins.valid() && !m_groups.current(joins))
-      throw std::logic_error("tessera: when_done with a continuation annotated with a stale or "
-                             "completed group");
-    // In the group it waits for, the continuation would wait for itself.
-    if (joins == g)
-      throw std::logic_error(
-          "tessera: when_done(g, continuation) with the continuation in g (by its annotation, or "
-          "as a task of g, whose continuation joins its group): it would wait for itself");
-    hdr(continuation).m_group = joins;
-    if (joins.valid()) m_groups.join(joins);
-    hdr(continuation).m_epoch_slot = parent != nullptr ? hdr(parent).m_epoch_slot : current_epoch_slot();
-    // Counted as spawned now, in its operation's slot, not when the group completes: the group's
-    // remaining tasks may belong to other operations (other slots), and the registering task
-    // may finish first, so without this the slot could balance, and the epoch move on and free
-    // what the continuation may still read, while the continuation waits.
-    from.counters().count_spawn(hdr(continuation).m_epoch_slot);
-    s.closed = true;
-    s.continuation = continuation;
-  }
+  const task* parent = from.current_task();
+  const group own = hdr(continuation).m_group;
+  const group joins = own.valid() || parent == nullptr ? own : hdr(parent).m_group;
+  const std::uint8_t slot = parent != nullptr ? hdr(parent).m_epoch_slot : current_epoch_slot();
+  m_groups.close_with_continuation(g, continuation, joins, slot);
+  // Counted as spawned now, in its operation's slot, not when the group completes: the group's
+  // remaining tasks may belong to other operations (other slots), and the registering task may
+  // finish first, so without this the slot could balance, and the epoch move on and free what
+  // the continuation may still read, while the continuation waits. (g cannot complete before
+  // the leave below: the open reference is ours until then.)
+  from.counters().count_spawn(slot);
   leave_group(g, &from);
 }
 
 void scheduler::detach(group g) {
-  if (!g.valid())
-    throw std::logic_error("tessera: detach of group{}, which names no group");
-  if (!m_groups.current(g))
-    throw std::logic_error(
-        "tessera: detach of a group that is no longer open (waited for, continued with "
-        "when_done or detached already) or that another runtime made");
-  group_slot& s = m_groups.slot(g);
-  {
-    std::lock_guard lock(s.mutex);
-    if (!s.waitable(g))
-      throw std::logic_error("tessera: detach of a group that was waited for (or detached) already");
-    s.closed = true;
-    s.detached = true;
-  }
+  m_groups.close_detached(g);
   // From a task of this runtime, a completion here is a worker's (its continuation rules); from
   // any other thread, an outside one.
   worker* w = current_worker();
-  leave_group(g, (w != nullptr && &w->m_sched == this) ? w : nullptr);  // the open reference
+  leave_group(g, (w != nullptr && w->owner() == this) ? w : nullptr);  // the open reference
 }
 
 void scheduler::leave_group(group g, worker* from) noexcept {
-  if (m_groups.leave(g)) complete_group(g, from);
+  if (m_groups.table().leave(g)) complete_group(g, from);
 }
 
 bool scheduler::cancel(group g) {
-  if (!g.valid()) throw std::logic_error("tessera: cancel of group{}, which names no group");
-  if (!m_groups.current(g)) return false;  // completed and released (or another runtime's)
-  group_slot& s = m_groups.slot(g);
-  {
-    std::lock_guard lock(s.mutex);
-    // Again under the mutex (release changes the generation under it): not a group reusing the
-    // slot. A completed group, or one cancelled before, has nothing left to cancel.
-    if (s.generation.load(std::memory_order_relaxed) != g.generation || s.completed ||
-        s.cancelled.load(std::memory_order_relaxed)) {
-      return false;
-    }
-    s.cancelled.store(true, std::memory_order_relaxed);
-    // Before the notifications below: a worker that acquires its attention word sees it.
-    m_cancellations.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (!m_groups.cancel(g)) return false;
   for (auto& w : m_workers) w->notify(worker::attention_cancel);
   return true;
 }
 
 void scheduler::complete_group(group g, worker* from) noexcept {
-  group_slot& s = m_groups.slot(g);
-  task* cont;
-  std::exception_ptr error;
-  bool detached;
-  {
-    std::lock_guard lock(s.mutex);
-    cont = s.continuation;
-    error = s.error;
-    detached = s.detached;
-    s.completed = true;  // cancel() finds nothing left to cancel from now on
-    if (s.cancelled.load(std::memory_order_relaxed)) {
-      m_cancellations.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-  if (cont == nullptr && !detached) {
-    error = nullptr;  // the waiter takes the slot's reference; ours must not outlive the wake-up
-    // release: publish the group's work to the waiter; then wake it.
-    s.done.store(1, std::memory_order_release);
-    futex_wake(s.done, futex_wake_all);
-    return;
-  }
-  m_groups.release(g);
-  if (cont == nullptr) {  // detached: nobody waits
-    if (error) record_unhandled(std::move(error), "a task of a detached group");
-    return;
-  }
-  // The exception moves on to the group the continuation belongs to (or to the unhandled list).
-  if (error) {
-    if (hdr(cont).m_group.valid()) {
-      m_groups.record_exception(hdr(cont).m_group, std::move(error));
-    } else {
-      record_unhandled(std::move(error),
-                       "a task of a group given to when_done, whose continuation is in no group,");
-    }
-  }
+  task* cont = m_groups.complete(g);
+  if (cont == nullptr) return;
   // Counted as spawned by when_done already, by the worker that registered it.
   if (from == nullptr) {
     route(cont, nullptr);
@@ -636,54 +440,7 @@ void scheduler::complete_group(group g, worker* from) noexcept {
   }
 }
 
-void scheduler::record_exception(group g, std::exception_ptr e) {
-  if (g.valid()) {
-    m_groups.record_exception(g, std::move(e));
-    return;
-  }
-  record_unhandled(std::move(e), "a task without a group");
-}
-
-void scheduler::record_unhandled(std::exception_ptr e, const char* whose) {
-  if (m_options.report_unhandled_exceptions && !m_unhandled_reported.exchange(true)) {
-    std::fprintf(stderr,
-                 "tessera: %s threw (%s); nobody waits for it, and the worker goes on. Further "
-                 "ones are collected silently: runtime::take_unhandled_exceptions()\n",
-                 whose, what_of(e).c_str());
-  }
-  std::lock_guard lock(m_unhandled_mutex);
-  m_unhandled.push_back(std::move(e));
-}
-
-std::vector<std::exception_ptr> scheduler::take_unhandled() {
-  std::lock_guard lock(m_unhandled_mutex);
-  return std::exchange(m_unhandled, {});
-}
-
 // ---- quiescence and epochs --------------------------------------------------------------------
-
-bool scheduler::slot_balanced(unsigned slot) const noexcept {
-  std::uint64_t completed = 0;
-  for (auto& w : m_workers) completed += w->m_epoch.completed[slot].load(std::memory_order_acquire);
-  // seq_cst: see count_in_current_slot
-  std::uint64_t spawned = m_external_spawned[slot].load(std::memory_order_seq_cst);
-  for (auto& w : m_workers) spawned += w->m_epoch.spawned[slot].load(std::memory_order_seq_cst);
-  return spawned == completed;
-}
-
-bool scheduler::quiescent() const noexcept {
-  std::uint64_t completed = 0;
-  for (auto& w : m_workers) {
-    for (auto& c : w->m_epoch.completed) completed += c.load(std::memory_order_acquire);
-  }
-  std::uint64_t spawned = 0;
-  for (auto& c : m_external_spawned) spawned += c.load(std::memory_order_acquire);
-  // seq_cst, not just acquire: stop() relies on it (worker::maybe_reclaim)
-  for (auto& w : m_workers) {
-    for (auto& c : w->m_epoch.spawned) spawned += c.load(std::memory_order_seq_cst);
-  }
-  return spawned == completed;
-}
 
 void scheduler::wait_idle() {
   if (on_own_worker()) {
@@ -720,21 +477,6 @@ void scheduler::notify_idle_waiters() noexcept {
   futex_wake(m_idle_seq, futex_wake_all);
 }
 
-void scheduler::try_advance_epoch(std::uint64_t now) noexcept {
-  const std::uint64_t period = epoch_period_ns();
-  std::uint64_t last = m_last_advance_ns.load(std::memory_order_relaxed);
-  if (now - last < period) return;
-  if (!m_last_advance_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
-  // seq_cst, the counts read in slot_balanced too: see count_in_current_slot.
-  std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
-  if (!slot_balanced(static_cast<unsigned>((e + 1) % epoch_slots))) return;
-#if defined(TESSERA_DEBUG_CHECKS)
-  if (auto* hook = test_hooks::epoch_advance_checked.load(std::memory_order_acquire)) hook(e);
-#endif
-  // A retire that reads the new epoch happens after the balance we observed.
-  m_global_epoch.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
-}
-
 // ---- resources ---------------------------------------------------------------------------------
 
 namespace {
@@ -756,9 +498,7 @@ void check_hints(const resource_hints& h) {
 
 resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_hints& hints) {
   check_hints(hints);
-  const std::size_t total = sizeof(resource_header) + ((bytes + 63) & ~std::size_t{63});
-  void* mem = ::operator new(total, resource_alignment);
-  auto* h = ::new (mem) resource_header();
+  resource_header* h = allocate_resource_memory(bytes);
   h->prim = select_primitive(hints);
   h->weight = weight_of(hints.frequency);
   h->object_size = static_cast<std::uint32_t>(bytes);
@@ -781,20 +521,6 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
   return h;
 }
 
-void scheduler::free_resource(resource_header* h) noexcept {
-  if (h->destroy != nullptr) h->destroy(h->object());
-  // Volatile: a plain store just before the delete is dead to the optimizer and was dropped (a
-  // resource destroyed twice then still looked live to is_live_resource in optimized builds).
-  *static_cast<volatile std::uint32_t*>(&h->magic) = 0;
-#if defined(TESSERA_DEBUG_CHECKS)
-  // Before the delete (the object's address is only an identity to the hook): from here on the
-  // resource is dead to every check, as after the delete.
-  if (auto* hook = test_hooks::resource_freed.load(std::memory_order_acquire)) hook(h->object());
-#endif
-  h->~resource_header();
-  ::operator delete(static_cast<void*>(h), resource_alignment);
-}
-
 void scheduler::retire(resource_header* h) {
   // A pointer make_resource did not return was freed by stop() (free(): invalid pointer) until
   // 2026-11-26; the header's mark says whether it is one (a freed resource's is cleared too).
@@ -808,7 +534,7 @@ void scheduler::retire(resource_header* h) {
     m_pools[p]->weight.fetch_sub(h->weight, std::memory_order_relaxed);
   }
   worker* w = current_worker();
-  if (w != nullptr && &w->m_sched == this) {
+  if (w != nullptr && w->owner() == this) {
     w->retire(h);
     return;
   }
@@ -816,23 +542,7 @@ void scheduler::retire(resource_header* h) {
 }
 
 void scheduler::retire_for_workers(resource_header* h) {
-  {
-    std::lock_guard lock(m_retired_mutex);
-    if (!m_retired_freed) {
-      m_retired_external.push_back(h);
-      m_has_external_retired.store(true, std::memory_order_relaxed);
-      return;
-    }
-  }
-  free_resource(h);  // the runtime stopped: no task can read it any more
-}
-
-std::vector<resource_header*> scheduler::take_external_retired() {
-  std::vector<resource_header*> taken;
-  std::lock_guard lock(m_retired_mutex);  // orders the retiring thread's writes before ours
-  taken.swap(m_retired_external);
-  m_has_external_retired.store(false, std::memory_order_relaxed);
-  return taken;
+  if (!m_retired.put(h)) free_resource(h);  // the runtime stopped: no task can read it any more
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
@@ -885,30 +595,17 @@ void scheduler::set_active_workers(unsigned n) {
 }
 
 int scheduler::choose_victim(unsigned thief) const noexcept {
-  int best = -1;
-  std::uint32_t most = 1;  // a victim must have more than one queued task
   const unsigned n = static_cast<unsigned>(m_workers.size());
-  const unsigned start = static_cast<unsigned>(next_random() % n);
-  for (unsigned k = 0; k < n; ++k) {
-    const unsigned i = (start + k) % n;
-    if (i == thief) continue;
-    // seq_cst: a parking thief's read, after it counted itself parked (see worker::periodic)
-    const std::uint32_t q = m_workers[i]->m_queued.load(std::memory_order_seq_cst);
-    // A victim that another thief has asked already is passed over: our request would be
-    // refused, and the next ask comes only a spin's 256 rounds later. A relaxed load, a hint (a
-    // stale answer costs one refused or one skipped request), of the line just read.
-    if (q > most && m_workers[i]->steal_requested_by() == worker::no_thief) {
-      most = q;
-      best = static_cast<int>(i);
-    }
-  }
-  return best;
+  return detail::choose_victim(
+      thief, n, static_cast<unsigned>(next_random() % n),
+      [this](unsigned i) { return m_workers[i]->queued_published(); },
+      [this](unsigned i) { return m_workers[i]->steal_requested_by() != no_thief; });
 }
 
 runtime_statistics scheduler::statistics() const {
   runtime_statistics s;
   for (auto& w : m_workers) s.workers.push_back(w->statistics());
-  for (auto& c : m_external_spawned) s.spawned_external += c.load(std::memory_order_relaxed);
+  s.spawned_external = m_epochs.external_spawned();
   return s;
 }
 
@@ -938,16 +635,8 @@ void scheduler::stop() {
   // m_retired_external, freed below, outside the lock, until none is left.
   for (auto& w : m_workers) w->reclaim_all();
   for (;;) {
-    std::vector<resource_header*> left;
-    {
-      std::lock_guard rl(m_retired_mutex);
-      left.swap(m_retired_external);
-      m_has_external_retired.store(false, std::memory_order_relaxed);
-      if (left.empty()) {
-        m_retired_freed = true;  // from now on retire() frees at once
-        break;
-      }
-    }
+    const std::vector<resource_header*> left = m_retired.take_or_close();
+    if (left.empty()) break;  // closed: from now on retire() frees at once
     for (auto* h : left) free_resource(h);
   }
   m_stopped = true;

@@ -22,9 +22,11 @@
 #include <mutex>
 #include <vector>
 
+#include "memory/reclamation.h"
+#include "memory/resource_memory.h"
 #include "memory/task_allocator.h"
-#include "runtime/epoch.h"
-#include "runtime/group_table.h"
+#include "memory/epoch.h"
+#include "groups/group_registry.h"
 #include "runtime/pool.h"
 #include "runtime/task_lifetime.h"
 #include "runtime/test_hooks.h"
@@ -115,7 +117,7 @@ class scheduler {
 #endif
     const task* parent = from.current_task();
     if (parent == nullptr) [[unlikely]] {
-      from.m_sched.spawn_outside_task(t, from);
+      from.sched().spawn_outside_task(t, from);
       return;
     }
     // From a task: inherit the operation's epoch slot and, without a group of its own, the
@@ -153,18 +155,10 @@ class scheduler {
     if (home) {
       push_home(t, from, no_data, priority);
     } else {
-      from.m_sched.route_slow(t, &from, no_data, false);
+      from.sched().route_slow(t, &from, no_data, false);
     }
   }
 
-  /// `object` is one that make_resource made and that is not freed (the checks of retire, move
-  /// and, with TESSERA_DEBUG_CHECKS, of a spawn on a resource). Reads the header line before
-  /// `object` only where that cannot fault or trip a sanitizer: the pointer 64-aligned (every
-  /// resource is), the line addressable under ASan, and, for a pointer at the start of a page,
-  /// the page before it mapped. Until 2026-11-27 the line was read whatever the pointer: a plain
-  /// pointer at the start of a mapping crashed instead of throwing, and UBSan stopped a
-  /// misaligned one.
-  static bool is_live_resource(const void* object) noexcept;
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what`, if `t` is annotated with
   /// a resource that make_resource did not make (or that was freed).
@@ -188,32 +182,27 @@ class scheduler {
 
   // groups
   group make_group() { return m_groups.open(); }
+  group_registry& groups() noexcept { return m_groups; }
   void wait(group g);
   void when_done(group g, task* continuation, worker& from);
   /// The calling thread is one of this runtime's workers (it must not block on this runtime).
   bool on_own_worker() const noexcept;
   void leave_group(group g, worker* from) noexcept;
-  void record_exception(group g, std::exception_ptr e);
-  /// `e`, thrown by a task nobody waits for (`whose`, for the message), goes to the unhandled
-  /// list; the first one is said on stderr (runtime_options::report_unhandled_exceptions).
-  void record_unhandled(std::exception_ptr e, const char* whose);
+  /// `g`'s count reached zero (the caller's leave or batch flush brought it there): wakes its
+  /// waiter or routes its continuation (`from`: the calling worker, or nullptr).
+  void complete_group(group g, worker* from) noexcept;
+  void record_exception(group g, std::exception_ptr e) {
+    m_groups.record_exception(g, std::move(e));
+  }
   void detach(group g);
   /// runtime::cancel. Marks g cancelled under its mutex and asks every worker to look
   /// (attention_cancel): from then on a worker drops each task of g it takes before running it.
   bool cancel(group g);
-  /// Groups cancelled and not completed yet. Relaxed: a worker reads it after the acquire of its
-  /// attention word, which cancel() sets after the increment.
-  std::uint32_t cancellations() const noexcept {
-    return m_cancellations.load(std::memory_order_relaxed);
-  }
-  /// Whether `g` (a group with a task in flight, so its slot is its own) is cancelled.
-  bool cancelled(group g) noexcept {
-    return g.valid() && m_groups.slot(g).cancelled.load(std::memory_order_relaxed);
-  }
-  /// The flag cancelled() reads, for a loop that holds `g` (valid) to check per piece.
-  const std::atomic<bool>* cancel_flag(group g) noexcept { return &m_groups.slot(g).cancelled; }
+  std::uint32_t cancellations() const noexcept { return m_groups.cancellations(); }
+  bool cancelled(group g) noexcept { return m_groups.cancelled(g); }
+  const std::atomic<bool>* cancel_flag(group g) noexcept { return m_groups.cancel_flag(g); }
   void wait_idle();
-  bool quiescent() const noexcept;
+  bool quiescent() const noexcept { return m_epochs.quiescent(); }
   /// Called by a worker going idle, after it published its epoch counts: wakes wait_idle()'s
   /// waiters if the runtime is quiescent. Without waiters: one read-modify-write.
   void notify_if_idle() noexcept {
@@ -225,38 +214,36 @@ class scheduler {
     // does not model them.)
     if (m_idle_waiters.fetch_add(0, std::memory_order_acq_rel) != 0) notify_idle_waiters();
   }
-  std::vector<std::exception_ptr> take_unhandled();
+  std::vector<std::exception_ptr> take_unhandled() { return m_groups.take_unhandled(); }
 
   // resources and reclamation
   resource_header* allocate_resource(std::size_t bytes, const resource_hints& hints);
-  static void free_resource(resource_header* h) noexcept;
   void retire(resource_header* h);
   /// Resources retired by threads that are not workers of this runtime, for a worker to put on
   /// its own retired list (worker::maybe_reclaim), so that they are reclaimed while the runtime
   /// runs. Call it when has_external_retired().
-  std::vector<resource_header*> take_external_retired();
+  std::vector<resource_header*> take_external_retired() { return m_retired.take(); }
   /// Puts `h` where the active workers take it from (take_external_retired): for a thread that
   /// is not one of the workers, and for a worker being deactivated, which reclaims nothing
   /// while inactive. Frees it at once once stop() freed the rest.
   void retire_for_workers(resource_header* h);
-  bool has_external_retired() const noexcept {
-    return m_has_external_retired.load(std::memory_order_relaxed);
-  }
+  bool has_external_retired() const noexcept { return m_retired.maybe_nonempty(); }
   void move(resource_header* h, worker_id w);
-  std::uint64_t global_epoch() const noexcept {
-    return m_global_epoch.load(std::memory_order_acquire);
-  }
+  std::uint64_t global_epoch() const noexcept { return m_epochs.global(); }
   /// The epoch slot of an operation that starts now (a task spawned from outside any task).
-  std::uint8_t current_epoch_slot() const noexcept {
-    return static_cast<std::uint8_t>(global_epoch() % epoch_slots);
-  }
+  std::uint8_t current_epoch_slot() const noexcept { return m_epochs.current_slot(); }
   /// Advances the global epoch if the slot it would reuse is drained. Any worker may call it.
-  void try_advance_epoch(std::uint64_t now /* now_ns() */) noexcept;
+  void try_advance_epoch(std::uint64_t now /* now_ns() */) noexcept {
+    m_epochs.try_advance(now, epoch_period_ns());
+  }
+  epoch_clock& epochs() noexcept { return m_epochs; }
+  /// stop() began. seq_cst: one side of the Dekker pair with the reclamation task's spawn
+  /// (worker::maybe_reclaim); stop() stores it, then reads the counts (quiescent()).
+  bool stopping() const noexcept { return m_stopping.load(std::memory_order_seq_cst); }
   std::uint64_t epoch_period_ns() const noexcept {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(m_options.epoch_period).count());
   }
-  bool slot_balanced(unsigned slot) const noexcept;
 
   // workers
   runtime& rt() noexcept { return m_runtime; }
@@ -300,27 +287,37 @@ class scheduler {
   /// after its seq_cst store of its queue length; a worker that parks just after it was read
   /// sees that length and asks for work itself (worker::park).
   unsigned parked_workers() const noexcept { return m_parked.load(std::memory_order_seq_cst); }
+  /// An active worker is about to park (seq_cst: before its last look for work, see worker::park).
+  void count_parked() noexcept { m_parked.fetch_add(1, std::memory_order_seq_cst); }
+  /// It did not park, or woke. Relaxed: a peer that still counts it only tries a wake-up that
+  /// finds no sleeper.
+  void count_unparked() noexcept { m_parked.fetch_sub(1, std::memory_order_relaxed); }
   /// Workers marked blind right now: parked (or about to park) without having seen a peer with
   /// more than one queued task (worker::park), or told "nothing here" by a victim with fewer
   /// than two (worker::answer_steal_request). A busy worker with more than one queued that sees
   /// a mark claims one and wakes that worker, despite its once-per-millisecond limit
   /// (worker::wake_a_peer): each mark is one wake-up, of the worker that needs it. seq_cst:
   /// Dekker with periodic()'s store of its queue length, see worker::park.
-  std::uint32_t blind_workers() const noexcept {
-    return m_blind_workers.load(std::memory_order_seq_cst);
-  }
+  std::uint32_t blind_workers() const noexcept { return m_blind.count(); }
   /// Marks `w` blind (no effect if it is already). Any thread.
-  void mark_blind(worker& w) noexcept;
+  void mark_blind(worker& w) noexcept { m_blind.mark(w.mailbox()); }
   /// Clears `w`'s mark; true if this call cleared it (then the caller owns that mark's wake-up).
-  bool clear_blind(worker& w) noexcept;
+  bool clear_blind(worker& w) noexcept { return m_blind.clear(w.mailbox()); }
   /// Claims the mark of a worker other than `except` and wakes it; repeats while the claimed
   /// worker was awake already (its mark was stale). True if a worker was woken.
   bool wake_a_blind_worker(unsigned except) noexcept;
   /// Wakes one active parked worker other than `except`; false if none was asleep.
   bool wake_a_parked_worker(unsigned except) noexcept;
 
+ /// Queues `t` in pool `p`: a plain append if `from` (the calling worker, or nullptr) holds p,
+  /// else an inbox push that tells p's owner. `spawn`: t is being spawned (counted as a remote
+  /// spawn of `from` if p is not its own); false for a task passed on (a serialized task forwarded
+  /// to its resource's pool, a continuation), whose spawn was counted where it happened.
+  void push(pool& p, task* t, worker* from, bool newest_first = false, bool spawn = true) noexcept;
+
  private:
   void spawn_external(task* t);
+ public:
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what` (spawn, follow-up,
   /// when_done), unless `t` was made by make_task and not spawned yet. Without, nothing (it
   /// compiles to no code). The caller still owns `t` after the throw: not the runtime's.
@@ -344,6 +341,7 @@ class scheduler {
     require_resource(t, what);
 #endif
   }
+ private:
   [[noreturn]] static void handed_over_twice(const char* what);
   [[noreturn]] static void not_a_resource(const char* what);
   /// Throws std::invalid_argument: `what` (spawn, follow-up...) of nullptr.
@@ -352,10 +350,6 @@ class scheduler {
   /// spawn_from() on a worker thread with no task running (a task's destructor, say): like a
   /// spawn from outside, the task starts an operation of the current epoch.
   void spawn_outside_task(task* t, worker& from);
-  /// Counts a task that starts an operation (`count(slot, +1)`) in the current epoch's slot and
-  /// returns the slot; see the definition.
-  template <class Count>
-  std::uint8_t count_in_current_slot(Count count) noexcept;
   /// spawn_from()'s case of a task given a group other than its parent's (out of line: rare).
   static void spawn_into_other_group(task* t, worker& from, bool newest_first, bool home);
 #if defined(TESSERA_DEBUG_CHECKS)
@@ -377,9 +371,6 @@ class scheduler {
 #endif
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;
-  /// `spawn`: t is being spawned (counted as a remote spawn of `from` if p is not its own).
-  void push(pool& p, task* t, worker* from, bool newest_first = false, bool spawn = true) noexcept;
-  void complete_group(group g, worker* from) noexcept;
   void notify_idle_waiters() noexcept;
 
   runtime& m_runtime;
@@ -387,10 +378,9 @@ class scheduler {
   std::vector<std::unique_ptr<pool>> m_pools;
   std::vector<std::unique_ptr<worker>> m_workers;
   std::vector<std::vector<unsigned>> m_workers_of_node;
-  group_table m_groups;
+  group_registry m_groups;
 
   std::atomic<bool> m_stopping{false};
-  std::atomic<std::uint32_t> m_cancellations{0};  ///< see cancellations()
   std::atomic<std::uint32_t> m_external_in_flight{0};  ///< spawns from outside being routed
   bool m_stopped = false;
   std::mutex m_stop_mutex;
@@ -405,54 +395,19 @@ class scheduler {
   /// See parked_workers(). Its own line: it changes on every park, and the members above are
   /// read by busy workers.
   alignas(64) std::atomic<unsigned> m_parked{0};
-  std::atomic<std::uint32_t> m_blind_workers{0};  ///< see blind_workers(); changes with m_parked
+  blind_marks m_blind;  ///< see blind_workers(); changes with m_parked
 
-  alignas(64) std::atomic<std::uint64_t> m_global_epoch{0};
-  std::atomic<std::uint64_t> m_last_advance_ns{0};
-  alignas(64) std::array<std::atomic<std::uint64_t>, epoch_slots> m_external_spawned{};
+  epoch_clock m_epochs;
 
   /// Threads in wait_idle() (read by every worker going idle; changes only when a wait starts or
   /// ends) and the futex word they sleep on (bumped by notify_idle_waiters).
   alignas(64) std::atomic<std::uint32_t> m_idle_waiters{0};
   std::atomic<std::uint32_t> m_idle_seq{0};
 
-  std::mutex m_retired_mutex;
-  std::vector<resource_header*> m_retired_external;  // retired by non-worker threads
-  bool m_retired_freed = false;  // stop() freed the retired (guarded by m_retired_mutex)
-  /// m_retired_external is not empty. Written under m_retired_mutex, read relaxed by workers
-  /// (take_external_retired): a stale false only leaves the resources for a later look.
-  std::atomic<bool> m_has_external_retired{false};
-
-  std::mutex m_unhandled_mutex;
-  std::vector<std::exception_ptr> m_unhandled;
-  std::atomic<bool> m_unhandled_reported{false};
+  retire_inbox m_retired;  // retired by threads that are not workers, until a worker adopts them
 
   std::chrono::steady_clock::time_point m_start;
 
-  friend class worker;
 };
-
-template <class Count>
-inline std::uint8_t scheduler::count_in_current_slot(Count count) noexcept {
-  // A task that starts an operation counts itself in the slot of the current epoch, then reads
-  // the epoch again: if it moved in between (this thread preempted), the count may have landed
-  // in a slot that an advance had just found balanced, and that the next epoch reuses. Counted
-  // there, the task would pass for one of that later epoch, and a resource retired before the
-  // move could be freed while the task still reads it (found by a review on 2026-11-26, with
-  // pause points widening both windows: a use-after-free under AddressSanitizer). Then the count
-  // is taken back and made again. All seq_cst, with try_advance_epoch's loads and its CAS: a
-  // count made while the epoch read twice is E is seen by every advance that reads E+1 or later.
-  // (Forced by test hooks in tests/reclamation_test.cpp, reclamation_race.)
-  for (;;) {
-    const std::uint64_t e = m_global_epoch.load(std::memory_order_seq_cst);
-    const auto slot = static_cast<std::uint8_t>(e % epoch_slots);
-#if defined(TESSERA_DEBUG_CHECKS)
-    if (auto* hook = test_hooks::epoch_read_for_count.load(std::memory_order_acquire)) hook(e);
-#endif
-    count(slot, +1);
-    if (m_global_epoch.load(std::memory_order_seq_cst) == e) return slot;
-    count(slot, -1);  // the task is not visible to anyone yet
-  }
-}
 
 }  // namespace tessera::detail

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "memory/reclamation.h"
 #include "memory/task_allocator.h"
 #include "runtime/futex.h"
 #include "runtime/task_lifetime.h"
@@ -24,18 +25,14 @@ static_assert(worker::window_slots > runtime::max_prefetch_distance &&
 
 thread_local worker* tl_worker = nullptr;
 
-/// Frees a detached list of retired resources (reclamation runs as a task, seed 001 §4.4).
+/// Frees a detached list of retired resources (reclamation runs as a task, [MxTasks] §4.4).
 class reclaim_task final : public task {
  public:
   explicit reclaim_task(resource_header* list) : m_list(list) {}
   task* execute(context&) override {
     // The runtime's own task: not counted as executed in the statistics (worker::statistics).
     tl_worker->count_reclaim_run();
-    while (m_list != nullptr) {
-      resource_header* next = m_list->retired_next;
-      scheduler::free_resource(m_list);
-      m_list = next;
-    }
+    free_resource_list(std::exchange(m_list, nullptr));
     return nullptr;
   }
 
@@ -88,12 +85,7 @@ bool worker::wake_if_sleeping() noexcept {
 }
 
 bool worker::request_steal(int thief) noexcept {
-  int expected = no_thief;
-  // acq_rel: nothing is published with the request itself; the answer comes through the
-  // hand-over mutex or an inbox.
-  if (!m_steal_request.compare_exchange_strong(expected, thief, std::memory_order_acq_rel)) {
-    return false;
-  }
+  if (!m_mailbox.post(thief)) return false;
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::steal_requested.load(std::memory_order_acquire)) {
     hook(*this, static_cast<unsigned>(thief));
@@ -217,9 +209,8 @@ void worker::offer_queued_after_spawns() {
 void worker::wake_a_peer() {
   // A thief answered with nothing while tasks were queued here (remember_refused) is marked
   // blind once the last walk is paid for, so that it wakes and asks again.
-  if (m_refused != no_thief && tasks_done() - m_scan_paid_at >= m_scan_debt) {
-    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(m_refused)));
-    m_refused = no_thief;
+  if (const int refused = m_pacing.refused_once_paid(tasks_done()); refused != no_thief) {
+    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(refused)));
   }
   // A worker marked blind has not seen this queue: wake it now, whatever the limit. The mark is
   // claimed, so each one is a single wake-up, of the worker that needs it.
@@ -327,18 +318,17 @@ void worker::give_everything() {
     give_pool(p, m_sched.worker_at(k++ % active));
   }
   m_queued.store(0, std::memory_order_relaxed);
-  // An inactive worker reclaims nothing: what it retired goes to the active ones (until
-  // 2026-11-26 it stayed here, unfreed, until the worker was activated again or the runtime
-  // stopped). They stamp it with a later epoch, which frees it later, never too early.
-  while (m_retired != nullptr) {
-    resource_header* next = m_retired->retired_next;
-    m_sched.retire_for_workers(m_retired);
-    m_retired = next;
+  // An inactive worker reclaims nothing: what it retired goes to the active ones. They stamp it
+  // with a later epoch, which frees it later, never too early.
+  for (resource_header* h = m_retired.take_all(); h != nullptr;) {
+    resource_header* next = h->retired_next;
+    m_sched.retire_for_workers(h);
+    h = next;
   }
 }
 
 void worker::answer_steal_request() {
-  const int thief = m_steal_request.exchange(no_thief, std::memory_order_acq_rel);
+  const int thief = m_mailbox.take();
   if (thief == no_thief || thief == m_index) return;
   worker& to = m_sched.worker_at(static_cast<unsigned>(thief));
   if (!to.m_active.load(std::memory_order_acquire)) {  // it would only hand them back
@@ -366,17 +356,11 @@ void worker::answer_steal_request() {
     give_pool(candidate, to);
     return;
   }
-  // 3. Half of the home pool's tasks that have no placement target, as one chain: the half at
-  //    the back, the oldest (fresh spawns queue newest-first, so in a recursion these are the
-  //    biggest pieces of work). With one pool per worker, resources live in home pools: their
-  //    serialized tasks stay.
-  //    This walks the queue. Idle thieves ask often, so a long queue of tasks that may not move
-  //    (targeted at this worker, serialized) would make the worker spend its time walking it: a
-  //    walk's steps that moved nothing are paid for first by as many executed tasks (at most
-  //    one step per task amortized; before, a test queueing 150,000 tasks on one worker of five
-  //    took 6-40 s on 2 cores, once over 300 s, walking the queue for each request).
+  // 3. Half of the home pool's tasks that have no placement target, as one chain
+  //    (split_for_thief). With one pool per worker, resources live in home pools: their
+  //    serialized tasks stay. The walk is paid for first (steal_pacing).
   const std::uint64_t done = tasks_done();
-  if (done - m_scan_paid_at < m_scan_debt) {
+  if (!m_pacing.may_walk(done)) {
     remember_refused(thief);
     bump(m_stats.steal_answers_empty);
     return;
@@ -391,8 +375,7 @@ void worker::answer_steal_request() {
   // Not movable either: a reader of an optimistic_scheduled resource whose pool this is (with
   // one pool per worker, resources live in home pools). Here it runs without a version check;
   // on a thief it would read optimistically beside the writers again, and a read forwarded here
-  // by read_pessimistically could bounce between thieves and this pool (a review on 2026-11-26:
-  // up to 22 torn runs of one read with pools_per_worker = 1).
+  // after its torn runs could bounce between thieves and this pool.
   const std::uint32_t home_index = m_home->index;
   auto movable = [home_index](const task* t) {
     return hdr(t).m_target_kind == task_header::target_none && !serialized_by_pool(t) &&
@@ -401,43 +384,16 @@ void worker::answer_steal_request() {
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     local_queue& q = m_home->local[pr];
     if (!m_holds_home || q.size() < 2) continue;
-    std::size_t can_move = 0;
-    for (task* t = q.front(); t != nullptr; t = local_queue::next_of(t)) can_move += movable(t);
-    steps += q.size();
-    std::size_t want = q.size() / 2 < can_move ? q.size() / 2 : can_move;
-    if (want == 0) continue;
-    steps += q.size();
-    std::size_t skip = can_move - want;  // movable tasks at the front that stay
-    local_queue keep;
-    task* first = nullptr;
-    task* last = nullptr;
-    while (!q.empty()) {
-      task* t = q.pop_front();
-      if (movable(t) && skip > 0) {
-        --skip;
-        keep.push_back(t);
-      } else if (want > 0 && movable(t)) {
-        --want;
-        ++moved;
-        if (first == nullptr) {
-          first = t;
-        } else {
-          hdr(last).m_next.store(t, std::memory_order_relaxed);
-        }
-        last = t;
-      } else {
-        keep.push_back(t);
-      }
-    }
-    q = keep;
-    if (first != nullptr) {
-      m_local_count[pr] = 0;
-      for (pool* p : m_pools) m_local_count[pr] += p->local[pr].size();
-      // To the pool's owner, which is no longer `to` if `to` was deactivated since the check
-      // above and gave its pools away: told, `to` would only go back to sleep, and the new
-      // owner, parked, would find the tasks at its park timeout (50 ms).
-      m_sched.push_inbox(*to.home(), pr, first, last);
-    }
+    const stolen_chain c = split_for_thief(q, movable);
+    steps += c.steps;
+    if (c.first == nullptr) continue;
+    moved += c.moved;
+    m_local_count[pr] = 0;
+    for (pool* p : m_pools) m_local_count[pr] += p->local[pr].size();
+    // To the pool's owner, which is no longer `to` if `to` was deactivated since the check
+    // above and gave its pools away: told, `to` would only go back to sleep, and the new
+    // owner, parked, would find the tasks at its park timeout.
+    m_sched.push_inbox(*to.home(), pr, c.first, c.last);
   }
   // Nothing moved because nothing was queued (fewer than two): the thief is marked blind, and
   // the next periodic() with more queued (ours or another worker's) wakes it at once (marked
@@ -451,8 +407,7 @@ void worker::answer_steal_request() {
       remember_refused(thief);
     }
   }
-  m_scan_debt = steps > 4 * moved ? steps - 4 * moved : 0;  // a moved task pays for 4 steps
-  m_scan_paid_at = done;
+  m_pacing.walked(steps, moved, done);
   bump(m_stats.steal_walk_steps, steps);
   if (moved > 0) {
     bump(m_stats.tasks_stolen, moved);
@@ -462,17 +417,16 @@ void worker::answer_steal_request() {
 }
 
 void worker::remember_refused(int thief) noexcept {
-  if (m_refused != no_thief && m_refused != thief) {
-    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(m_refused)));
+  if (const int earlier = m_pacing.remember_refused(thief); earlier != no_thief) {
+    m_sched.mark_blind(m_sched.worker_at(static_cast<unsigned>(earlier)));
   }
-  m_refused = thief;
 }
 
 void worker::try_steal() {
   if (m_pending_victim >= 0) {
     // Still waiting for the victim to answer?
     if (m_sched.worker_at(static_cast<unsigned>(m_pending_victim))
-            .m_steal_request.load(std::memory_order_relaxed) == m_index) {
+            .steal_requested_by() == m_index) {
       return;
     }
     m_pending_victim = -1;
@@ -791,7 +745,7 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   try {
     scheduler::require_resource(follow, "follow-up");  // t itself may have been re-annotated
     if (hdr(follow).m_group.valid() && hdr(follow).m_group != hdr(t).m_group &&
-        !m_sched.m_groups.current(hdr(follow).m_group)) {
+        !m_sched.groups().table().current(hdr(follow).m_group)) {
       throw std::logic_error("tessera: a follow-up annotated with a stale or completed group");
     }
   } catch (...) {
@@ -852,7 +806,7 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   if (!m_token) reacquire_token(g, slot);
   // Another group is joined before the follow-up can run (and leave it).
   const bool transferred = hdr(follow).m_group == g && g.valid();
-  if (hdr(follow).m_group != g) m_sched.m_groups.join(hdr(follow).m_group);
+  if (hdr(follow).m_group != g) m_sched.groups().table().join(hdr(follow).m_group);
   m_epoch.count_spawn(slot);
   if (hold) {
     hold_next(follow);
@@ -875,27 +829,14 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
 
 void worker::open_group_batch(group g, unsigned slot) noexcept {
   flush_group();
-  m_gcache = g;
-  // The open batch counts as a task in flight of the current epoch slot: quiescence
-  // (wait_idle, stop) and epoch advancement wait for its flush, which may spawn a
-  // continuation (when_done) after the last real task of the group completed.
-  m_gslot = static_cast<std::uint8_t>(slot);
-  m_epoch.count_spawn(m_gslot);
+  m_gbatch.open(g, slot, m_epoch);
 }
 
 void worker::flush_group() noexcept {
-  if (!m_gcache.valid()) return;
-  const group g = m_gcache;
-  const std::int64_t d = m_gdelta;
-  m_gcache = group{};
-  m_gdelta = 0;
-  // acq_rel: releases the writes of the tasks completed in this batch to whoever completes the
-  // group; the completer acquires everyone's (all updates are RMWs: one release sequence).
-  if (d != 0 && m_sched.m_groups.slot(g).pending.fetch_add(d, std::memory_order_acq_rel) + d == 0) {
-    m_sched.complete_group(g, this);
+  if (m_gbatch.flush(m_sched.groups().table(), m_epoch,
+                     [this](group g) { m_sched.complete_group(g, this); })) {
+    bump(m_stats.group_batches);
   }
-  m_epoch.count_completion(m_gslot);  // last: the continuation above is counted already
-  bump(m_stats.group_batches);
 }
 
 // ---- idling ------------------------------------------------------------------------------------
@@ -975,11 +916,11 @@ bool worker::park() {
   // An active worker is counted as parked, so that busy workers with queued work wake it
   // (periodic()). seq_cst, before the checks below and the look for a victim: see periodic().
   const bool active = m_active_local;
-  if (active) m_sched.m_parked.fetch_add(1, std::memory_order_seq_cst);
+  if (active) m_sched.count_parked();
   const bool stay_awake = active ? has_work_for_park()
                                  : m_attention.load(std::memory_order_seq_cst) != 0;
   if (stay_awake) {
-    if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
+    if (active) m_sched.count_unparked();
     m_sleeping.store(0, std::memory_order_relaxed);
     return false;
   }
@@ -1016,7 +957,7 @@ bool worker::park() {
   // spurious return. Relaxed: only this worker's own next idle() depends on it.
   const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
   // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
-  if (active) m_sched.m_parked.fetch_sub(1, std::memory_order_relaxed);
+  if (active) m_sched.count_unparked();
   m_sched.clear_blind(*this);  // awake: we look for work ourselves
   m_sleeping.store(0, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
@@ -1028,9 +969,7 @@ bool worker::park() {
 // ---- reclamation -------------------------------------------------------------------------------
 
 void worker::retire(resource_header* h) noexcept {
-  h->retired_epoch = m_sched.global_epoch();
-  h->retired_next = m_retired;
-  m_retired = h;
+  m_retired.push(h, m_sched.global_epoch());
 }
 
 void worker::maybe_reclaim() {
@@ -1040,15 +979,9 @@ void worker::maybe_reclaim() {
   if (m_sched.has_external_retired()) [[unlikely]] {
     for (resource_header* h : m_sched.take_external_retired()) retire(h);
   }
-  if (m_retired == nullptr) return;
-  const std::uint64_t e = m_sched.global_epoch();
-  // The list is newest first: cut it at the first entry old enough; everything after is older.
-  resource_header** link = &m_retired;
-  while (*link != nullptr && (*link)->retired_epoch + epoch_slots > e)
-    link = &(*link)->retired_next;
-  resource_header* old = *link;
+  if (m_retired.empty()) return;
+  resource_header* old = m_retired.take_expired(m_sched.global_epoch());
   if (old == nullptr) return;
-  *link = nullptr;
   auto* t = m_sched.rt().make_task<reclaim_task>(old);
   // Normal priority, at the back of this worker's queue: it runs after what is queued now. At low
   // priority, as until 2026-11-26, it waited for a moment with nothing else to run, and a worker
@@ -1065,10 +998,10 @@ void worker::maybe_reclaim() {
   // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
   // reclaim here, since a task routed now could be left behind by workers that already exit.
   // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
-  hdr(t).m_epoch_slot = m_sched.count_in_current_slot(
+  hdr(t).m_epoch_slot = m_sched.epochs().count_in_current_slot(
       [this](unsigned slot, int d) { m_epoch.add_spawn_seq_cst(slot, d); });
   bump(m_stats.reclaims_spawned);
-  if (m_sched.m_stopping.load(std::memory_order_seq_cst)) {
+  if (m_sched.stopping()) {
     const unsigned slot = hdr(t).m_epoch_slot;
     t->execute(m_ctx);
     destroy_task(t);
@@ -1078,13 +1011,7 @@ void worker::maybe_reclaim() {
   m_sched.route(t, this);
 }
 
-void worker::reclaim_all() noexcept {
-  while (m_retired != nullptr) {
-    resource_header* next = m_retired->retired_next;
-    scheduler::free_resource(m_retired);
-    m_retired = next;
-  }
-}
+void worker::reclaim_all() noexcept { free_resource_list(m_retired.take_all()); }
 
 worker_statistics worker::statistics() const noexcept {
   worker_statistics s;

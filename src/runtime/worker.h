@@ -22,9 +22,12 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/epoch.h"
+#include "groups/group_batch.h"
+#include "memory/epoch.h"
+#include "memory/reclamation.h"
 #include "runtime/context_access.h"
 #include "runtime/pool.h"
+#include "steal/stealing.h"
 #include "sync/guarded_execution.h"
 #include "tessera/context.h"
 #include "tessera/detail/resource_header.h"
@@ -73,7 +76,7 @@ class worker {
   static constexpr unsigned pool_batch = 16;
   /// The prefetch window: a ring of a power of two > max_prefetch_distance entries (masked).
   static constexpr unsigned window_slots = 32;
-  static constexpr int no_thief = -1;
+  static constexpr int no_thief = detail::no_thief;
   /// Follow-ups without data go onto the work-first stack at most this many times in a row, each
   /// returned by the follow-up held just before it (a task that keeps returning itself, or a new
   /// task, cannot starve the queue); the next one goes to the back of the home pool.
@@ -99,6 +102,13 @@ class worker {
 
   std::uint16_t index() const noexcept { return m_index; }
   const scheduler* owner() const noexcept { return &m_sched; }
+  scheduler& sched() noexcept { return m_sched; }
+  /// A task spawned here went to a pool this worker does not hold.
+  void count_remote_spawn() noexcept { bump(m_stats.spawned_remote); }
+  /// This worker holds pool `p` (adopted it; the pool's `owner` may name it a little earlier).
+  bool owns(const pool* p) const noexcept {
+    return p->held_by.load(std::memory_order_relaxed) == m_index;
+  }
   unsigned cpu() const noexcept { return m_cpu; }
   unsigned node() const noexcept { return m_node; }
   pool* home() const noexcept { return m_home; }
@@ -172,8 +182,13 @@ class worker {
   bool request_steal(int thief) noexcept;
   /// Any thread: the thief whose request waits for this worker's answer, or no_thief (relaxed:
   /// a snapshot; scheduler::choose_victim passes over a worker that has one).
-  int steal_requested_by() const noexcept {
-    return m_steal_request.load(std::memory_order_relaxed);
+  int steal_requested_by() const noexcept { return m_mailbox.requested_by(); }
+  /// The request slot and blind mark thieves and the scheduler use (any thread).
+  steal_mailbox& mailbox() noexcept { return m_mailbox; }
+  bool active() const noexcept { return m_active.load(std::memory_order_relaxed); }
+  /// Tasks queued here as last published (offer_queued); seq_cst: see choose_victim.
+  std::uint32_t queued_published() const noexcept {
+    return m_queued.load(std::memory_order_seq_cst);
   }
 
   void set_active(bool a) noexcept;
@@ -197,10 +212,10 @@ class worker {
   /// "Group counts".
   /// `slot`: the epoch slot of the task counted (the running task's).
   void group_add(group g, int d, unsigned slot) noexcept {
-    if (g != m_gcache) [[unlikely]] {
+    if (g != m_gbatch.open_group()) [[unlikely]] {
       open_group_batch(g, slot);
     }
-    m_gdelta += d;
+    m_gbatch.add(d);
   }
   /// Applies the batched count; completes the group if that brings it to zero.
   void flush_group() noexcept;
@@ -215,7 +230,7 @@ class worker {
   }
   /// Flushes if tasks of `g` are about to leave this worker.
   void flush_group_if(group g) noexcept {
-    if (g == m_gcache) flush_group();
+    if (g == m_gbatch.open_group()) flush_group();
   }
 
  private:
@@ -241,7 +256,7 @@ class worker {
   /// asking would cost every task a load and a compare); the batch's other flushes bound their
   /// delay in tasks (docs/architecture.md, "Group counts").
   TESSERA_ALWAYS_INLINE window_entry from_pool(window_entry e) noexcept {
-    if (hdr(e.t).m_group != m_gcache) [[unlikely]] {
+    if (hdr(e.t).m_group != m_gbatch.open_group()) [[unlikely]] {
       flush_group();
     }
     return e;
@@ -325,9 +340,6 @@ class worker {
   /// without a wake-up (idle() then parks again without spinning first).
   bool park();
   bool has_work_for_park() const noexcept;
-  bool owns(const pool* p) const noexcept {
-    return p->held_by.load(std::memory_order_relaxed) == m_index;
-  }
   void try_steal();
   /// `thief` was answered with nothing while tasks were queued here (none it may take, or the
   /// last walk not paid for yet): it is marked blind when the walk is paid for (wake_a_peer), so
@@ -386,24 +398,18 @@ class worker {
   bool m_active_local = true;
   bool m_exit = false;
   int m_pending_victim = -1;
-  // tasks to execute before the next steal walk (answer_steal_request)
-  std::uint64_t m_scan_debt = 0;
-  std::uint64_t m_scan_paid_at = 0;  // tasks_done() when that debt was set
-  // A thief answered with nothing while tasks were queued here (remember_refused), or no_thief
-  int m_refused = no_thief;
+  steal_pacing m_pacing;  // the answers' walks paid for, and a thief refused meanwhile
   std::uint64_t m_last_epoch_try_ns = 0;
   std::uint64_t m_next_peer_wake_ns = 0;  // periodic() may wake a parked peer from then on
   unsigned m_clock_every = 1;             // periodic() reads the clock every this many calls
   unsigned m_clock_countdown = 1;         // calls until the next read
   std::uint64_t m_last_clock_ns = 0;      // the last read
-  resource_header* m_retired = nullptr;   // newest first
+  retired_list m_retired;                 // retired here, not freed yet
   bool m_slept_through = false;           // the last park() ended by its timeout, not a wake-up
   // Spawns staying here until offer_queued() runs (note_spawned_home); reset to 2 by periodic()
   // and idle(), set out of reach once it ran (until the next reset).
   std::uint32_t m_spawns_until_offer = 2;
-  group m_gcache{};                       // the group whose count is batched (invalid: none)
-  std::int64_t m_gdelta = 0;              // its batched change
-  std::uint8_t m_gslot = 0;  // epoch slot the open batch is counted in (as a pseudo-task)
+  group_batch m_gbatch;  // the running tasks' changes to one group's count
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
@@ -413,11 +419,8 @@ class worker {
   /// 1: an inbox of an owned pool may have tasks (post_mail, take_mail). Beside m_sleeping, which
   /// a pusher reads anyway.
   std::atomic<std::uint32_t> m_mail{0};
-  /// The thief waiting for an answer, or no_thief.
-  std::atomic<int> m_steal_request{no_thief};
-  /// 1: marked blind (scheduler::mark_blind): this worker may sleep through work queued
-  /// elsewhere that it has not seen; the busy worker that clears the mark wakes it.
-  std::atomic<std::uint32_t> m_blind{0};
+  /// The thief waiting for an answer, and the blind mark (steal/stealing.h).
+  steal_mailbox m_mailbox;
   /// Tasks queued in owned pools, published for thieves choosing a victim (relaxed, a hint).
   std::atomic<std::uint32_t> m_queued{0};
   std::atomic<bool> m_active{true};
@@ -426,8 +429,6 @@ class worker {
   worker_counters m_stats;
   epoch_counters m_epoch;
 
-  friend class scheduler;
-  friend class tessera::context;
 };
 
 }  // namespace tessera::detail
