@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +17,8 @@
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "common/flags.h"
 #include "common/handoff.h"
@@ -52,12 +55,13 @@ std::string default_workers() {
 }
 
 /// At most this many workers: 1,024 on 2 CPUs ran a small YCSB in 0.6 s, 4,096 did not finish in
-/// 300 s (a review, 2026-11-26: idle workers that look for work walk every other worker).
+/// 300 s (idle workers that look for work walk every other worker).
 constexpr std::uint64_t max_workers = 1024;
 
-std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definition& b) {
+std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definition& b,
+                                                const std::string& workers) {
   return {
-      bench::uint_list_flag("workers", default_workers(),
+      bench::uint_list_flag("workers", workers,
                             "comma-separated worker counts, each measured separately", 1,
                             max_workers),
       bench::int_flag("repeat", b.default_repeat, "runs per configuration", 1, 1000000),
@@ -68,50 +72,43 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
   };
 }
 
-/// The subcommand's flags, then the shared ones. A name defined twice is a programmer error.
-std::vector<bench::flag_definition> all_flags(const bench::benchmark_definition& b) {
-  std::vector<bench::flag_definition> defs = b.flags;
-  for (auto& f : shared_flags(b)) defs.push_back(std::move(f));
-  for (std::size_t i = 0; i < defs.size(); ++i)
-    for (std::size_t j = i + 1; j < defs.size(); ++j)
-      if (defs[i].name == defs[j].name)
-        throw std::logic_error("tessera-bench: " + b.name + " defines --" + defs[i].name +
-                               " twice");
-  return defs;
-}
+/// The whole command line as CLI11 sees it: one subcommand per registered benchmark, with the
+/// benchmark's own flags, then the shared ones.
+struct command_line {
+  CLI::App app{"tessera-bench: tessera's benchmarks, the competitors side by side",
+               "tessera-bench"};
+  /// Per subcommand, every flag it takes (its own, then the shared ones).
+  std::map<std::string, std::vector<bench::flag_definition>, std::less<>> flags;
 
-void print_usage(std::FILE* out) {
-  std::fputs(
-      "usage: tessera-bench <subcommand> [flags]\n"
-      "       tessera-bench <subcommand> --help    (that subcommand's flags and defaults)\n\n"
-      "subcommands:\n",
-      out);
-  std::size_t width = 0;
-  for (const auto* b : bench::registered_benchmarks()) width = std::max(width, b->name.size());
-  for (const auto* b : bench::registered_benchmarks())
-    std::fprintf(out, "  %-*s   %s\n", static_cast<int>(width), b->name.c_str(), b->help.c_str());
-  std::fprintf(
-      out,
-      "\nflags every subcommand takes:\n"
-      "  --workers LIST          worker counts to measure (default: %s)\n"
-      "  --repeat N              runs per configuration (default: 3; ycsb: 1)\n"
-      "  --statistic median|best the run reported: median (default) or fastest\n"
-      "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
-      "  --json FILE             append one JSON object per result row\n"
-      "exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be written),\n"
-      "2 bad command line\n",
-      default_workers().c_str());
-}
-
-void print_subcommand_help(const bench::benchmark_definition& b) {
-  std::printf("usage: tessera-bench %s [flags]\n%s\n", b.name.c_str(), b.help.c_str());
-  std::printf("implementations: ");
-  for (std::size_t i = 0; i < b.implementations.size(); ++i)
-    std::printf("%s%s", i ? ", " : "", b.implementations[i].c_str());
-  std::printf("%s\n\nflags:\n%s",
-              b.reference.empty() ? "" : (" (ratios against " + b.reference + ")").c_str(),
-              bench::flags_help(all_flags(b)).c_str());
-}
+  command_line() {
+    const std::string workers = default_workers();
+    app.require_subcommand(1);
+    for (const auto* b : bench::registered_benchmarks()) {
+      CLI::App* sub = app.add_subcommand(b->name, b->help);
+      std::string implementations;
+      for (const auto& name : b->implementations)
+        implementations += (implementations.empty() ? "" : ", ") + name;
+      sub->footer("implementations: " + implementations +
+                  (b->reference.empty() ? "" : " (ratios against " + b->reference + ")"));
+      std::vector<bench::flag_definition> shared = shared_flags(*b, workers);
+      bench::declare_flags(*sub, b->flags);
+      bench::declare_flags(*sub, shared, "Flags every subcommand takes");
+      std::vector<bench::flag_definition>& all = flags[b->name];
+      all = b->flags;
+      all.insert(all.end(), shared.begin(), shared.end());
+    }
+    app.footer(
+        "tessera-bench <subcommand> --help lists the subcommand's flags with their defaults.\n"
+        "Flags every subcommand takes:\n"
+        "  --workers LIST          worker counts to measure (default: " + workers + ")\n"
+        "  --repeat N              runs per configuration (default: 3; ycsb: 1)\n"
+        "  --statistic median|best the run reported: median (default) or fastest\n"
+        "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
+        "  --json FILE             append one JSON object per result row\n"
+        "Exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be\n"
+        "written), 2 bad command line.");
+  }
+};
 
 /// Which CPU worker i of every implementation ran on, under the table: on a machine with SMT
 /// the order is not ascending (tessera::default_worker_cpus). Only for subcommands with --pin.
@@ -217,40 +214,44 @@ std::string failure_text(const std::exception& e) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    print_usage(stderr);
-    return 2;
-  }
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    print_usage(stdout);
-    return 0;
-  }
-  const bench::benchmark_definition* b = bench::find_benchmark(args[0]);
-  if (b == nullptr) {
+  const bench::benchmark_definition* b = args.empty() ? nullptr : bench::find_benchmark(args[0]);
+  const bool asks_help =
+      !args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help");
+  if (b == nullptr && !args.empty() && !asks_help) {
     std::fprintf(stderr, "tessera-bench: %.*s: %s (see tessera-bench --help)\n",
                  static_cast<int>(args[0].size()), args[0].data(),
                  args[0].starts_with("-") ? "expected a subcommand first" : "unknown subcommand");
     return 2;
   }
-  if (b->prepare_process != nullptr) b->prepare_process(argc, argv);
+  if (b != nullptr && b->prepare_process != nullptr) b->prepare_process(argc, argv);
 
-  const std::vector<std::string_view> rest(args.begin() + 1, args.end());
-  bench::parse_result parsed;
+  std::optional<command_line> cli;
   try {
-    parsed = bench::parse_flags(all_flags(*b), rest);
-  } catch (const std::logic_error& e) {  // a bad flag definition, not a bad command line
-    std::fprintf(stderr, "%s\n", e.what());
+    cli.emplace();
+  } catch (const std::exception& e) {  // a bad flag definition, not a bad command line
+    std::fprintf(stderr, "tessera-bench: %s\n", e.what());
     return 1;
   }
-  if (parsed.status == bench::parse_status::help) {
-    print_subcommand_help(*b);
-    return 0;
+  if (b == nullptr) {  // no word, or a request for help
+    std::fputs(cli->app.help().c_str(), asks_help ? stdout : stderr);
+    return asks_help ? 0 : 2;
   }
-  if (parsed.status == bench::parse_status::error) {
-    std::fprintf(stderr, "%s\n", parsed.error.c_str());
+  try {
+    cli->app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(cli->app.help().c_str(), stdout);  // the subcommand's
+    return 0;
+  } catch (const CLI::ParseError& e) {  // values and unknown words are read_flags()'s to report
+    std::fprintf(stderr, "tessera-bench: %s\n", e.what());
     return 2;
   }
-  const bench::flag_values& flags = parsed.values;
+  bench::flag_values flags;
+  try {
+    flags = bench::read_flags(*cli->app.get_subcommand(b->name), cli->flags.at(b->name));
+  } catch (const bench::usage_failure& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   if (flags.list("implementation").empty()) {
     std::fprintf(stderr, "tessera-bench: --implementation: selects nothing\n");
     return 2;
@@ -258,8 +259,8 @@ int main(int argc, char** argv) {
 
   std::FILE* json = nullptr;
   // A --json file this run creates is removed again if the run ends without a row in it (a usage
-  // error found by the benchmark, a failure before the first result): until 2026-11-26 an empty
-  // file was left behind. One that existed before is only ever appended to.
+  // error found by the benchmark, a failure before the first result), so that no empty file is
+  // left behind. One that existed before is only ever appended to.
   bool json_created = false;
   if (const std::string& path = flags.text("json"); !path.empty()) {
     std::error_code ec;

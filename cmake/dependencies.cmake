@@ -18,4 +18,6 @@ if(TESSERA_BUILD_BENCH)
   pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
   pkg_check_modules(MIMALLOC IMPORTED_TARGET mimalloc)
   find_package(mimalloc QUIET)
+  # tessera-bench's command line (libcli11-dev; Debian 12: 2.1.2, header-only).
+  find_package(CLI11 CONFIG REQUIRED)
 endif()

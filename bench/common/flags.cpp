@@ -1,10 +1,19 @@
+// The flags of a subcommand as CLI11 options. CLI11 reads the command line: the names, `=`,
+// which word is a flag's value, words that are no flag, --help and the help text. The value of
+// a flag is checked and converted here (parse_value, one case per kind), by read_flags() after
+// the parse: CLI11's own integer conversion takes 0x10 and 010 as 16 and 8 and saturates a
+// number beyond 64 bits instead of refusing it, its range and member validators would not say
+// which element of a list is wrong, and it runs no validator on a flag given without a value.
 #include "common/flags.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
+
+#include "common/timing.h"
 
 namespace tessera::bench {
 
@@ -60,71 +69,54 @@ std::string range_text(const flag_definition& def) {
   return "";
 }
 
-/// Parses `text` as a value of `def`; on failure returns false and sets `problem`.
-bool parse_value(const flag_definition& def, std::string_view text, flag_values::value& out,
-                 std::string& problem) {
+/// What is wrong with `text` as a value of `def` ("" if nothing; then `out` holds the value).
+/// An empty text is a flag given without a value: yes for a boolean, missing for the others.
+std::string parse_value(const flag_definition& def, std::string_view text,
+                        flag_values::value& out) {
+  if (text.empty() && def.kind != flag_kind::boolean) return "missing value";
   switch (def.kind) {
     case flag_kind::integer: {
       std::int64_t v = 0;
       const integer_outcome r = parse_integer(text, v);
       const std::string range = range_text(def);
-      if (r == integer_outcome::not_a_number) {
-        problem =
-            "expected an integer" + (range.empty() ? "" : " " + range) + ", got " + quoted(text);
-        return false;
-      }
-      if (r == integer_outcome::out_of_range) {
-        problem = "beyond a 64-bit integer" + (range.empty() ? "" : " (must be " + range + ")") +
-                  ", got " + quoted(text);
-        return false;
-      }
-      if (v < def.min || v > def.max) {
-        problem = "must be " + range + ", got " + quoted(text);
-        return false;
-      }
+      if (r == integer_outcome::not_a_number)
+        return "expected an integer" + (range.empty() ? "" : " " + range) + ", got " +
+               quoted(text);
+      if (r == integer_outcome::out_of_range)
+        return "beyond a 64-bit integer" + (range.empty() ? "" : " (must be " + range + ")") +
+               ", got " + quoted(text);
+      if (v < def.min || v > def.max) return "must be " + range + ", got " + quoted(text);
       out = v;
-      return true;
+      return "";
     }
     case flag_kind::uint_list: {
       std::vector<std::uint64_t> values;
-      const std::string expected = "expected a comma-separated list of integers " +
-                                   range_text(def) + ", got " + quoted(text);
       for (std::string_view part : split(text, ',')) {
         std::int64_t v = 0;
         const bool digits_only = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
           return c >= '0' && c <= '9';
         });
         if (!digits_only || parse_integer(part, v) != integer_outcome::ok || v < def.min ||
-            v > def.max) {
-          problem = expected;
-          return false;
-        }
-        if (std::find(values.begin(), values.end(), static_cast<std::uint64_t>(v)) !=
-            values.end()) {
-          // A repeated value would be measured twice, and its ratios taken against the first
-          // row of the reference with that value.
-          problem = std::string(part) + " is given twice in " + quoted(text);
-          return false;
-        }
+            v > def.max)
+          return "expected a comma-separated list of integers " + range_text(def) + ", got " +
+                 quoted(text);
+        // A repeated value would be measured twice, and its ratios taken against the first
+        // row of the reference with that value.
+        if (std::find(values.begin(), values.end(), static_cast<std::uint64_t>(v)) != values.end())
+          return std::string(part) + " is given twice in " + quoted(text);
         values.push_back(static_cast<std::uint64_t>(v));
       }
       out = std::move(values);
-      return true;
+      return "";
     }
     case flag_kind::string:
-      if (text.empty()) {
-        problem = "expected a non-empty value";
-        return false;
-      }
       out = std::string(text);
-      return true;
+      return "";
     case flag_kind::choice:
-      if (std::find(def.choices.begin(), def.choices.end(), text) == def.choices.end()) {
-        problem = "expected one of " + joined(def.choices, ",") + ", got " + quoted(text);
-        return false;
-      }
+      if (std::find(def.choices.begin(), def.choices.end(), text) == def.choices.end())
+        return "expected one of " + joined(def.choices, ",") + ", got " + quoted(text);
       out = std::string(text);
-      return true;
+      return "";
     case flag_kind::choice_list: {
       std::vector<bool> chosen(def.choices.size(), false);
       for (std::string_view part : split(text, ',')) {
@@ -133,113 +125,81 @@ bool parse_value(const flag_definition& def, std::string_view text, flag_values:
           continue;
         }
         const auto it = std::find(def.choices.begin(), def.choices.end(), part);
-        if (it == def.choices.end()) {
-          problem = "expected a comma-separated list of " + joined(def.choices, ",") +
-                    " (or all), got " + quoted(text);
-          return false;
-        }
+        if (it == def.choices.end())
+          return "expected a comma-separated list of " + joined(def.choices, ",") +
+                 " (or all), got " + quoted(text);
         chosen[static_cast<std::size_t>(it - def.choices.begin())] = true;
       }
       std::vector<std::string> values;
       for (std::size_t i = 0; i < chosen.size(); ++i)
         if (chosen[i]) values.push_back(def.choices[i]);
       out = std::move(values);
-      return true;
+      return "";
     }
     case flag_kind::boolean:
-      if (text != "yes" && text != "no") {
-        problem = "expected yes or no, got " + quoted(text);
-        return false;
-      }
-      out.emplace<bool>(text == "yes");
-      return true;
+      if (!text.empty() && text != "yes" && text != "no")
+        return "expected yes or no, got " + quoted(text);
+      out.emplace<bool>(text != "no");
+      return "";
   }
-  problem = "unknown flag kind";
-  return false;
+  return "unknown flag kind";
 }
 
-std::string default_value_name(flag_kind kind) {
-  switch (kind) {
-    case flag_kind::integer: return "INT";
-    case flag_kind::uint_list: return "LIST";
-    case flag_kind::string: return "TEXT";
-    case flag_kind::choice: return "CHOICE";
-    case flag_kind::choice_list: return "LIST";
-    case flag_kind::boolean: return "";
-  }
-  return "VALUE";
+/// The help line: what the flag does, then its range or choices and its default.
+std::string help_line(const flag_definition& def) {
+  std::string notes;
+  if (def.kind == flag_kind::choice) notes = "one of: " + joined(def.choices, ", ");
+  if (def.kind == flag_kind::choice_list) notes = "any of: " + joined(def.choices, ", ");
+  if (def.kind == flag_kind::boolean) notes = "or --no-" + def.name + " for no";
+  const std::string range = range_text(def);
+  if ((def.kind == flag_kind::integer || def.kind == flag_kind::uint_list) && !range.empty())
+    notes = (def.kind == flag_kind::uint_list ? "each " : "") + range;
+  if (!notes.empty()) notes += "; ";
+  notes += "default: " + (def.default_value.empty() ? std::string("none") : def.default_value);
+  return def.help + " (" + notes + ")";
 }
 
 }  // namespace
 
 flag_definition int_flag(std::string name, std::int64_t default_value, std::string help,
                          std::int64_t min, std::int64_t max) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::integer;
-  def.default_value = std::to_string(default_value);
-  def.help = std::move(help);
-  def.min = min;
-  def.max = max;
-  def.value_name = "INT";
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::integer,
+          .default_value = std::to_string(default_value), .help = std::move(help), .min = min,
+          .max = max, .value_name = "INT"};
 }
 
 flag_definition uint_list_flag(std::string name, std::string default_value, std::string help,
                                std::int64_t min, std::int64_t max) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::uint_list;
-  def.default_value = std::move(default_value);
-  def.help = std::move(help);
-  def.min = min;
-  def.max = max;
-  def.value_name = "LIST";
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::uint_list,
+          .default_value = std::move(default_value), .help = std::move(help), .min = min,
+          .max = max, .value_name = "LIST"};
 }
 
 flag_definition string_flag(std::string name, std::string default_value, std::string help,
                             std::string value_name) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::string;
-  def.default_value = std::move(default_value);
-  def.help = std::move(help);
-  def.value_name = std::move(value_name);
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::string,
+          .default_value = std::move(default_value), .help = std::move(help),
+          .value_name = std::move(value_name)};
 }
 
 flag_definition choice_flag(std::string name, std::string default_value,
                             std::vector<std::string> choices, std::string help) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::choice;
-  def.default_value = std::move(default_value);
-  def.help = std::move(help);
-  def.choices = std::move(choices);
-  def.value_name = "CHOICE";
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::choice,
+          .default_value = std::move(default_value), .help = std::move(help),
+          .choices = std::move(choices), .value_name = "CHOICE"};
 }
 
 flag_definition choice_list_flag(std::string name, std::string default_value,
                                  std::vector<std::string> choices, std::string help) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::choice_list;
-  def.default_value = std::move(default_value);
-  def.help = std::move(help);
-  def.choices = std::move(choices);
-  def.value_name = "LIST";
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::choice_list,
+          .default_value = std::move(default_value), .help = std::move(help),
+          .choices = std::move(choices), .value_name = "LIST"};
 }
 
 flag_definition bool_flag(std::string name, bool default_value, std::string help) {
-  flag_definition def;
-  def.name = std::move(name);
-  def.kind = flag_kind::boolean;
-  def.default_value = default_value ? "yes" : "no";
-  def.help = std::move(help);
-  return def;
+  return {.name = std::move(name), .kind = flag_kind::boolean,
+          .default_value = default_value ? "yes" : "no", .help = std::move(help),
+          .value_name = "[yes|no]"};
 }
 
 // ---- flag_values ---------------------------------------------------------------------------
@@ -281,117 +241,71 @@ void flag_values::set(const std::string& name, value v, bool given) {
   m_given[name] = given;
 }
 
-// ---- parsing -------------------------------------------------------------------------------
+// ---- the CLI11 options -----------------------------------------------------------------------
 
-parse_result parse_flags(std::span<const flag_definition> defs,
-                         std::span<const std::string_view> args) {
-  parse_result result;
-  for (const auto& def : defs) {
-    flag_values::value v;
-    if (def.default_value.empty() && def.kind == flag_kind::string) {
-      v = std::string();
-    } else {
-      std::string problem;
-      if (!parse_value(def, def.default_value, v, problem))
+void declare_flags(CLI::App& command, std::span<const flag_definition> defs,
+                   const std::string& group) {
+  command.allow_extras();  // read_flags() reports them, naming the word
+  for (const flag_definition& def : defs) {
+    flag_values::value unused;
+    if (!def.default_value.empty() || def.kind != flag_kind::string) {
+      if (const std::string problem = parse_value(def, def.default_value, unused); !problem.empty())
         throw std::logic_error("tessera-bench: default of --" + def.name + ": " + problem);
     }
-    result.values.set(def.name, std::move(v), false);
+    // At most one value, and none if the next word is a flag (CLI11 records "" then).
+    command.add_option("--" + def.name, CLI::callback_t{}, help_line(def))
+        ->expected(0, 1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->option_text(def.value_name)
+        ->group(group);
+    if (def.kind == flag_kind::boolean) {
+      // Alone; read_flags() refuses a value. Hidden from the help table, whose line of --name
+      // names it.
+      command.add_flag("--no-" + def.name)->group("");
+    }
   }
-
-  auto fail = [&](std::string_view flag, const std::string& what) {
-    result.status = parse_status::error;
-    result.error = "tessera-bench: " + std::string(flag) + ": " + what;
-    return result;
-  };
-
-  std::string bare_boolean;  // the previous argument, if it was a boolean flag without a value
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      result.status = parse_status::help;
-      return result;
-    }
-    if (arg.size() < 3 || !arg.starts_with("--")) {
-      if (!bare_boolean.empty())
-        return fail(arg, "unexpected argument (" + bare_boolean +
-                             " takes yes or no, or no value: " + bare_boolean + ", --no-" +
-                             bare_boolean.substr(2) + ")");
-      return fail(arg, "unexpected argument");
-    }
-    bare_boolean.clear();
-
-    std::string_view name = arg.substr(2);
-    std::string_view text;
-    bool has_value = false;
-    if (const std::size_t eq = name.find('='); eq != std::string_view::npos) {
-      text = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    const std::string flag = "--" + std::string(name);
-    auto def = std::find_if(defs.begin(), defs.end(),
-                            [&](const flag_definition& d) { return d.name == name; });
-    if (def == defs.end() && name.starts_with("no-")) {
-      // `--no-name`: a boolean flag set to no.
-      def = std::find_if(defs.begin(), defs.end(), [&](const flag_definition& d) {
-        return d.kind == flag_kind::boolean && d.name == name.substr(3);
-      });
-      if (def != defs.end()) {
-        if (has_value) return fail(flag, "takes no value (it means --" + def->name + "=no)");
-        result.values.set(def->name, flag_values::value(std::in_place_type<bool>, false), true);
-        continue;
-      }
-    }
-    if (def == defs.end()) return fail(flag, "unknown flag (see --help)");
-    if (!has_value && def->kind == flag_kind::boolean) {
-      // `--name` alone is yes; a following yes/no is its value (positional words are errors).
-      text = "yes";
-      if (i + 1 < args.size() && (args[i + 1] == "yes" || args[i + 1] == "no")) {
-        text = args[++i];
-      } else {
-        bare_boolean = flag;
-      }
-      has_value = true;
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail(flag, "missing value");
-      text = args[++i];
-    }
-    flag_values::value v;
-    std::string problem;
-    if (!parse_value(*def, text, v, problem)) return fail(flag, problem);
-    result.values.set(def->name, std::move(v), true);
-  }
-  return result;
 }
 
-std::string flags_help(std::span<const flag_definition> defs) {
-  std::vector<std::string> heads;
-  std::size_t width = 0;
-  for (const auto& def : defs) {
-    if (def.kind == flag_kind::boolean) {
-      heads.push_back("--[no-]" + def.name);
-    } else {
-      heads.push_back("--" + def.name + " " +
-                      (def.value_name.empty() ? default_value_name(def.kind) : def.value_name));
+flag_values read_flags(const CLI::App& command, std::span<const flag_definition> defs) {
+  if (const std::vector<std::string> left = command.remaining(); !left.empty()) {
+    const std::string& word = left.front();
+    if (word.size() > 1 && word[0] == '-' && (word[1] < '0' || word[1] > '9'))
+      throw usage_failure("tessera-bench: " + word.substr(0, word.find('=')) +
+                          ": unknown flag (see --help)");
+    throw usage_failure("tessera-bench: " + word + ": unexpected argument");
+  }
+  flag_values values;
+  for (const flag_definition& def : defs) {
+    const std::string flag = "--" + def.name;
+    const CLI::Option* option = command.get_option(flag);
+    const CLI::Option* negation =
+        def.kind == flag_kind::boolean ? command.get_option("--no-" + def.name) : nullptr;
+    // Every value given is checked, in order; the last one counts (for a boolean, of --name and
+    // --no-name). CLI11 records "" for a flag given without a value and "true" for --no-name
+    // alone.
+    flag_values::value v = std::string();  // a string flag without default, not given
+    if (!def.default_value.empty() || def.kind != flag_kind::string)
+      (void)parse_value(def, def.default_value, v);  // checked by declare_flags()
+    bool given = false;
+    std::size_t next_result = 0;
+    std::size_t next_negation = 0;
+    for (const CLI::Option* o : command.parse_order()) {
+      if (o == option) {
+        if (const std::string problem = parse_value(def, option->results().at(next_result++), v);
+            !problem.empty())
+          throw usage_failure("tessera-bench: " + flag + ": " + problem);
+        given = true;
+      } else if (negation != nullptr && o == negation) {
+        if (negation->results().at(next_negation++) != "true")
+          throw usage_failure("tessera-bench: --no-" + def.name + ": takes no value (it means " +
+                              flag + "=no)");
+        v.emplace<bool>(false);
+        given = true;
+      }
     }
-    width = std::max(width, heads.back().size());
+    values.set(def.name, std::move(v), given);
   }
-  std::string out;
-  for (std::size_t i = 0; i < defs.size(); ++i) {
-    const auto& def = defs[i];
-    out += "  " + heads[i] + std::string(width - heads[i].size() + 3, ' ') + def.help;
-    std::string notes;
-    if (def.kind == flag_kind::choice) notes = "one of: " + joined(def.choices, ", ");
-    if (def.kind == flag_kind::choice_list) notes = "any of: " + joined(def.choices, ", ");
-    const std::string range = range_text(def);
-    if ((def.kind == flag_kind::integer || def.kind == flag_kind::uint_list) && !range.empty())
-      notes = (def.kind == flag_kind::uint_list ? "each " : "") + range;
-    if (!notes.empty()) notes += "; ";
-    notes += "default: " + (def.default_value.empty() ? std::string("none") : def.default_value);
-    out += " (" + notes + ")\n";
-  }
-  return out;
+  return values;
 }
 
 }  // namespace tessera::bench

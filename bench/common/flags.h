@@ -1,20 +1,23 @@
 // bench/common/flags.h — the command-line flags of one tessera-bench subcommand.
 //
-// A subcommand declares its flags as a list of flag_definition (made with the helpers below);
-// parse_flags() checks a command line against that list and returns the values, a request for
-// help, or one error line. Every value — the defaults included — goes through the same
-// parser, so a default can never be something the user could not have typed.
+// A subcommand declares its flags as a list of flag_definition (made with the helpers below).
+// declare_flags() makes each one an option, with its help line, of the subcommand's CLI11 app;
+// CLI11 parses the command line; read_flags() then checks every value given (ranges, lists,
+// choices) and returns the values. Every value — the defaults included — goes through the same
+// check, so a default can never be something the user could not have typed.
 //
+//   CLI::App app{"benchmarks", "tessera-bench"};
+//   CLI::App* fib = app.add_subcommand("fib", "fib(n) with one task per call");
 //   std::vector<flag_definition> defs{int_flag("n", 30, "fib argument", 0, 90)};
-//   std::vector<std::string_view> args{"--n", "25"};
-//   parse_result r = parse_flags(defs, args);
-//   if (r.status == parse_status::error) { std::fputs(r.error.c_str(), stderr); return 2; }
-//   std::int64_t n = r.values.integer("n");   // 25
+//   declare_flags(*fib, defs);
+//   app.parse(argc, argv);                           // CLI::CallForHelp for --help
+//   std::int64_t n = read_flags(*fib, defs).integer("n");    // 25 for `tessera-bench fib --n 25`
+//   // `--n 91`: usage_failure "tessera-bench: --n: must be between 0 and 90, got '91'"
 //
-// Syntax: `--name value` or `--name=value`; lists are comma-separated without spaces. A value
-// that starts with "--" counts as missing. A flag given twice keeps the last value. A boolean
-// flag is also given alone: `--name` (yes) or `--no-name` (no); a word after it is its value
-// only if it is yes or no.
+// Syntax: `--name value` or `--name=value`; lists are comma-separated without spaces. A flag
+// whose next word is another flag (or nothing) has no value, which is an error except for a
+// boolean. A flag given twice keeps the last value. A boolean flag is also given alone:
+// `--name` (yes) or `--no-name` (no); a word after `--name` is its value (yes or no).
 #pragma once
 
 #include <cstdint>
@@ -26,11 +29,15 @@
 #include <variant>
 #include <vector>
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace tessera::bench {
 
 enum class flag_kind : std::uint8_t {
   integer,      ///< one signed integer within [min, max]
-  uint_list,    ///< comma-separated unsigned integers, each within [min, max]
+  uint_list,    ///< comma-separated unsigned integers, each within [min, max], none twice
   string,       ///< any non-empty text
   choice,       ///< one of `choices`
   choice_list,  ///< comma-separated subset of `choices` ("all" selects every choice)
@@ -90,21 +97,17 @@ class flag_values {
   std::map<std::string, bool, std::less<>> m_given;
 };
 
-enum class parse_status : std::uint8_t { ok, help, error };
+/// Adds `defs` to `command` as options (a boolean also as a hidden `--no-name`) in the help
+/// section `group`, and lets `command` keep words it does not know for read_flags() to report.
+/// Throws std::logic_error for a default that its own check refuses and CLI::OptionAlreadyAdded
+/// for a name defined twice (programmer errors).
+void declare_flags(CLI::App& command, std::span<const flag_definition> defs,
+                   const std::string& group = "Options");
 
-struct parse_result {
-  parse_status status = parse_status::ok;
-  flag_values values;
-  /// For parse_status::error: "tessera-bench: <flag>: <what is wrong>" (no newline).
-  std::string error;
-};
-
-/// Parses `args` (the words after the subcommand) against `defs`. "--help" or "-h" anywhere
-/// gives parse_status::help.
-parse_result parse_flags(std::span<const flag_definition> defs,
-                         std::span<const std::string_view> args);
-
-/// One line per flag: "  --name VALUE   help (default: ...)".
-std::string flags_help(std::span<const flag_definition> defs);
+/// After `command` was parsed: the value of every flag in `defs` (the default where it was not
+/// given). Throws usage_failure, one line naming the flag or word, for a word that is none of
+/// its flags ("tessera-bench: --frobnicate: unknown flag (see --help)") or a value its check
+/// refuses ("tessera-bench: --n: must be between 0 and 90, got '91'").
+flag_values read_flags(const CLI::App& command, std::span<const flag_definition> defs);
 
 }  // namespace tessera::bench
