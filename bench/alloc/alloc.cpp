@@ -12,6 +12,23 @@ namespace tessera::bench::alloc {
 
 namespace {
 
+/// An allocator under test: how to load it (nullptr: tessera's own, nothing to load) and how to
+/// run it once loaded.
+struct allocator {
+  library (*load)() = nullptr;
+  measurement (*run)(const config& cfg, const library& lib) = nullptr;
+};
+
+/// The competitors, in the order they run and are listed.
+const implementation_table<allocator> implementations{
+    {"tessera", {nullptr, [](const config& c, const library&) { return run_tessera(c, false); }}},
+    {"tessera-system",
+     {nullptr, [](const config& c, const library&) { return run_tessera(c, true); }}},
+    {"malloc", {load_malloc, run_library}},
+    {"jemalloc", {load_jemalloc, run_library}},
+    {"mimalloc", {load_mimalloc, run_library}},
+};
+
 void run(const run_context& ctx) {
   const auto ops = static_cast<std::uint64_t>(ctx.flags.integer("ops"));
   const auto window = static_cast<unsigned>(ctx.flags.integer("window"));
@@ -30,8 +47,8 @@ void run(const run_context& ctx) {
             sitting_out[impl] = "needs 2+ workers";
             continue;
           }
-          if (impl != "tessera" && impl != "tessera-system") {
-            library lib = load_library(impl);
+          if (const auto load = implementations.at(impl).load; load != nullptr) {
+            library lib = load();
             if (!lib.unavailable.empty()) {
               sitting_out[impl] = lib.unavailable;
               continue;
@@ -51,9 +68,9 @@ void run(const run_context& ctx) {
                   .repeat = ctx.repeat,
                   .label = ctx.label(impl, w, "pattern=" + pattern_name + " size=" + size_name),
                   .tessera = tessera_settings::from(ctx.flags)};
-              if (impl == "tessera") return run_tessera(cfg, false);
-              if (impl == "tessera-system") return run_tessera(cfg, true);
-              return run_library(cfg, libraries.at(impl));
+              const auto lib = libraries.find(impl);
+              return implementations.at(impl).run(
+                  cfg, lib == libraries.end() ? library{} : lib->second);
             });
         for (const auto& impl : ctx.implementations) {
           const auto at = std::find(runs.begin(), runs.end(), impl);
@@ -74,7 +91,7 @@ const registration alloc_benchmark({
     .name = "alloc",
     .help =
         "one task-sized allocation + free: tessera's task allocator vs malloc, jemalloc, mimalloc",
-    .implementations = {"tessera", "tessera-system", "malloc", "jemalloc", "mimalloc"},
+    .implementations = implementations.names(),
     .reference = "malloc",
     .flags = tessera_settings::add_flags(
         {int_flag("ops", 4'000'000, "alloc+free pairs per worker per run", 1),

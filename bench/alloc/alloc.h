@@ -14,7 +14,7 @@
 // runtime::make_task and freed with runtime::discard on the workers.
 //
 //   alloc::config cfg{.workers = 2, .ops = 1'000'000, .bytes = 64, .window = 64};
-//   measurement m = alloc::run_library(cfg, alloc::load_library("mimalloc"));
+//   measurement m = alloc::run_library(cfg, alloc::load_mimalloc());
 #pragma once
 
 #include <cstddef>
@@ -46,8 +46,11 @@ struct library {
   std::string unavailable;  ///< non-empty: why this library cannot be measured
 };
 
-/// "malloc", "jemalloc" or "mimalloc".
-library load_library(const std::string& name);
+/// The C library's malloc, and the two libraries dlopen()ed on the first call (later calls
+/// return the same functions, or the same reason why they cannot be measured).
+library load_malloc();
+library load_jemalloc();
+library load_mimalloc();
 
 /// `system`: tessera's task_allocator::system instead of its pool allocator.
 measurement run_tessera(const config& cfg, bool system);

@@ -65,29 +65,28 @@ struct library_policy {
 
 }  // namespace
 
-library load_library(const std::string& name) {
-  if (name == "malloc") return {malloc_allocate, malloc_release, ""};
-  if (name == "jemalloc") {
-    static const std::string why = [] {
-      void *a = nullptr, *f = nullptr;
-      std::string r = open_library("libjemalloc.so.2", "mallocx", "dallocx", a, f);
-      g_mallocx = reinterpret_cast<void* (*)(std::size_t, int)>(a);
-      g_dallocx = reinterpret_cast<void (*)(void*, int)>(f);
-      return r;
-    }();
-    return {jemalloc_allocate, jemalloc_release, why};
-  }
-  if (name == "mimalloc") {
-    static const std::string why = [] {
-      void *a = nullptr, *f = nullptr;
-      std::string r = open_library("libmimalloc.so.2", "mi_malloc", "mi_free", a, f);
-      g_mi_malloc = reinterpret_cast<void* (*)(std::size_t)>(a);
-      g_mi_free = reinterpret_cast<void (*)(void*)>(f);
-      return r;
-    }();
-    return {mimalloc_allocate, mimalloc_release, why};
-  }
-  return {nullptr, nullptr, "unknown allocator " + name};
+library load_malloc() { return {malloc_allocate, malloc_release, ""}; }
+
+library load_jemalloc() {
+  static const std::string why = [] {
+    void *a = nullptr, *f = nullptr;
+    std::string r = open_library("libjemalloc.so.2", "mallocx", "dallocx", a, f);
+    g_mallocx = reinterpret_cast<void* (*)(std::size_t, int)>(a);
+    g_dallocx = reinterpret_cast<void (*)(void*, int)>(f);
+    return r;
+  }();
+  return {jemalloc_allocate, jemalloc_release, why};
+}
+
+library load_mimalloc() {
+  static const std::string why = [] {
+    void *a = nullptr, *f = nullptr;
+    std::string r = open_library("libmimalloc.so.2", "mi_malloc", "mi_free", a, f);
+    g_mi_malloc = reinterpret_cast<void* (*)(std::size_t)>(a);
+    g_mi_free = reinterpret_cast<void (*)(void*)>(f);
+    return r;
+  }();
+  return {mimalloc_allocate, mimalloc_release, why};
 }
 
 measurement run_library(const config& cfg, const library& lib) {

@@ -30,12 +30,9 @@ sample checked(const char* implementation, int n, std::uint64_t result, double s
 
 namespace {
 
-measurement run_implementation(const std::string& impl, const config& cfg) {
-  if (impl == "tessera") return run_tessera(cfg);
-  if (impl == "onetbb") return run_onetbb(cfg);
-  if (impl == "openmp") return run_openmp(cfg);
-  return run_pool(cfg);
-}
+/// The competitors, in the order they run and are listed (each in its own file).
+const implementation_table<measurement (*)(const config&)> implementations{
+    {"tessera", run_tessera}, {"onetbb", run_onetbb}, {"openmp", run_openmp}, {"pool", run_pool}};
 
 void run(const run_context& ctx) {
   const int n = static_cast<int>(ctx.flags.integer("n"));
@@ -48,7 +45,7 @@ void run(const run_context& ctx) {
                        .repeat = ctx.repeat,
                        .label = ctx.label(impl, w, "n=" + std::to_string(n)),
                        .tessera = tessera_settings::from(ctx.flags)};
-      return run_implementation(impl, cfg);
+      return implementations.at(impl)(cfg);
     });
     for (std::size_t i = 0; i < impls.size(); ++i)
       ctx.report.add(row("fib", impls[i], w, results[i]).with("n", n));
@@ -58,7 +55,7 @@ void run(const run_context& ctx) {
 const registration fib_benchmark({
     .name = "fib",
     .help = "fib(n) with one task per call (no cutoff): task spawn + join overhead",
-    .implementations = {"tessera", "onetbb", "openmp", "pool"},
+    .implementations = implementations.names(),
     .reference = "onetbb",
     .flags = tessera_settings::add_flags(
         {int_flag("n", 30, "compute fib(n); ops = 2*fib(n+1)-1 calls, each a task", 0, 50)}),

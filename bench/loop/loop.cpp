@@ -49,12 +49,12 @@ sample checked_sum(const char* implementation, const config& cfg, std::uint64_t 
 
 namespace {
 
-measurement run_implementation(const std::string& impl, const config& cfg) {
-  if (impl == "tessera") return run_tessera(cfg);
-  if (impl == "tessera-task") return run_tessera_task(cfg);
-  if (impl == "onetbb") return run_onetbb(cfg);
-  return run_openmp(cfg);
-}
+/// The competitors, in the order they run and are listed (each in its own file).
+const implementation_table<measurement (*)(const config&)> implementations{
+    {"tessera", run_tessera},
+    {"tessera-task", run_tessera_task},
+    {"onetbb", run_onetbb},
+    {"openmp", run_openmp}};
 
 void run(const run_context& ctx) {
   const auto elements = static_cast<std::size_t>(ctx.flags.integer("elements"));
@@ -78,7 +78,7 @@ void run(const run_context& ctx) {
                              .label = ctx.label(impl, w, details),
                              .tessera = tessera_settings::from(ctx.flags),
                              .input = &input};
-            return run_implementation(impl, cfg);
+            return implementations.at(impl)(cfg);
           });
       for (std::size_t i = 0; i < impls.size(); ++i) {
         ctx.report.add(row("loop", impls[i], w, results[i])
@@ -94,7 +94,7 @@ const registration loop_benchmark({
     .name = "loop",
     .help = "parallel loops over an array (parallel_for, parallel_reduce): per-element cost and "
             "per-loop overhead",
-    .implementations = {"tessera", "tessera-task", "onetbb", "openmp"},
+    .implementations = implementations.names(),
     .reference = "onetbb",
     .flags = tessera_settings::add_flags(
         {choice_list_flag("operation", "all", {"update", "sum"},

@@ -52,12 +52,9 @@ const char* sits_out(const std::string& impl, pattern shape, unsigned workers) {
   return nullptr;
 }
 
-measurement run_implementation(const std::string& impl, const config& cfg) {
-  if (impl == "tessera") return run_tessera(cfg);
-  if (impl == "onetbb") return run_onetbb(cfg);
-  if (impl == "openmp") return run_openmp(cfg);
-  return run_pool(cfg);
-}
+/// The competitors, in the order they run and are listed (each in its own file).
+const implementation_table<measurement (*)(const config&)> implementations{
+    {"tessera", run_tessera}, {"onetbb", run_onetbb}, {"openmp", run_openmp}, {"pool", run_pool}};
 
 void run(const run_context& ctx) {
   const auto tasks = static_cast<std::uint64_t>(ctx.flags.integer("tasks"));
@@ -75,7 +72,7 @@ void run(const run_context& ctx) {
                          .repeat = ctx.repeat,
                          .label = ctx.label(impl, w, "pattern=" + pattern_name),
                          .tessera = tessera_settings::from(ctx.flags)};
-        return run_implementation(impl, cfg);
+        return implementations.at(impl)(cfg);
       });
       for (const auto& impl : ctx.implementations) {
         const auto at = std::find(runs.begin(), runs.end(), impl);
@@ -100,7 +97,7 @@ void run(const run_context& ctx) {
 const registration spawn_benchmark({
     .name = "spawn",
     .help = "millions of empty tasks (chain, tree, roundrobin, followup): per-task overhead",
-    .implementations = {"tessera", "onetbb", "openmp", "pool"},
+    .implementations = implementations.names(),
     .reference = "onetbb",
     .flags = tessera_settings::add_flags(
         {int_flag("tasks", 4'000'000, "empty tasks per run (ops)", 1),

@@ -66,6 +66,25 @@ unsigned write_percent_of(std::string_view mix) {
   return static_cast<unsigned>(std::stoul(std::string(mix.substr(mix.find('/') + 1))));
 }
 
+/// tessera with every object under primitive P.
+template <primitive P>
+measurement run_tessera_with(const workload& wl, const config& cfg) {
+  return run_tessera(P, wl, cfg);
+}
+
+/// The competitors, in the order they run and are listed: tessera with each primitive (auto:
+/// the runtime picks one from the hints), then the threads.
+const implementation_table<measurement (*)(const workload&, const config&)> implementations{
+    {"auto", [](const workload& wl, const config& cfg) { return run_tessera({}, wl, cfg); }},
+    {"spinlock", run_tessera_with<primitive::spinlock>},
+    {"rwlatch", run_tessera_with<primitive::rwlatch>},
+    {"optimistic", run_tessera_with<primitive::optimistic_latch>},
+    {"optimistic_scheduled", run_tessera_with<primitive::optimistic_scheduled>},
+    {"scheduling", run_tessera_with<primitive::scheduling>},
+    {"threads-shared_mutex", run_threads_shared_mutex},
+    {"threads-spinlock", run_threads_spinlock},
+};
+
 void run(const run_context& ctx) {
   const auto objects = static_cast<std::uint32_t>(ctx.flags.integer("objects"));
   const auto ops = static_cast<std::uint64_t>(ctx.flags.integer("ops"));
@@ -85,7 +104,8 @@ void run(const run_context& ctx) {
         // shared machine falls on all of them, not on whichever ran then.
         const std::vector<measurement> results =
             measure_in_turns(ctx.implementations, [&](const std::string& impl) {
-              const config cfg{.workers = w,
+              const config cfg{.implementation = impl,
+                               .workers = w,
                                .lanes = lanes,
                                .pin = settings.pin,
                                .spin_us = settings.spin_us,
@@ -94,9 +114,7 @@ void run(const run_context& ctx) {
                                .mix = mix,
                                .hot = hot,
                                .repeat = ctx.repeat};
-              if (impl == "threads-shared_mutex") return run_threads("shared_mutex", wl, cfg);
-              if (impl == "threads-spinlock") return run_threads("spinlock", wl, cfg);
-              return run_tessera(impl, wl, cfg);
+              return implementations.at(impl)(wl, cfg);
             });
         for (std::size_t i = 0; i < ctx.implementations.size(); ++i) {
           ctx.report.add(row("sync", ctx.implementations[i], w, results[i])
@@ -113,8 +131,7 @@ const registration sync_benchmark({
     .name = "sync",
     .help = "shared objects under tessera's synchronization primitives vs threads with a lock "
             "per object",
-    .implementations = {"auto", "spinlock", "rwlatch", "optimistic", "optimistic_scheduled",
-                        "scheduling", "threads-shared_mutex", "threads-spinlock"},
+    .implementations = implementations.names(),
     .reference = "threads-shared_mutex",
     .flags = tessera_settings::add_flags({
         int_flag("objects", 1024, "shared objects (each 4 cache lines of counters)", 1, 1 << 24),

@@ -23,16 +23,18 @@
 //
 //   workload wl = make_workload({.objects = 1024, .ops = 300000, .write_percent = 5,
 //                                .hot_percent = 0, .seed = 1});
-//   sample s = run_threads_shared_mutex(wl, cfg, run);   // throws bench_failure if wrong
+//   measurement m = run_threads_shared_mutex(wl, cfg);   // throws bench_failure if wrong
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/timing.h"
 #include "tessera/optimistic.h"
+#include "tessera/resource.h"
 
 namespace tessera::bench::sync_bench {
 
@@ -109,6 +111,7 @@ void check(const char* implementation, const workload& wl, const tally& t,
            const std::vector<counters*>& objects);
 
 struct config {
+  std::string implementation;  ///< what a failed check names ("sync <implementation>: ...")
   unsigned workers = 1;
   unsigned lanes = 32;  ///< tessera: operations in flight per worker
   bool pin = true;  ///< every implementation: worker i on tessera's CPU i (common/placement.h)
@@ -120,9 +123,12 @@ struct config {
   unsigned repeat = 3;
 };
 
-/// `primitive`: auto, spinlock, rwlatch, optimistic, optimistic_scheduled, scheduling.
-measurement run_tessera(const std::string& primitive, const workload& wl, const config& cfg);
-/// `lock`: shared_mutex or spinlock.
-measurement run_threads(const std::string& lock, const workload& wl, const config& cfg);
+/// tessera with every object a resource under `fixed`, or, without one (`auto`), with the hints
+/// the application knows (the read ratio of the mix, frequency::high for the hot object).
+measurement run_tessera(std::optional<primitive> fixed, const workload& wl, const config& cfg);
+/// W threads, a std::shared_mutex per object (readers shared) or a test-and-test-and-set
+/// spinlock per object (everyone exclusive).
+measurement run_threads_shared_mutex(const workload& wl, const config& cfg);
+measurement run_threads_spinlock(const workload& wl, const config& cfg);
 
 }  // namespace tessera::bench::sync_bench

@@ -8,7 +8,7 @@
 // latched writers stay on the worker that ran it, tasks serialized by scheduling go to their
 // object's pool) and wraps it in the object's primitive; no allocation per operation. The lanes
 // of a worker are what its prefetch window looks ahead at. This is the MxTasking pattern (a
-// task re-annotated for the next object, seed 001 Fig. 6) and costs one scheduling round per
+// task re-annotated for the next object, [MxTasks] Fig. 6) and costs one scheduling round per
 // operation, which the threads do not pay: the comparison includes it on purpose.
 #include <algorithm>
 #include <cstdio>
@@ -76,13 +76,9 @@ class lane final : public task {
   tally m_tally;
 };
 
-resource_hints hints_for(const std::string& name, const workload& wl, std::size_t object,
+resource_hints hints_for(std::optional<primitive> fixed, const workload& wl, std::size_t object,
                          bool hot) {
-  if (name == "spinlock") return {.primitive = primitive::spinlock};
-  if (name == "rwlatch") return {.primitive = primitive::rwlatch};
-  if (name == "optimistic") return {.primitive = primitive::optimistic_latch};
-  if (name == "optimistic_scheduled") return {.primitive = primitive::optimistic_scheduled};
-  if (name == "scheduling") return {.primitive = primitive::scheduling};
+  if (fixed.has_value()) return {.primitive = *fixed};
   // auto: only what the application knows — how often the object is read, and which one is hot.
   return {.isolation = isolation::exclusive_writers,
           .read_ratio = (100.0 - wl.spec.write_percent) / 100.0,
@@ -91,14 +87,14 @@ resource_hints hints_for(const std::string& name, const workload& wl, std::size_
 
 }  // namespace
 
-measurement run_tessera(const std::string& name, const workload& wl, const config& cfg) {
+measurement run_tessera(std::optional<primitive> fixed, const workload& wl, const config& cfg) {
   runtime rt(runtime_options{.workers = cfg.workers,
                              .pin = cfg.pin,
                              .spin_before_park = std::chrono::microseconds(cfg.spin_us)});
   std::vector<counters*> objects;
   objects.reserve(wl.spec.objects);
   for (std::size_t o = 0; o < wl.spec.objects; ++o) {
-    objects.push_back(rt.make_resource<counters>(hints_for(name, wl, o, cfg.hot)));
+    objects.push_back(rt.make_resource<counters>(hints_for(fixed, wl, o, cfg.hot)));
   }
   const std::size_t lanes = std::size_t{cfg.workers} * cfg.lanes;
   const measurement m = measure(cfg.label, cfg.repeat, [&] {
@@ -121,7 +117,7 @@ measurement run_tessera(const std::string& name, const workload& wl, const confi
       total.torn += s.result.torn;
       total.checksum += s.result.checksum;
     }
-    check(name.c_str(), wl, total, objects);
+    check(cfg.implementation.c_str(), wl, total, objects);
     return sample{.ops = wl.keys.size(), .seconds = seconds};
   });
   if (cfg.runtime_stats) {

@@ -57,7 +57,7 @@ struct alignas(64) thread_slot {
 };
 
 template <class Object>
-measurement run_with(const workload& wl, const config& cfg, const char* name) {
+measurement run_with(const workload& wl, const config& cfg) {
   std::vector<Object> objects(wl.spec.objects);
   std::vector<counters*> data;
   for (auto& o : objects) data.push_back(&o.data);
@@ -106,16 +106,19 @@ measurement run_with(const workload& wl, const config& cfg, const char* name) {
       total.torn += s.result.torn;
       total.checksum += s.result.checksum;
     }
-    check(name, wl, total, data);
+    check(cfg.implementation.c_str(), wl, total, data);
     return sample{.ops = wl.keys.size(), .seconds = seconds};
   });
 }
 
 }  // namespace
 
-measurement run_threads(const std::string& lock, const workload& wl, const config& cfg) {
-  if (lock == "spinlock") return run_with<spin_object>(wl, cfg, "threads-spinlock");
-  return run_with<shared_mutex_object>(wl, cfg, "threads-shared_mutex");
+measurement run_threads_shared_mutex(const workload& wl, const config& cfg) {
+  return run_with<shared_mutex_object>(wl, cfg);
+}
+
+measurement run_threads_spinlock(const workload& wl, const config& cfg) {
+  return run_with<spin_object>(wl, cfg);
 }
 
 }  // namespace tessera::bench::sync_bench

@@ -33,13 +33,10 @@ namespace {
 // runtime's prefetching is for; at 2 M records the tree nearly fits a 32 MiB L3 and the threads
 // baseline's misses mostly hit). The whole default command (4 implementations, workers 1,2, one
 // run each, load + run of 10 M operations) is expected to take about 2 minutes on the 2-core
-// development machine (20 M records took 3m02s, measured 2026-11-22).
+// development machine (20 M records took 3m02s there).
 constexpr std::int64_t default_records = 10'000'000;
 constexpr std::int64_t default_operations = 10'000'000;
 constexpr unsigned default_repeat = 1;
-
-const std::vector<std::string> implementation_names{"tessera", "tessera-noprefetch", "threads",
-                                                    "tbb"};
 
 struct settings {
   workload_options workload;
@@ -114,15 +111,33 @@ workload_data prepare(const settings& s) {
   }
 }
 
-std::unique_ptr<store> make_store(const std::string& impl, unsigned workers, const settings& s) {
-  const bool pin = s.tessera.runtime.pin;  // every implementation on the same CPUs
-  if (impl == "threads") return make_threads_store(workers, s.tessera.batch, pin);
-  if (impl == "tbb") return make_tbb_store(workers, s.tessera.batch, pin);
+/// The tessera store at `workers` workers with the given prefetch distance.
+std::unique_ptr<store> tessera_store(unsigned workers, const settings& s, unsigned distance) {
   tessera_config t = s.tessera;
   t.workers = workers;
-  if (impl == "tessera-noprefetch") t.prefetch_distance = 0;
+  t.prefetch_distance = distance;
   return make_tessera_store(t);
 }
+
+/// The competitors, in the order they take their turns and are listed: each makes its store
+/// for a worker count. Every implementation is pinned alike (--pin).
+const implementation_table<std::unique_ptr<store> (*)(unsigned workers, const settings& s)>
+    implementations{
+        {"tessera",
+         [](unsigned w, const settings& s) {
+           return tessera_store(w, s, s.tessera.prefetch_distance);
+         }},
+        {"tessera-noprefetch",
+         [](unsigned w, const settings& s) { return tessera_store(w, s, 0); }},
+        {"threads",
+         [](unsigned w, const settings& s) {
+           return make_threads_store(w, s.tessera.batch, s.tessera.runtime.pin);
+         }},
+        {"tbb",
+         [](unsigned w, const settings& s) {
+           return make_tbb_store(w, s.tessera.batch, s.tessera.runtime.pin);
+         }},
+    };
 
 std::string mops(std::uint64_t ops, double seconds) {
   char buf[32];
@@ -243,7 +258,8 @@ void run(const run_context& ctx) {
         }
       };
       try {
-        for (const auto& impl : ctx.implementations) stores.push_back(make_store(impl, w, s));
+        for (const auto& impl : ctx.implementations)
+          stores.push_back(implementations.at(impl)(w, s));
         for (unsigned i = 0; i < ctx.repeat; ++i) {
           const std::string attempt =
               ctx.repeat > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(ctx.repeat) + ")"
@@ -283,7 +299,7 @@ void run(const run_context& ctx) {
 const registration ycsb_benchmark({
     .name = "ycsb",
     .help = "YCSB load + run phases on the B-link tree: tessera tasks vs OLC threads / oneTBB",
-    .implementations = implementation_names,
+    .implementations = implementations.names(),
     .reference = "threads",
     .flags = tessera_settings::add_flags(
         {choice_flag("workload", "c", {"a", "b", "c", "d", "e", "f"},
