@@ -31,10 +31,10 @@ class onetbb_placement final : public tbb::task_scheduler_observer {
     this_worker = static_cast<unsigned>(slot);
     if (!m_pin) return;
     // The thread that calls arena.execute (main) takes slot 0 while inside; it gets its own CPUs
-    // back when it leaves (until 2026-11-26 it stayed on worker 0's CPU for the rest of the
-    // process, also while tessera's runs waited on it).
-    // Until 2026-11-26 the restore did not reset pin_worker_thread's remembered CPU, so the
-    // caller's next entry skipped the pin: slot 0 ran unpinned in every execute after the first.
+    // back when it leaves (m_caller), so that it does not stay on worker 0's CPU for the rest of
+    // the process, also while tessera's runs wait on it. The restore also resets
+    // pin_worker_thread's remembered CPU: otherwise the caller's next entry would skip the pin
+    // and slot 0 would run unpinned in every execute after the first.
     if (!is_worker) m_caller.emplace();
     pin_worker_thread(this_worker);
   }

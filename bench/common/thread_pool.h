@@ -1,6 +1,6 @@
-// bench/common/thread_pool.h — the `pool` competitor: a plain thread pool in the style of seed
-// 004 (GeckoDB): one std::priority_queue of std::function tasks behind one std::mutex, a
-// std::condition_variable to wake the N threads, FIFO order within a priority.
+// bench/common/thread_pool.h — the `pool` competitor: a plain thread pool in the style of
+// GeckoDB's ([GeckoDB-pool]): one std::priority_queue of std::function tasks behind one
+// std::mutex, a std::condition_variable to wake the N threads, FIFO order within a priority.
 //
 // It is the baseline a task runtime must beat by a wide margin: every submit and every pop takes
 // the same lock. Its tasks cannot block either (a task waiting for another would hold a thread),

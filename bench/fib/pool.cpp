@@ -1,8 +1,8 @@
-// fib on the seed-004 style thread pool (common/thread_pool.h). Its tasks cannot wait either, so
-// it runs the same continuation-passing scheme as tessera: every call is a submitted task; a
-// call with n >= 2 allocates a join (operator new) and submits both children; the second child
-// to finish sums and completes the parent join. Captures are kept at 16 bytes so that
-// std::function stores them inline.
+// fib on the GeckoDB-style thread pool (common/thread_pool.h, [GeckoDB-pool]). Its tasks cannot
+// wait either, so it runs the same continuation-passing scheme as tessera: every call is a
+// submitted task; a call with n >= 2 allocates a join (operator new) and submits both children;
+// the second child to finish sums and completes the parent join. Captures are kept at 16 bytes
+// so that std::function stores them inline.
 #include <atomic>
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// bench/prefetch/prefetch.h — annotation-based prefetching (seed 001 §3, §6.2) on random visits
+// bench/prefetch/prefetch.h — annotation-based prefetching ([MxTasks] §3, §6.2) on random visits
 // to objects in DRAM.
 //
 // The store is an array of objects (--object-bytes, 256 B .. 1 KiB) at least 4x the last-level

@@ -1,5 +1,5 @@
-// spawn on the seed-004 style thread pool: chain tasks submit their successor, tree tasks submit
-// both children. Captures are 16 bytes (std::function stores them inline).
+// spawn on the GeckoDB-style thread pool ([GeckoDB-pool]): chain tasks submit their successor,
+// tree tasks submit both children. Captures are 16 bytes (std::function stores them inline).
 #include <cstdint>
 
 #include "common/thread_pool.h"

@@ -12,9 +12,9 @@ namespace tessera::bench::spawn {
 namespace {
 
 /// chain: spawns its successor unannotated, like the competitors' chains (a spawn from a task
-/// stays on its worker unless an idle one steals it). With a worker_id annotation and the
-/// (self + 0) % W computation of `link`, as before 2026-11-23, it did ~14 more instructions per
-/// task of placement that oneTBB's chain does not do: 7.9 instead of 6.9 ns at 1 worker.
+/// stays on its worker unless an idle one steals it). A worker_id annotation with the
+/// (self + 0) % W computation of `link` would add ~14 instructions per task of placement that
+/// oneTBB's chain does not do: 7.9 instead of 6.9 ns at 1 worker.
 class chain_link final : public task {
  public:
   chain_link(std::uint64_t remaining, worker_counters* counts) noexcept

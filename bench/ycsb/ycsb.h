@@ -1,4 +1,4 @@
-// bench/ycsb/ycsb.h — the `ycsb` subcommand: YCSB load and run phases (seed 001 §6) on the tessera
+// bench/ycsb/ycsb.h — the `ycsb` subcommand: YCSB load and run phases ([MxTasks] §6) on the tessera
 // task tree and on the optimistic-lock-coupling baseline driven by threads and by oneTBB.
 //
 // A workload is prepared once (generated or read from traces) as two arrays of ycsb::operation,

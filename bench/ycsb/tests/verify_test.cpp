@@ -261,8 +261,9 @@ TEST(ContentCheck, CatchesAnUpdatedKeyThatIsMissing) {
   EXPECT_EQ(tail.key, f.updated.back());
 }
 
-// A loaded key that nothing wrote and that went missing, and a key that appeared from nowhere
-// (found by a review on 2026-11-26: the walk alone looked only at keys in the tree).
+// A loaded key that nothing wrote and that went missing, and a key that appeared from nowhere:
+// a walk over the tree alone looks only at keys in the tree, so the check also compares how many
+// keys it found with how many must be there (settled_count).
 TEST(ContentCheck, CatchesALostKeyThatNothingWroteAndAKeyFromNowhere) {
   content_fixture f;
   ASSERT_TRUE(f.tree.remove(f.keys[701]));
