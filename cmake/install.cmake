@@ -16,6 +16,9 @@ install(TARGETS tessera EXPORT tesseraTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# Generated from project()'s version (top-level CMakeLists.txt): beside the other headers.
+install(FILES ${PROJECT_BINARY_DIR}/include/tessera/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)
 install(EXPORT tesseraTargets NAMESPACE tessera:: DESTINATION ${TESSERA_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tesseraConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/tesseraConfig.cmake
