@@ -1,5 +1,8 @@
 // kv::olc_tree: optimistic lock coupling over a B-link tree. See kv/olc_tree.h for the design
-// and src/version_lock.h for the read / validate / upgrade protocol.
+// and src/version_lock.h for the read / validate / upgrade protocol. The baseline is the
+// competitor, written as a user would without tessera: its lock is its own (the textbook OLC
+// lock, version and lock bit in one word), not tessera's src/sync/latch.h (version_lock.h says
+// why and how they differ).
 //
 // Protocol invariants used below:
 //   * A `seen` {n, version} means: at `version` node n covered k (k was not beyond its high

@@ -1,11 +1,29 @@
 #pragma once
-// kv::version_lock — the optimistic version lock of the OLC baseline (Leis et al., "The ART of
-// practical synchronization"), one 64-bit word in the 64-byte header before each node.
+// kv::version_lock — the optimistic version lock of the OLC baseline ([OLC] in
+// docs/references.md: Leis et al., "The ART of practical synchronization", DaMoN 2016, and the
+// authors' BTreeOLC), one 64-bit word in the 64-byte header before each node.
 //
-// Word layout: bit 0 reserved for "obsolete" (never set: the baseline neither merges nor frees
-// nodes while the tree lives), bit 1 "locked", bits 2..63 a version counter. Invariant: the
-// node's contents change only while the locked bit is set, and every unlock after a change
-// bumps the version, so two equal unlocked reads bracket an unchanged node.
+// Why the baseline has its own and does not share tessera's src/sync/latch.h: the thread and
+// oneTBB baselines are the competitors, so they are what a user would write by hand without
+// tessera — tessera_kv_baselines does not link tessera, and an app reaches the library through
+// its public headers only, which latch.h is not part of. The two are not the same lock either:
+// tessera keeps a latch word and a separate odd/even version per resource, because the runtime
+// picks per resource whether a task takes the spinlock, the reader/writer latch or reads
+// optimistically and never upgrades a reader; this is the textbook optimistic lock of an OLC
+// tree, lock bit and version in one word, with the upgrade from an optimistic read to the write
+// lock (try_lock(v)) that lock coupling needs. What they share is the seqlock's memory ordering
+// (the same fences, below); a waiter waits differently: here 64 pauses and then a yield per
+// try, the pause on x86 only; in tessera up to 1024 pauses, also on AArch64, then a yield per
+// try (detail::backoff). Neither difference changes what the lock guarantees.
+//
+// Word layout (BTreeOLC's): bit 0 reserved for "obsolete" (never set: the baseline neither
+// merges nor frees nodes while the tree lives), bit 1 "locked", bits 2..63 a version counter.
+// Invariant: the node's contents change only while the locked bit is set, and every unlock
+// after a change bumps the version, so two equal unlocked reads bracket an unchanged node.
+// Unlike BTreeOLC's readLockOrRestart, read_begin() waits for the holder instead of making the
+// caller restart from the root (nodes are never freed and a split leaves a right link to follow,
+// so a search resumes at the node it was at), and unlock_unchanged() releases without a bump,
+// so readers stay valid.
 //
 // Memory-ordering contract (a seqlock, after Boehm, "Can seqlocks get along with programming
 // language memory models?", 2012): if validate(v) returns true for v = read_begin(), every

@@ -1,10 +1,11 @@
-// The optimistic version lock of the OLC baseline (src/version_lock.h).
+// The optimistic version lock of the OLC baseline (src/version_lock.h): the textbook OLC lock.
 
 #include "version_lock.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -28,6 +29,37 @@ TEST(VersionLock, ReadValidateAndUpgrade) {
   const auto w = l.read_begin();
   EXPECT_NE(w, v);
   EXPECT_FALSE(l.try_lock(v)) << "an upgrade from a stale version must fail";
+}
+
+// The textbook (BTreeOLC) word: bit 0 obsolete (never set here), bit 1 locked, the version from
+// bit 2 up, so one changing lock/unlock advances the word by 4.
+TEST(VersionLock, LockBitAndVersionInOneWord) {
+  version_lock l;
+  const auto v = l.read_begin();
+  EXPECT_EQ(v & (version_lock::locked_bit | version_lock::obsolete_bit), 0u);
+  ASSERT_TRUE(l.try_lock(v));
+  l.unlock(v);
+  const auto w = l.read_begin();
+  EXPECT_EQ(w, v + 4);
+  EXPECT_EQ(w & version_lock::obsolete_bit, 0u);
+}
+
+// read_begin() waits while the lock is held (BTreeOLC would have the caller restart) and returns
+// the version the holder's unlock produced.
+TEST(VersionLock, ReadBeginWaitsForTheHolder) {
+  version_lock l;
+  const auto held = l.lock();
+  std::atomic<bool> returned{false};
+  version_lock::version_t seen = 0;
+  std::thread reader([&] {
+    seen = l.read_begin();
+    returned.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned.load()) << "read_begin() returned while the lock was held";
+  l.unlock(held);
+  reader.join();
+  EXPECT_EQ(seen, held + 4);
 }
 
 TEST(VersionLock, UnchangedUnlockKeepsReadersValid) {
