@@ -7,8 +7,14 @@
 //      refill the prefetch window from the owned pools (highest priority first, round-robin
 //      over pools, at most `pool_batch` tasks from one pool in a row) — each task entering the
 //      window gets its data prefetched, and the descriptor after it too;
-//   3. run the window's oldest task under its resource's primitive; route its follow-up;
+//   3. run the window's oldest task, under its resource's primitive if it has one
+//      (sync/guarded_execution.h); route its follow-up, count its completion (groups/);
 //   4. no task: publish epoch counters, spin a while (draining inboxes, asking to steal), park.
+//
+// Where the parts are: the loop, picking and running tasks in worker.cpp; idling and parking in
+// worker_idle.cpp; asking for and answering steals, and pools changing hands, in
+// steal/worker_stealing.cpp; the retired list and the reclamation task in
+// memory/worker_reclamation.cpp.
 //
 // Everything here is touched only by the worker's own thread except the members in the
 // "shared" block, whose contracts are stated where they are declared.
@@ -18,7 +24,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -35,6 +40,7 @@
 #include "tessera/detail/task_access.h"
 #include "tessera/task.h"
 #include "util/compiler.h"
+#include "util/mutex.h"
 #include "util/owner_counter.h"
 
 namespace tessera::detail {
@@ -424,8 +430,8 @@ class worker {
   /// Tasks queued in owned pools, published for thieves choosing a victim (relaxed, a hint).
   std::atomic<std::uint32_t> m_queued{0};
   std::atomic<bool> m_active{true};
-  std::mutex m_incoming_mutex;
-  std::vector<pool*> m_incoming;  // guarded by m_incoming_mutex
+  mutex m_incoming_mutex;
+  std::vector<pool*> m_incoming GUARDED_BY(m_incoming_mutex);  // handed to us, not adopted yet
   worker_counters m_stats;
   epoch_counters m_epoch;
 
