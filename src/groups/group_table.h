@@ -1,4 +1,4 @@
-// src/groups/group_table.h — the slot map behind tessera::group (seed 004 §III-D).
+// src/groups/group_table.h — the slot map behind tessera::group ([GeckoDB-pool] §III-D).
 //
 // Slots live in chunks that are never moved or freed while the runtime runs, so the hot path
 // (join/leave on spawn/completion) indexes without a lock. A slot is handed out with a generation

@@ -4,7 +4,7 @@
 // tasks spawned from outside take the current global epoch, tasks spawned by a task and
 // follow-ups inherit their parent's slot. Each worker counts the tasks it spawned per slot
 // (published at once, before the task becomes visible) and the tasks it completed per slot
-// (published every `epoch_interval_tasks` tasks and whenever it is idle, seed 001 §4.4).
+// (published every `epoch_interval_tasks` tasks and whenever it is idle, [MxTasks] §4.4).
 //
 // A task's first spawn of a child into its own group (same group, same slot) is counted neither
 // as a spawn nor, later, as the task's completion: the child carries its parent's count (see

@@ -118,8 +118,8 @@ struct node_heap {
       auto* blk = reinterpret_cast<free_block*>(chunk_cursor[c]);
       chunk_cursor[c] += size;
       b.push(blk);
-      // Poisoned as every block of a batch from a heap (until 2026-11-26 fresh blocks were not,
-      // so under ASan an overrun into one not yet handed out went unnoticed: a review).
+      // Poisoned as every block of a batch from a heap: under ASan an overrun into a fresh block
+      // not yet handed out is reported.
       TESSERA_POISON(blk, size);
     }
     return b;
@@ -187,9 +187,9 @@ batch take_from_list(task_cache& tc, unsigned c, std::size_t n) noexcept {
 /// A batch for a refill of class `c` on `node`: one its heap holds; else one another node's heap
 /// holds; else new blocks from `node`'s chunks. Blocks freed by a thread of another node go to
 /// that node's heap: with a producer here and a consumer there, as with tasks made on one node
-/// and run on another, this node's blocks collect there. Until 2026-11-26 a refill looked only
-/// at its own heap and took new memory from the OS for as long as that went on (a review saw
-/// 123 MiB after 2,000 rounds of 1,000 blocks in flight); now it takes them back.
+/// and run on another, this node's blocks collect there, and a refill that looked only at its
+/// own heap would take new memory from the OS for as long as that goes on (123 MiB after 2,000
+/// rounds of 1,000 blocks in flight): so it takes them back from there.
 batch take_batch(unsigned c, unsigned node) {
   heaps& hs = global_heaps();
   {
@@ -229,8 +229,8 @@ struct cache_owner {
     flush(tc);
     // A thread_local destroyed after this flush (one constructed before the thread's first slow
     // path) may still make or free a task: from now on blocks go straight to and from the node
-    // heap. Until 2026-11-26 they went to the flushed lists, which nothing flushed again (a
-    // review: 40,000 such threads, 2 MiB lost).
+    // heap. On the flushed lists, which nothing flushes again, they would be lost (2 MiB over
+    // 40,000 such threads).
     tc.closed = true;
     // Closed floors: the inline push refuses and the inline pop finds nothing (no spares: this
     // is not a worker, whose loop flushed them and keeps none after it ended).
@@ -240,7 +240,7 @@ struct cache_owner {
 
 /// Under ASan, a block of class `c` handed out for `bytes` is addressable up to `bytes` and
 /// poisoned after it, as a malloc'd object's tail is: a task that writes past its own object
-/// into the rest of the block is reported (until 2026-11-27 the whole block was unpoisoned).
+/// into the rest of the block is reported.
 void hand_out(free_block* blk, std::size_t bytes, unsigned c) noexcept {
   TESSERA_POISON(blk, task_allocator::class_bytes(c));
   TESSERA_UNPOISON(blk, bytes);
@@ -367,11 +367,10 @@ void task_allocator::flush_thread_cache() noexcept { flush(tl_task_cache); }
 
 int task_allocator::place_on_node(void* p, std::size_t bytes, unsigned node) noexcept {
   if (node >= max_nodes) return EINVAL;
-  // MPOL_PREFERRED, not MPOL_BIND (what numa_tonode_memory uses, and what tessera used until
-  // 2026-11-26): a full node then lends pages from another instead of getting the process
-  // OOM-killed, and a refusal is ours to report (libnuma printed "mbind: Invalid argument" for
-  // every chunk when a cpuset left the node out). maxnode counts one bit more than the mask has,
-  // as libnuma passes it.
+  // MPOL_PREFERRED, not MPOL_BIND (what numa_tonode_memory uses): a full node then lends pages
+  // from another instead of getting the process OOM-killed, and a refusal is ours to report
+  // (libnuma prints "mbind: Invalid argument" for every chunk when a cpuset leaves the node
+  // out). maxnode counts one bit more than the mask has, as libnuma passes it.
   const unsigned long mask = 1ul << node;
   if (mbind(p, bytes, MPOL_PREFERRED, &mask, max_nodes + 1, 0) == 0) return 0;
   return errno;

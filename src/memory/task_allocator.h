@@ -1,4 +1,4 @@
-// src/memory/task_allocator.h — the multi-level task allocator of seed 001 §5.2.
+// src/memory/task_allocator.h — the multi-level task allocator of [MxTasks] §5.2.
 //
 // Level 1: a per-thread LIFO free list per size class, used without any synchronization.
 // Level 2: a per-NUMA-node heap per size class (mutex-protected), exchanging whole batches of

@@ -41,11 +41,11 @@ void worker::maybe_reclaim() {
   if (old == nullptr) return;
   auto* t = m_sched.rt().make_task<reclaim_task>(old);
   // Normal priority, at the back of this worker's queue: it runs after what is queued now. At low
-  // priority, as until 2026-11-26, it waited for a moment with nothing else to run, and a worker
-  // kept busy (a closed-loop client) never had one: the task, counted in the current epoch's
-  // slot, then kept the global epoch from moving, and nothing retired anywhere was freed (a
-  // review measured 287,230 retired, 0 freed in 3.5 s, and throughput fell a hundredfold as
-  // every periodic() walked the growing list).
+  // priority it would wait for a moment with nothing else to run, and a worker kept busy (a
+  // closed-loop client) never has one: the task, counted in the current epoch's slot, would then
+  // keep the global epoch from moving, and nothing retired anywhere would be freed (measured so:
+  // 287,230 retired, 0 freed in 3.5 s, and throughput a hundredfold lower as every periodic()
+  // walked the growing list).
   t->annotate(worker_id{m_index});
 #if defined(TESSERA_DEBUG_CHECKS)
   if (auto* hook = test_hooks::reclaim_task_made.load(std::memory_order_acquire)) hook(*this);
@@ -54,7 +54,7 @@ void worker::maybe_reclaim() {
   // of `stopping` below; stop() stores `stopping`, then quiescent() loads the counts. Either
   // stop() sees this spawn (and waits for it before the workers exit), or we see `stopping` and
   // reclaim here, since a task routed now could be left behind by workers that already exit.
-  // (Until 2026-11-25 two seq_cst fences, which ThreadSanitizer does not model.)
+  // (seq_cst operations, not two seq_cst fences: ThreadSanitizer does not model fences.)
   hdr(t).m_epoch_slot = m_sched.epochs().count_in_current_slot(
       [this](unsigned slot, int d) { m_epoch.add_spawn_seq_cst(slot, d); });
   bump(m_stats.reclaims_spawned);

@@ -2,7 +2,7 @@
 //
 // Every worker starts with `pools_per_worker` pools; pool 0 of each worker is its home pool
 // (tasks without a resource that serializes them, and tasks aimed at the worker), the others
-// hold the resources that are serialized by scheduling (seed 002's synchronization domains).
+// hold the resources that are serialized by scheduling ([MxKernel]'s synchronization domains).
 // Per priority a pool has an owner-only FIFO (`local`) and a wait-free inbox for every other
 // thread. A pool is run by exactly one worker at a time, its owner; ownership moves only between
 // two tasks, under the receiving worker's hand-over mutex, so tasks of a pool never overlap even

@@ -10,10 +10,10 @@
 // primitive would mean reading the header now, the very miss the prefetch is there to hide.
 //
 // One generator, for_each_prefetch_address, defines the addresses; the worker issues them as it
-// goes (issue_prefetch) and the tests collect them (plan_prefetch). Until 2026-11-25 the worker
-// too built the plan, an array of up to 17 addresses written and then read back: ~158
-// instructions per task entering the window (callgrind, YCSB C at 100,000 records), a quarter of
-// tessera's instructions per operation there; now ~70.
+// goes (issue_prefetch) and the tests collect them (plan_prefetch). The worker builds no plan:
+// an array of up to 17 addresses written and then read back cost ~158 instructions per task
+// entering the window (callgrind, YCSB C at 100,000 records), a quarter of tessera's
+// instructions per operation there; issued as they are generated, ~70.
 //
 //   const unsigned lines = issue_prefetch(*t);   // the instructions issued
 //   prefetch_plan plan = plan_prefetch(*t);      // the same addresses, collected
@@ -54,7 +54,7 @@ TESSERA_ALWAYS_INLINE unsigned for_each_prefetch_address(const void* data, std::
     n = 1;
   }
   // A resource annotated with 0 bytes still runs under its primitive, which reads the header: the
-  // header is prefetched (it was not until 2026-11-26), no data line.
+  // header is prefetched, no data line.
   if (size == 0) return n;
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t first_line = begin & ~std::uintptr_t{63};
@@ -88,8 +88,8 @@ inline prefetch_plan plan_prefetch(const task& t) noexcept {
 
 /// Issues one prefetch; RW = 1 with write intent. A class template, not two lambdas: GCC 12 -O3
 /// compiled `mode == write ? for_each(..., [](a) { prefetch(a, 1) }) : for_each(..., [](a) {
-/// prefetch(a, 0) })` with every prefetch instruction dropped and only the count kept (seen
-/// 2026-11-25: YCSB at 10M records went from 463-554 to 672-889 ns per operation). Nothing but
+/// prefetch(a, 0) })` with every prefetch instruction dropped and only the count kept (YCSB at
+/// 10M records then took 672-889 instead of 463-554 ns per operation). Nothing but
 /// the machine code shows it: the test prefetch.codegen (tests/prefetch_codegen.cpp) checks it.
 template <int RW>
 struct prefetch_line {

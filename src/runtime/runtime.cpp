@@ -207,7 +207,7 @@ bool context::validate() const noexcept {
 bool context::writing() const noexcept {
   if (m_current == nullptr || !m_current->has_resource() || m_current->mode() != access::write)
     return false;
-  // Until 2026-11-26 also true on a resource without synchronization.
+  // False on a resource without synchronization: primitive::none excludes no other writer.
   return !m_validating && detail::resource_header::of(m_current->data())->prim != primitive::none;
 }
 

@@ -117,8 +117,8 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   }
   m_active.store(w, std::memory_order_release);
   m_pinned.store(options.pin, std::memory_order_relaxed);
-  // The constructor returns once every worker tried its pin, so that pinned() is final (until
-  // 2026-11-26 it could say true for a runtime made with pin = false, until its workers ran).
+  // The constructor returns once every worker tried its pin, so that pinned() is final: it
+  // answers for the pins the workers got, not for pins still to be tried.
   std::latch starting(w);
   m_starting = &starting;
   unsigned started = 0;
@@ -334,7 +334,7 @@ void scheduler::push(pool& p, task* t, worker* from, bool newest_first, bool spa
     from->counters().publish_transfers();
     // Not for a task passed on (a serialized task forwarded to its resource's pool, a when_done
     // continuation routed by the worker that completed the group): its spawn was counted where
-    // it happened, and counting it again here counted it twice (until 2026-11-26).
+    // it happened, and counting it again here would count it twice.
     if (spawn) from->count_remote_spawn();
   }
   push_inbox(p, hdr(t).m_priority, t, t);
@@ -449,8 +449,8 @@ void scheduler::wait_idle() {
         "put the work in a group and use context::when_done)");
   }
   if (quiescent()) return;
-  // Sleep until a worker going idle finds the runtime quiescent (notify_if_idle). Until
-  // 2026-11-26 this polled with sleeps doubling up to 1 ms, so a wait returned up to ~1 ms late.
+  // Sleep until a worker going idle finds the runtime quiescent (notify_if_idle); polling with
+  // sleeps doubling up to 1 ms would return up to ~1 ms late.
   // acq_rel: the other side of notify_if_idle's read-modify-write (what the workers that went
   // idle before published is visible to the check below).
   m_idle_waiters.fetch_add(1, std::memory_order_acq_rel);
@@ -522,8 +522,8 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
 }
 
 void scheduler::retire(resource_header* h) {
-  // A pointer make_resource did not return was freed by stop() (free(): invalid pointer) until
-  // 2026-11-26; the header's mark says whether it is one (a freed resource's is cleared too).
+  // A pointer make_resource did not return is refused here: stop() would free it (free():
+  // invalid pointer). The header's mark says whether it is one (a freed resource's is cleared too).
   if (!is_live_resource(object_of(h)))
     throw std::invalid_argument(
         "tessera: retire_resource of memory that make_resource did not return (or freed already)");
@@ -546,8 +546,8 @@ void scheduler::retire_for_workers(resource_header* h) {
 }
 
 void scheduler::move(resource_header* h, worker_id w) {
-  // The checks retire() makes (a review on 2026-11-26 moved nullptr, foreign memory and a
-  // retired resource: a crash, a write into the user's memory, a pool weight counted twice).
+  // The checks retire() makes (unchecked, moving nullptr, foreign memory or a retired resource
+  // is a crash, a write into the user's memory, or a pool weight counted twice).
   if (h == nullptr) throw std::invalid_argument("tessera: move_resource(nullptr)");
   if (!is_live_resource(object_of(h)))
     throw std::invalid_argument(
@@ -558,7 +558,7 @@ void scheduler::move(resource_header* h, worker_id w) {
     throw std::out_of_range("tessera: move_resource to an unknown worker");
   // The move takes effect at once: a task on the resource spawned from now on goes to the new
   // pool and runs there, beside the one still running here. So a task on the resource may not
-  // move it (reported by a review on 2026-11-26, with a program where two writers overlapped).
+  // move it: its next writer could start there while this one still runs here.
   if (on_own_worker()) {
     const task* running = current_worker()->current_task();
     if (running != nullptr && hdr(running).m_data == h->object()) {
@@ -611,7 +611,7 @@ runtime_statistics scheduler::statistics() const {
 
 void scheduler::stop() {
   // A task cannot wait for its own runtime to drain (it is one of the tasks). An error, as for
-  // wait() and wait_idle(); it aborted the process until 2026-11-26.
+  // wait() and wait_idle(), not an abort of the process.
   if (on_own_worker())
     throw std::logic_error("tessera: runtime::stop() called from one of its own tasks");
   std::lock_guard lock(m_stop_mutex);

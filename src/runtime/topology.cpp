@@ -69,8 +69,8 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
     std::sort(m_allowed.begin(), m_allowed.end());
   } else {
     // The process's CPUs: its main thread's mask (what taskset or numactl set before exec), not
-    // the calling thread's, which may be pinned (until 2026-11-26 a runtime made first on a
-    // thread pinned to one CPU gave every later runtime of the process one worker by default).
+    // the calling thread's, which may be pinned: a runtime made first on a thread pinned to one
+    // CPU would otherwise give every later runtime of the process one worker by default.
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(getpid(), sizeof(set), &set) == 0) {
@@ -153,8 +153,8 @@ unsigned topology::node_of_cpu(unsigned cpu) const noexcept {
 }
 
 bool topology::pin_this_thread(unsigned cpu, std::string& why) const {
-  // A CPU outside the process's mask: hwloc would bind to it whenever the cgroup allows, and the
-  // worker escape the mask that taskset or numactl gave the process (until 2026-11-26).
+  // A CPU outside the process's mask is refused: hwloc would bind to it whenever the cgroup
+  // allows, and the worker escape the mask that taskset or numactl gave the process.
   if (!std::binary_search(m_allowed.begin(), m_allowed.end(), cpu)) {
     why = "CPU " + std::to_string(cpu) + " is not among the CPUs this process may run on";
     return false;

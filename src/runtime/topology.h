@@ -23,7 +23,7 @@ struct cpu_place {
 
 /// The order in which a runtime's workers take CPUs: NUMA node by node (ascending), and within a
 /// node one hardware thread of every core before a second one of any core, the order in which
-/// seed 001's evaluation (§6) numbers its logical cores: the physical cores of a NUMA region
+/// [MxTasks]' evaluation (§6) numbers its logical cores: the physical cores of a NUMA region
 /// first, then their hyperthreads. Two workers thus share a core only once every core of their
 /// node has one. Pure: tested on made-up machines.
 std::vector<unsigned> worker_order(std::vector<cpu_place> places);
@@ -52,7 +52,7 @@ class topology {
   /// or the OS refuses.
   /// Out of line, as unpin_this_thread: inlined into the worker's loop under LTO, their start-up
   /// code (a 64-byte aligned CPU set on the stack) gave the loop a frame pointer and one register
-  /// less, and the tree of empty tasks 1 ns more per task (2026-11-26).
+  /// less, and the tree of empty tasks 1 ns more per task.
   TESSERA_NOINLINE bool pin_this_thread(unsigned cpu, std::string& why) const;
   /// Lets the calling thread run on every allowed CPU (an unpinned worker would otherwise keep
   /// the mask of the thread that created it, which may be one CPU).

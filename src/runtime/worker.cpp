@@ -209,8 +209,8 @@ std::size_t worker::drain_inboxes(std::size_t limit) {
 TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
   // Inboxes are drained when mail says they have tasks, looked at every 16 fetches, and when
   // nothing else is at hand (an empty local queue with a non-empty window can wait: the window
-  // still has work). Looking at every inbox of every owned pool every 16 fetches instead was ~12
-  // instructions per fetch in YCSB (callgrind, 2026-11-25: a worker there owns several pools).
+  // still has work). Looking at every inbox of every owned pool every 16 fetches instead costs
+  // ~12 instructions per fetch in YCSB (callgrind; a worker there owns several pools).
   if ((++m_fetches & 15) == 0) {
     take_mail();
   } else if (local_total() == 0 && (m_wsize != 0 || drain_inboxes(256) == 0)) {
@@ -253,8 +253,8 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
   if (hdr(f).m_data != nullptr || hdr(f).m_priority != stack_priority) return false;
   if (!scheduler::stays_home(f, *this) || more_urgent_queued(hdr(f).m_priority)) return false;
   // A more urgent task already taken into the prefetch window is not counted as queued; held
-  // follow-ups would run ahead of it, up to the run limit each (a review on 2026-11-26: 66
-  // tasks ran before it at distance 2, 1,040 at 16). Only a follow-up without data while the
+  // follow-ups would run ahead of it, up to the run limit each (without this check, 66 tasks
+  // ran before it at distance 2, 1,040 at 16). Only a follow-up without data while the
   // window holds tasks gets here, which a traversal (its steps have data) never does.
   if (m_wsize != 0 && more_urgent_in_window(hdr(f).m_priority)) return false;
   // A run of follow-ups goes on while each is returned by the one held before it (t came off the
@@ -335,7 +335,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
 
 void worker::prefetch(const task* t) noexcept {
   // The descriptor queued after t will enter the window next: fetch it now, so its annotation
-  // is in cache when its data prefetch is due (seed 000 §3.3, the two-step prefetch).
+  // is in cache when its data prefetch is due ([MxTasks-early] §3.3, the two-step prefetch).
   if (task* after = local_queue::next_of(const_cast<task*>(t))) __builtin_prefetch(after, 0, 3);
   if (hdr(t).m_data == nullptr) return;
   bump(m_stats.prefetches, issue_prefetch(*t));
@@ -523,8 +523,8 @@ TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ra
   // by t), its completion would open its group's batch and leave it open while those run,
   // however long: nothing on the stack checks groups. Queued at the front of the home pool
   // instead, it runs once they did, and taking it from the pool flushes g's batch
-  // (worker::from_pool). Found by a review on 2026-11-26: a wait for the follow-up's group
-  // lasted as long as an unrelated task of g.
+  // (worker::from_pool), so a wait for the follow-up's group does not last as long as an
+  // unrelated task of g.
   const bool to_pool_front = hold && hdr(follow).m_group != g && m_stack_top != nullptr;
   if (to_pool_front) hold = false;
   if (!m_token) reacquire_token(g, slot);
@@ -575,7 +575,7 @@ worker_statistics worker::statistics() const noexcept {
     s.spawned_local += m_epoch.spawned[i].load(std::memory_order_relaxed);
   }
   // Not the user's: open group batches (pseudo-tasks in the epoch counters) and the runtime's
-  // reclamation tasks (counted in the user's statistics until 2026-11-26).
+  // reclamation tasks.
   const std::uint64_t batches = m_stats.group_batches.load(std::memory_order_relaxed);
   s.cancelled = m_stats.cancelled.load(std::memory_order_relaxed);
   const std::uint64_t not_run_by_user =

@@ -135,8 +135,8 @@ bool worker::park() {
 #endif
   flush_group();
   m_epoch.publish();
-  // Also here: an inactive worker parks without going through idle() (a review found wait_idle()
-  // waiting for its safety timeout when the last task ended on a worker deactivated after it).
+  // Also here: an inactive worker parks without going through idle() (otherwise wait_idle()
+  // waits for its safety timeout when the last task ends on a worker deactivated after it).
   m_sched.notify_if_idle();
   // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
   m_sleeping.store(1, std::memory_order_seq_cst);
@@ -162,9 +162,9 @@ bool worker::park() {
       // once-per-millisecond limit on wake-ups, so we mark ourselves blind (seq_cst) and read
       // the queues again: a peer that publishes after that read sees the mark and wakes us at
       // once (periodic(), wake_a_peer); one that published before it is seen here and asked.
-      // Until 2026-11-25 that peer's wake-up waited for the limit, or for our park timeout if it
-      // ran a long task meanwhile; until 2026-11-26 a blind park was a count, and the wake-up it
-      // caused went to the first parked worker in index order, not necessarily to us.
+      // Without the mark, that peer's wake-up would wait for the limit, or for our park timeout
+      // if it ran a long task meanwhile. The mark names us, it is not a count: the wake-up it
+      // causes comes to us, not to the first parked worker in index order.
       m_sched.mark_blind(*this);
       try_steal();  // clears the mark if it asked someone after all
     }
