@@ -54,7 +54,7 @@ void group_registry::close_for_wait(group g) {
   if (auto* hook = test_hooks::group_wait_checked.load(std::memory_order_acquire)) hook();
 #endif
   group_slot& s = m_table.slot(g);
-  std::lock_guard lock(s.mutex);
+  lock hold(s.mutex);
   // Again under the mutex (group_table::release bumps the generation under it): another wait
   // on g may have completed and released it since the check above, and the slot be reused.
   if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
@@ -70,7 +70,7 @@ void group_registry::wait_closed(group g) {
   }
   std::exception_ptr error;
   {
-    std::lock_guard lock(s.mutex);
+    lock hold(s.mutex);
     error = s.error;
   }
   m_table.release(g);
@@ -82,7 +82,7 @@ void group_registry::close_with_continuation(group g, task* continuation, group 
   if (!m_table.current(g))
     throw std::logic_error("tessera: when_done on a stale or unknown group");
   group_slot& s = m_table.slot(g);
-  std::lock_guard lock(s.mutex);
+  lock hold(s.mutex);
   // Before anything is touched: the continuation stays the caller's (to discard), and no group
   // holds a count for it. The generation again, under the mutex: see close_for_wait().
   if (!s.waitable(g)) throw std::logic_error("tessera: a group can be waited for only once");
@@ -109,7 +109,7 @@ void group_registry::close_detached(group g) {
         "tessera: detach of a group that is no longer open (waited for, continued with "
         "when_done or detached already) or that another runtime made");
   group_slot& s = m_table.slot(g);
-  std::lock_guard lock(s.mutex);
+  lock hold(s.mutex);
   if (!s.waitable(g))
     throw std::logic_error("tessera: detach of a group that was waited for (or detached) already");
   s.closed = true;
@@ -120,7 +120,7 @@ bool group_registry::cancel(group g) {
   if (!g.valid()) throw std::logic_error("tessera: cancel of group{}, which names no group");
   if (!m_table.current(g)) return false;  // completed and released (or another runtime's)
   group_slot& s = m_table.slot(g);
-  std::lock_guard lock(s.mutex);
+  lock hold(s.mutex);
   // Again under the mutex (release changes the generation under it): not a group reusing the
   // slot. A completed group, or one cancelled before, has nothing left to cancel.
   if (s.generation.load(std::memory_order_relaxed) != g.generation || s.completed ||
@@ -139,7 +139,7 @@ task* group_registry::complete(group g) noexcept {
   std::exception_ptr error;
   bool detached;
   {
-    std::lock_guard lock(s.mutex);
+    lock hold(s.mutex);
     cont = s.continuation;
     error = s.error;
     detached = s.detached;

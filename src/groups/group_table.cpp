@@ -22,7 +22,7 @@ group_table::~group_table() {
 group group_table::open() {
   std::uint32_t i;
   {
-    std::lock_guard lock(m_mutex);
+    lock hold(m_mutex);
     if (!m_free.empty()) {
       i = m_free.back();
       m_free.pop_back();
@@ -42,7 +42,7 @@ group group_table::open() {
   group_slot& s = slot(g);
   g.generation = s.generation.load(std::memory_order_relaxed);
   {
-    std::lock_guard lock(s.mutex);
+    lock hold(s.mutex);
     s.error = nullptr;
     s.continuation = nullptr;
     s.closed = false;
@@ -66,14 +66,14 @@ bool group_table::current(group g) noexcept {
 
 void group_table::record_exception(group g, std::exception_ptr e) {
   group_slot& s = slot(g);
-  std::lock_guard lock(s.mutex);
+  lock hold(s.mutex);
   if (!s.error) s.error = std::move(e);
 }
 
 void group_table::release(group g) {
   group_slot& s = slot(g);
   {
-    std::lock_guard lock(s.mutex);
+    lock hold(s.mutex);
     s.error = nullptr;
     s.continuation = nullptr;
     // Under the slot's mutex, where wait and when_done check the generation again: a second
@@ -82,16 +82,16 @@ void group_table::release(group g) {
     // checked without the mutex (current()) see the change.
     s.generation.fetch_add(1, std::memory_order_release);
   }
-  std::lock_guard lock(m_mutex);
+  lock hold(m_mutex);
   m_free.push_back(g.index - 1);
 }
 
 std::uint32_t group_table::never_closed(std::vector<std::exception_ptr>& errors) {
-  std::lock_guard lock(m_mutex);
+  lock hold(m_mutex);
   std::uint32_t n = 0;
   for (std::uint32_t i = 0; i < m_used; ++i) {
     group_slot& s = (*m_chunks[i / chunk_slots].load(std::memory_order_acquire))[i % chunk_slots];
-    std::lock_guard slot_lock(s.mutex);
+    lock slot_hold(s.mutex);
     if (s.closed) continue;  // closed, and released when it completed (or being waited for)
     ++n;
     if (s.error) errors.push_back(s.error);

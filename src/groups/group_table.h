@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "tessera/group.h"
 #include "tessera/task.h"
+#include "util/mutex.h"
 
 namespace tessera::detail {
 
@@ -28,12 +28,12 @@ struct group_slot {
   std::atomic<std::int64_t> pending{0};
   std::atomic<std::uint32_t> generation{1};
   std::atomic<std::uint32_t> done{0};  // futex word for waiters
-  std::mutex mutex;
-  std::exception_ptr error;      // first exception (guarded by mutex)
-  task* continuation = nullptr;  // guarded by mutex
-  bool closed = false;           // wait, when_done or detach called (guarded by mutex)
-  bool detached = false;         // detach called: nobody waits (guarded by mutex)
-  bool completed = false;        // the count reached zero (guarded by mutex)
+  detail::mutex mutex;
+  std::exception_ptr error GUARDED_BY(mutex);      // first exception
+  task* continuation GUARDED_BY(mutex) = nullptr;  // when_done's
+  bool closed GUARDED_BY(mutex) = false;           // wait, when_done or detach called
+  bool detached GUARDED_BY(mutex) = false;         // detach called: nobody waits
+  bool completed GUARDED_BY(mutex) = false;        // the count reached zero
   /// runtime::cancel: tasks of the group not started yet are dropped. Set under the mutex, read
   /// by workers without it (relaxed: a task that starts before its worker sees the flag runs;
   /// the slot cannot be reused while a task of the group is in flight).
@@ -42,7 +42,7 @@ struct group_slot {
   /// Requires: mutex held. `g` names this slot's current group, which nobody waits for yet. The
   /// generation changes under the mutex too (group_table::release), so a second wait that
   /// raced with the first cannot act on the group that reuses the slot.
-  bool waitable(group g) const noexcept {
+  bool waitable(group g) const noexcept REQUIRES(mutex) {
     return generation.load(std::memory_order_relaxed) == g.generation && !closed;
   }
 };
@@ -84,9 +84,9 @@ class group_table {
  private:
   using chunk = std::array<group_slot, chunk_slots>;
   std::array<std::atomic<chunk*>, max_chunks> m_chunks{};
-  std::mutex m_mutex;
-  std::vector<std::uint32_t> m_free;  // guarded by m_mutex
-  std::uint32_t m_used = 0;           // guarded by m_mutex
+  detail::mutex m_mutex;
+  std::vector<std::uint32_t> m_free GUARDED_BY(m_mutex);
+  std::uint32_t m_used GUARDED_BY(m_mutex) = 0;
   std::uint32_t m_first_generation;   // of every slot of this table
 };
 

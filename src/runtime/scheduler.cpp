@@ -589,7 +589,7 @@ void scheduler::set_active_workers(unsigned n) {
     throw std::invalid_argument("tessera: set_active_workers(" + std::to_string(n) +
                                 "): must be between 1 and " + std::to_string(m_workers.size()));
   }
-  std::lock_guard lock(m_resize_mutex);
+  lock hold(m_resize_mutex);
   m_active.store(n, std::memory_order_release);
   for (unsigned i = 0; i < m_workers.size(); ++i) m_workers[i]->set_active(i < n);
 }
@@ -614,7 +614,7 @@ void scheduler::stop() {
   // wait() and wait_idle(), not an abort of the process.
   if (on_own_worker())
     throw std::logic_error("tessera: runtime::stop() called from one of its own tasks");
-  std::lock_guard lock(m_stop_mutex);
+  lock hold(m_stop_mutex);
   if (m_stopped) return;
   // seq_cst: see spawn(), and worker::maybe_reclaim: a reclamation task spawned from here on is
   // either counted before wait_idle() reads the counts (seq_cst, in quiescent()), or not

@@ -1,6 +1,6 @@
 // src/runtime/scheduler.h — the runtime's internals: workers, pools, routing, groups, epochs.
 //
-// Routing (seed 001 Fig. 5, lines 1-7), in this order:
+// Routing ([MxTasks] Fig. 5, lines 1-7), in this order:
 //   1. the task annotates a resource serialized by scheduling (primitive `scheduling`, or
 //      `optimistic_scheduled` and the task writes) -> the resource's pool; serialization wins
 //      over every placement annotation (for tasks spawned by workers this rule is applied
@@ -19,7 +19,6 @@
 #include <exception>
 #include <latch>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "memory/reclamation.h"
@@ -33,6 +32,7 @@
 #include "runtime/worker.h"
 #include "tessera/runtime.h"
 #include "util/compiler.h"
+#include "util/mutex.h"
 
 namespace tessera::detail {
 
@@ -382,12 +382,12 @@ class scheduler {
 
   std::atomic<bool> m_stopping{false};
   std::atomic<std::uint32_t> m_external_in_flight{0};  ///< spawns from outside being routed
-  bool m_stopped = false;
-  std::mutex m_stop_mutex;
+  bool m_stopped GUARDED_BY(m_stop_mutex) = false;
+  mutex m_stop_mutex;
   std::atomic<unsigned> m_active{0};
   unsigned m_cpu_count = 1;     ///< distinct CPUs of the workers (at most the process's CPUs)
   std::uint64_t m_spin_ns = 0;  ///< options().spin_before_park
-  std::mutex m_resize_mutex;
+  mutex m_resize_mutex;  ///< one set_active_workers at a time
   std::atomic<unsigned> m_prefetch_distance{0};
   std::atomic<bool> m_pinned{true};  ///< options().pin, until a worker's pin is refused
   std::latch* m_starting = nullptr;  ///< during the constructor: workers yet to try their pin

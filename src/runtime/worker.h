@@ -291,8 +291,8 @@ class worker {
   /// The next task from the owned pools (highest priority first, round-robin over pools, at
   /// most pool_batch from one pool in a row; inboxes drained on mail, looked at every 16 calls,
   /// and when the local queues are empty), or {nullptr, nullptr}. Inline in both of next()'s
-  /// call sites: as a call from the window's refill loop it was ~16 instructions more per task
-  /// entering the window (YCSB C at 100,000 records, callgrind, 2026-11-25).
+  /// call sites: as a call from the window's refill loop it costs ~16 instructions more per task
+  /// entering the window (YCSB C at 100,000 records, callgrind).
   window_entry take();
   std::size_t drain_inboxes(std::size_t limit);
   /// Drains the inboxes if mail was posted (post_mail), and posts it again to itself while
