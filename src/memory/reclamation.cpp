@@ -61,19 +61,21 @@ bool retire_inbox::put(resource_header* h) {
   return true;
 }
 
-std::vector<resource_header*> retire_inbox::take() {
+std::vector<resource_header*> retire_inbox::take_locked() {
   std::vector<resource_header*> taken;
-  lock hold(m_mutex);
   taken.swap(m_items);
   m_nonempty.store(false, std::memory_order_relaxed);
   return taken;
 }
 
-std::vector<resource_header*> retire_inbox::take_or_close() {
-  std::vector<resource_header*> taken;
+std::vector<resource_header*> retire_inbox::take() {
   lock hold(m_mutex);
-  taken.swap(m_items);
-  m_nonempty.store(false, std::memory_order_relaxed);
+  return take_locked();
+}
+
+std::vector<resource_header*> retire_inbox::take_or_close() {
+  lock hold(m_mutex);
+  std::vector<resource_header*> taken = take_locked();
   if (taken.empty()) m_closed = true;
   return taken;
 }

@@ -134,6 +134,8 @@ class retire_inbox {
   std::vector<resource_header*> take_or_close() EXCLUDES(m_mutex);
 
  private:
+  std::vector<resource_header*> take_locked() REQUIRES(m_mutex);
+
   mutable mutex m_mutex;
   std::vector<resource_header*> m_items GUARDED_BY(m_mutex);
   bool m_closed GUARDED_BY(m_mutex) = false;

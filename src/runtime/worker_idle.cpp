@@ -87,7 +87,7 @@ void worker::idle() {
   // round-robin, a serialized resource's pool, a reply) often arrives within a few hundred ns,
   // and the bookkeeping below (a clock read, publishing the epoch counts that other workers
   // read, the epoch advance) would otherwise stand between its arrival and its start (measured in
-  // docs/architecture.md, "Load balancing"). Every call either finds work or gets past the poll
+  // docs/performance-notes.md, "Idle workers"). Every call either finds work or gets past the poll
   // within quick_polls rounds, so the counts are published as before, ~1 µs later.
   for (unsigned i = 0; i < quick_polls; ++i) {
     if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) return;
