@@ -242,7 +242,7 @@ TEST_P(parallel_for_test, a_body_with_the_context_nests_loops_that_the_outer_wai
   visits v(0, rows * columns);
   parallel_for(
       r, 0, rows,
-      [&v, columns](context& ctx, std::size_t f, std::size_t l) {
+      [&v](context& ctx, std::size_t f, std::size_t l) {
         for (std::size_t row = f; row < l; ++row) {
           parallel_for(ctx, group{}, row * columns, (row + 1) * columns,
                        [&v](std::size_t i) { v.visit(i); });
@@ -915,8 +915,7 @@ TEST_P(parallel_for_test, from_a_task_a_reduction_without_memory_for_any_helper_
 
 // A body whose call operator is not const (a mutable lambda) would race with itself across
 // workers: it is no loop body.
-auto mutable_body = [n = 0](std::size_t) mutable { ++n; };
-static_assert(!loop_body<decltype(mutable_body)>);
+static_assert(!loop_body<decltype([n = 0](std::size_t) mutable { ++n; })>);
 static_assert(loop_body<decltype([](std::size_t) {})>);
 static_assert(loop_body<decltype([](std::size_t, std::size_t) {})>);
 static_assert(loop_body<decltype([](context&, std::size_t, std::size_t) {})>);

@@ -367,6 +367,7 @@ TEST_P(reclamation_test, stop_releases_everything_still_retired) {
 
 /// A resource whose destructor retires another one (a composite that owns a part).
 struct holder {
+  holder(runtime* r, node* p) : rt(r), part(p) {}
   runtime* rt;
   node* part;
   ~holder() { rt->retire_resource(part); }

@@ -77,7 +77,7 @@ TEST(statistics_passed_on, a_task_passed_on_is_counted_as_spawned_once) {
   r.move_resource(o, wid(2));
   const std::uint64_t n = scaled(500, 100);
   const auto before = r.statistics();
-  auto* parent = make_fn(r, [o, n](context& ctx) {
+  auto* parent = make_fn(r, [o](context& ctx) {
     // Targeted at worker 1, which forwards them to the resource's pool on worker 2.
     for (std::uint64_t i = 0; i < n; ++i) {
       auto* t = make_fn(ctx, [o](context&) { ++o->v; });

@@ -54,7 +54,10 @@ detail::worker* worker_of(detail::scheduler& s) noexcept {
 }
 }  // namespace
 
-runtime::runtime(runtime_options options, detail::build_switches)
+// By value, as declared in runtime.h: the mangled name carries the build-switch check, and
+// users' link errors quote it.
+runtime::runtime(runtime_options options,  // NOLINT(performance-unnecessary-value-param)
+                 detail::build_switches)
     : m_system_allocator(options.allocator == task_allocator::system) {
   m_scheduler = std::make_unique<detail::scheduler>(*this, options);
 }

@@ -142,7 +142,9 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   }
 }
 
-scheduler::~scheduler() { stop(); }
+// stop() throws only when called from one of this runtime's tasks, and runtime::~runtime stops
+// the process before it gets here in that case (it calls stop() first; this one finds it done).
+scheduler::~scheduler() { stop(); }  // NOLINT(bugprone-exception-escape): see above
 
 std::uint64_t scheduler::now_ns() const noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -257,13 +259,13 @@ pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
     case task_header::target_worker: {
       const unsigned n = static_cast<unsigned>(m_workers.size());
       const unsigned w = hdr(t).m_target < n ? hdr(t).m_target : hdr(t).m_target % n;
-      return m_pools[w * ppw].get();
+      return m_pools[std::size_t{w} * ppw].get();
     }
     case task_header::target_node: {
       const unsigned node = hdr(t).m_target;
       if (node < m_workers_of_node.size() && !m_workers_of_node[node].empty()) {
         const auto& ws = m_workers_of_node[node];
-        return m_pools[ws[next_random() % ws.size()] * ppw].get();
+        return m_pools[std::size_t{ws[next_random() % ws.size()]} * ppw].get();
       }
       break;  // no worker on that node: fall through to the default placement
     }
@@ -272,7 +274,7 @@ pool* scheduler::choose_pool(task* t, worker* from, bool header_hot) noexcept {
   if (from != nullptr) return from->home();
   static thread_local unsigned rr = 0;
   const unsigned active = std::max(1u, active_workers());
-  return m_pools[(rr++ % active) * ppw].get();
+  return m_pools[std::size_t{rr++ % active} * ppw].get();
 }
 
 void scheduler::route_slow(task* t, worker* from, bool newest_first, bool header_hot) {

@@ -61,7 +61,7 @@ worker* current_worker() noexcept;
 class scheduler {
  public:
   scheduler(runtime& rt, const runtime_options& options);
-  ~scheduler();
+  ~scheduler();  // NOLINT(bugprone-exception-escape): see scheduler.cpp
 
   void stop();
   bool running() const noexcept { return !m_stopping.load(std::memory_order_acquire); }
