@@ -48,6 +48,14 @@ void start_at_root(const task_tree& tree, tessera::task& t, std::uint8_t level,
   visit(tree, t, root, root->level() == level ? mode : access::read);
 }
 
+/// Where one step of a descent (step_towards) left the task. A torn run returns `this` like a
+/// moved one: the runtime drops what a torn run returns and reruns the task as it was.
+enum class step : std::uint8_t {
+  arrived,  ///< `n` is the node on the target level that covers the key: work on it
+  moved,    ///< the task is annotated with the next node (or the root): return `this`
+  torn,     ///< the read of `n` did not validate, nothing changed: return `this`
+};
+
 /// Right links an operation follows before it starts again at the root (see step_towards).
 constexpr std::uint8_t max_right_moves = 2;
 
@@ -67,9 +75,10 @@ constexpr std::uint8_t max_right_moves = 2;
 ///
 /// Reads `n`, then validates, then changes `t` (and `parent`, `right_moves`): the order that
 /// lets a task declare `validates_first` (tessera/task.h), so that an optimistic read of `n`
-/// takes no copy of the task. After a failed validation it returns false with nothing changed:
-/// the caller returns, and the runtime reruns the task as it is.
-bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx, node* n,
+/// takes no copy of the task. After a failed validation it returns step::torn with nothing
+/// changed: the caller returns (torn_run(), what it returns is dropped), and the runtime reruns
+/// the task as it is.
+step step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx, node* n,
                   key_type k, std::uint8_t level, access mode, node** parent = nullptr,
                   std::uint8_t* right_moves = nullptr) noexcept {
   const std::uint8_t here = n->level();
@@ -80,11 +89,11 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
     // would be a use-after-free (task_tree_race in task_tree_test.cpp forces that interleaving with
     // test hooks). The root is always live; a descent reaches the leaf's range through its left
     // neighbour, which covers it once the merge is done.
-    if (!ctx.validate()) return false;  // torn: nothing changed yet
+    if (!ctx.validate()) return step::torn;  // nothing changed yet
     if (parent != nullptr) *parent = nullptr;
     if (right_moves != nullptr) *right_moves = 0;
     start_at_root(tree, t, level, mode);
-    return false;
+    return step::moved;
   }
   enum class move : std::uint8_t { right, down };
   move how;
@@ -96,9 +105,9 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
     how = move::down;
     next = child_for(*n, k);
   } else {
-    return true;
+    return step::arrived;
   }
-  if (!ctx.validate()) return false;  // torn: nothing changed yet
+  if (!ctx.validate()) return step::torn;  // nothing changed yet
   std::uint8_t next_level = here;
   switch (how) {
     case move::right:
@@ -106,7 +115,7 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
         *right_moves = 0;
         if (parent != nullptr) *parent = nullptr;
         start_at_root(tree, t, level, mode);
-        return false;
+        return step::moved;
       }
       break;
     case move::down:
@@ -120,7 +129,7 @@ bool step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
     next_level = here;
   }
   visit(tree, t, next, next_level == level ? mode : access::read);
-  return false;
+  return step::moved;
 }
 
 /// Inserts separator `sep` with right child `right` into the node at `child_level + 1`
@@ -145,7 +154,8 @@ class link_task final : public tessera::task {
     if (data() == nullptr) return start();
     node* n = node_of(*this);
     const auto parent_level = static_cast<std::uint8_t>(m_level + 1);
-    if (!step_towards(*m_tree, *this, ctx, n, m_sep, parent_level, access::write)) return this;
+    if (step_towards(*m_tree, *this, ctx, n, m_sep, parent_level, access::write) != step::arrived)
+      return this;  // moved on, or torn
     if (!is_full(*n)) {
       inner_insert(*n, m_sep, m_right);
       return nullptr;
@@ -215,7 +225,8 @@ class unlink_task final : public tessera::task {
       return this;
     }
     node* p = node_of(*this);
-    if (!step_towards(*m_tree, *this, ctx, p, m_key, 1, access::write)) return this;
+    if (step_towards(*m_tree, *this, ctx, p, m_key, 1, access::write) != step::arrived)
+      return this;  // moved on, or torn
     const std::size_t i = child_index(*p, m_key);
     if (i == 0 || p->child(i) != m_leaf) return nullptr;  // leftmost child, or moved: keep it
     m_left = p->child(i - 1);
@@ -251,7 +262,8 @@ class unlink_task final : public tessera::task {
     if (auto* hook = test_hooks::unlink_merging.load(std::memory_order_acquire)) hook(m_leaf);
 #endif
     node* n = node_of(*this);
-    if (!step_towards(*m_tree, *this, ctx, n, m_sep - 1, 0, access::write)) return this;
+    if (step_towards(*m_tree, *this, ctx, n, m_sep - 1, 0, access::write) != step::arrived)
+      return this;  // moved on, or torn
     if (n->right() != m_leaf || n->high_key() != m_sep) return nullptr;  // cannot happen
     n->set_high_key(m_leaf->high_key());
     n->set_right(m_leaf->right());
@@ -285,18 +297,18 @@ class op_task final : public tessera::task {
 #endif
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
     const key_type k = r.type == request_type::scan ? r.scan_from : r.key;
-    if (!step_towards(*m_tree, *this, ctx, n, k, 0, writes ? access::write : access::read,
-                      &m_parent, &m_right_moves))
-      return this;
+    if (step_towards(*m_tree, *this, ctx, n, k, 0, writes ? access::write : access::read,
+                     &m_parent, &m_right_moves) != step::arrived)
+      return this;  // moved on, or torn
     if (writes && mode() != access::write) {
-      if (!ctx.validate()) return this;         // (validates first: nothing changed yet)
+      if (!ctx.validate()) return this;         // torn (validates first: nothing changed yet)
       visit(*m_tree, *this, n, access::write);  // reached a leaf as a reader (the root was a leaf)
       return this;
     }
     switch (r.type) {
       case request_type::lookup: {
         const auto v = leaf_lookup(*n, k);
-        if (!ctx.validate()) return nullptr;  // torn read: the runtime runs us again
+        if (!ctx.validate()) return this;  // torn: the runtime runs us again as we are
         r.status = v ? request_status::ok : request_status::not_found;
         if (v) r.value = *v;
         break;
@@ -307,7 +319,7 @@ class op_task final : public tessera::task {
         const std::size_t got = leaf_scan(*n, k, r.scan_out + r.scanned, want);
         node* next = n->right();
         const key_type high = n->high_key();
-        if (!ctx.validate()) return nullptr;
+        if (!ctx.validate()) return this;  // torn
         r.scanned += static_cast<std::uint32_t>(got);
         if (r.scanned < r.scan_count && next != nullptr && high != key_infinity) {
           r.scan_from = high;
