@@ -593,7 +593,7 @@ struct slot_race {
   slot_race& operator=(const slot_race&) = delete;
 };
 
-/// The interleaving scheduler::count_in_current_slot exists for, forced with test hooks: a thread
+/// The interleaving epoch_clock::count_in_current_slot exists for, forced with test hooks: a thread
 /// spawning a task from outside reads the epoch E and is held before it counts the task; the
 /// epoch moves to E+3, and an advance finds slot E % 4 balanced (nothing counted there yet) and is
 /// held before its compare-and-swap to E+4. Only then is the task counted. Counted in the slot it

@@ -47,7 +47,7 @@ struct alignas(64) epoch_counters {
                         std::memory_order_relaxed);
   }
   /// Owner-only, seq_cst: adds `d` (+1 or -1) to a spawn count, for a task that starts an
-  /// operation (scheduler::count_in_current_slot). The reclamation task's count is also one
+  /// operation (epoch_clock::count_in_current_slot). The reclamation task's count is also one
   /// side of a Dekker pair with `stopping` (worker::maybe_reclaim, scheduler::stop() and
   /// scheduler::quiescent()), without a fence.
   void add_spawn_seq_cst(unsigned slot, int d) noexcept {

@@ -49,7 +49,7 @@ inline std::atomic<void (*)(unsigned index)> worker_starting{nullptr};
 /// before it takes the group's mutex.
 inline std::atomic<void (*)()> group_wait_checked{nullptr};
 
-/// Called by scheduler::count_in_current_slot on the thread that starts an operation (a spawn
+/// Called by epoch_clock::count_in_current_slot on the thread that starts an operation (a spawn
 /// from outside, a spawn on a worker outside any task, a reclamation task) after it read the
 /// global epoch `e` and before it counts the task in e's slot.
 inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
@@ -58,7 +58,7 @@ inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
 /// slot that the move from `e` to e + 1 reuses, before its compare-and-swap of the epoch.
 inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
 
-/// Called by scheduler::free_resource, on the freeing thread, for the resource whose object is at
+/// Called by free_resource (memory/resource_memory.h), on the freeing thread, for the resource whose object is at
 /// `object`, after its destructor ran and its mark was cleared (every check takes it for freed
 /// from then on), just before its memory is deleted: use the address as an identity only.
 inline std::atomic<void (*)(const void* object)> resource_freed{nullptr};
