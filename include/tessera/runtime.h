@@ -315,8 +315,9 @@ class runtime {
   static void set_task_block(task* t, std::size_t bytes, bool validates_first, std::uint8_t block,
                              std::uint16_t destroyer) noexcept {
     // bytes is a multiple of 8 (a task holds a vtable pointer): bit 0 is free for the flag
+    constexpr std::uint16_t validates_first_bit = detail::task_header::validates_first_bit;
     detail::hdr(t).m_bytes =
-        static_cast<std::uint16_t>(bytes | (validates_first ? detail::task_header::validates_first_bit : 0));
+        static_cast<std::uint16_t>(bytes | (validates_first ? validates_first_bit : 0));
     detail::hdr(t).m_block = block;
     detail::hdr(t).m_destroyer = destroyer;
   }

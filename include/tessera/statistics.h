@@ -25,7 +25,8 @@ struct worker_statistics {
   std::uint64_t optimistic_fallbacks = 0;  ///< reads run excluding writers after 8 torn tries
   std::uint64_t prefetches = 0;        ///< prefetches issued: data lines and resource headers
   std::uint64_t pools_stolen = 0;      ///< whole pools this worker took from others
-  std::uint64_t tasks_stolen = 0;      ///< single tasks (no placement target, not serialized by a pool) handed to thieves
+  /// single tasks (no placement target, not serialized by a pool) handed to thieves
+  std::uint64_t tasks_stolen = 0;
   std::uint64_t exceptions = 0;        ///< tasks whose execute threw
   std::uint64_t cancelled = 0;         ///< tasks of a cancelled group dropped without running
   std::uint64_t peers_woken = 0;       ///< parked workers this one woke to take its queued work

@@ -154,7 +154,8 @@ class task : public detail::task_state {
   /// and a wait may never return.
 #if defined(TESSERA_DEBUG_CHECKS)
   task& annotate(group g) {
-    if (g != m_header.m_group && m_header.m_epoch_slot != detail::task_header::unspawned_slot) [[unlikely]]
+    if (g != m_header.m_group &&
+        m_header.m_epoch_slot != detail::task_header::unspawned_slot) [[unlikely]]
       detail::group_changed_after_spawn();
     m_header.m_group = g;
     return *this;
@@ -195,7 +196,9 @@ class task : public detail::task_state {
   }
 
   // ---- read back -----------------------------------------------------------------------------
-  enum priority priority() const noexcept { return static_cast<enum priority>(m_header.m_priority); }
+  enum priority priority() const noexcept {
+    return static_cast<enum priority>(m_header.m_priority);
+  }
   const void* data() const noexcept { return m_header.m_data; }
   std::size_t data_size() const noexcept { return m_header.m_data_size; }
   access mode() const noexcept { return static_cast<access>(m_header.m_access); }

@@ -409,8 +409,8 @@ void run_claimed_loop_in_tasks(context& ctx, group g, std::size_t first, std::si
   const group held = loop_access::hold(ctx, g);
   loop_t* loop;
   try {
-    loop = loop_t::make(std::forward<Work>(work), first, last - first, pieces, helpers + 1, options.stop,
-                        &rt, held);
+    loop = loop_t::make(std::forward<Work>(work), first, last - first, pieces, helpers + 1,
+                        options.stop, &rt, held);
   } catch (...) {
     loop_access::finish(rt, held, nullptr);  // drops the hold
     throw;

@@ -7,7 +7,8 @@
 // task: a task reads its node, picks the next one (child, or right sibling when the key is at or
 // beyond the high key), validates its read, re-annotates itself for it and returns itself, so a
 // traversal costs no allocation (and, since nothing changes before the validation, the task
-// declares `validates_first`: an optimistic read of a node takes no copy of it). Tasks annotate nodes as readers while descending and as writers one level early
+// declares `validates_first`: an optimistic read of a node takes no copy of it). Tasks annotate
+// nodes as readers while descending and as writers one level early
 // (at a branch node, whose children are leaves) when the operation will modify the leaf; the
 // runtime picks the primitive from the node's hints (inner nodes: read-mostly and hot; leaves:
 // balanced) unless `tree_options::sync` forces one, and prefetches each node before its task.
