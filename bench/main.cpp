@@ -9,7 +9,6 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -17,8 +16,6 @@
 #include <string_view>
 #include <system_error>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/flags.h"
 #include "common/handoff.h"
@@ -72,43 +69,31 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
   };
 }
 
-/// The whole command line as CLI11 sees it: one subcommand per registered benchmark, with the
-/// benchmark's own flags, then the shared ones.
-struct command_line {
-  CLI::App app{"tessera-bench: tessera's benchmarks, the competitors side by side",
-               "tessera-bench"};
-  /// Per subcommand, every flag it takes (its own, then the shared ones).
-  std::map<std::string, std::vector<bench::flag_definition>, std::less<>> flags;
-
-  command_line() {
-    const std::string workers = default_workers();
-    app.require_subcommand(1);
-    for (const auto* b : bench::registered_benchmarks()) {
-      CLI::App* sub = app.add_subcommand(b->name, b->help);
-      std::string implementations;
-      for (const auto& name : b->implementations)
-        implementations += (implementations.empty() ? "" : ", ") + name;
-      sub->footer("implementations: " + implementations +
-                  (b->reference.empty() ? "" : " (ratios against " + b->reference + ")"));
-      std::vector<bench::flag_definition> shared = shared_flags(*b, workers);
-      bench::declare_flags(*sub, b->flags);
-      bench::declare_flags(*sub, shared, "Flags every subcommand takes");
-      std::vector<bench::flag_definition>& all = flags[b->name];
-      all = b->flags;
-      all.insert(all.end(), shared.begin(), shared.end());
-    }
-    app.footer(
-        "tessera-bench <subcommand> --help lists the subcommand's flags with their defaults.\n"
-        "Flags every subcommand takes:\n"
-        "  --workers LIST          worker counts to measure (default: " + workers + ")\n"
-        "  --repeat N              runs per configuration (default: 3; ycsb: 1)\n"
-        "  --statistic median|best the run reported: median (default) or fastest\n"
-        "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
-        "  --json FILE             append one JSON object per result row\n"
-        "Exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be\n"
-        "written), 2 bad command line.");
+/// One subcommand per registered benchmark, with the benchmark's own flags, then the shared ones.
+void declare_subcommands(bench::command_line& cli) {
+  const std::string workers = default_workers();
+  for (const auto* b : bench::registered_benchmarks()) {
+    std::string implementations;
+    for (const auto& name : b->implementations)
+      implementations += (implementations.empty() ? "" : ", ") + name;
+    const std::vector<bench::flag_section> sections{
+        {"Options", b->flags}, {"Flags every subcommand takes", shared_flags(*b, workers)}};
+    cli.add_subcommand(b->name, b->help,
+                       "implementations: " + implementations +
+                           (b->reference.empty() ? "" : " (ratios against " + b->reference + ")"),
+                       sections);
   }
-};
+  cli.set_footer(
+      "tessera-bench <subcommand> --help lists the subcommand's flags with their defaults.\n"
+      "Flags every subcommand takes:\n"
+      "  --workers LIST          worker counts to measure (default: " + workers + ")\n"
+      "  --repeat N              runs per configuration (default: 3; ycsb: 1)\n"
+      "  --statistic median|best the run reported: median (default) or fastest\n"
+      "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
+      "  --json FILE             append one JSON object per result row\n"
+      "Exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be\n"
+      "written), 2 bad command line.");
+}
 
 /// Which CPU worker i of every implementation ran on, under the table: on a machine with SMT
 /// the order is not ascending (tessera::default_worker_cpus). Only for subcommands with --pin.
@@ -225,33 +210,32 @@ int main(int argc, char** argv) {
   }
   if (b != nullptr && b->prepare_process != nullptr) b->prepare_process(argc, argv);
 
-  std::optional<command_line> cli;
+  std::optional<bench::command_line> cli;
   try {
-    cli.emplace();
+    cli.emplace("tessera-bench: tessera's benchmarks, the competitors side by side",
+                "tessera-bench");
+    declare_subcommands(*cli);
   } catch (const std::exception& e) {  // a bad flag definition, not a bad command line
     std::fprintf(stderr, "tessera-bench: %s\n", e.what());
     return 1;
   }
   if (b == nullptr) {  // no word, or a request for help
-    std::fputs(cli->app.help().c_str(), asks_help ? stdout : stderr);
+    std::fputs(cli->help().c_str(), asks_help ? stdout : stderr);
     return asks_help ? 0 : 2;
   }
-  try {
-    cli->app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(cli->app.help().c_str(), stdout);  // the subcommand's
-    return 0;
-  } catch (const CLI::ParseError& e) {  // values and unknown words are read_flags()'s to report
-    std::fprintf(stderr, "tessera-bench: %s\n", e.what());
-    return 2;
+  const bench::parsed_command parsed =
+      cli->parse(std::vector<std::string>(args.begin(), args.end()));
+  switch (parsed.result) {
+    case bench::parse_result::help:
+      std::fputs(parsed.text.c_str(), stdout);  // the subcommand's
+      return 0;
+    case bench::parse_result::usage_error:
+      std::fprintf(stderr, "%s\n", parsed.text.c_str());
+      return 2;
+    case bench::parse_result::run:
+      break;
   }
-  bench::flag_values flags;
-  try {
-    flags = bench::read_flags(*cli->app.get_subcommand(b->name), cli->flags.at(b->name));
-  } catch (const bench::usage_failure& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
+  const bench::flag_values& flags = parsed.values;
   if (flags.list("implementation").empty()) {
     std::fprintf(stderr, "tessera-bench: --implementation: selects nothing\n");
     return 2;

@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -243,6 +245,10 @@ void flag_values::set(const std::string& name, value v, bool given) {
 
 // ---- the CLI11 options -----------------------------------------------------------------------
 
+namespace {
+
+/// Adds `defs` to `command` as options (a boolean also as a hidden `--no-name`) in the help
+/// section `group`, and lets `command` keep words it does not know for read_flags() to report.
 void declare_flags(CLI::App& command, std::span<const flag_definition> defs,
                    const std::string& group) {
   command.allow_extras();  // read_flags() reports them, naming the word
@@ -306,6 +312,74 @@ flag_values read_flags(const CLI::App& command, std::span<const flag_definition>
     values.set(def.name, std::move(v), given);
   }
   return values;
+}
+
+}  // namespace
+
+// ---- the program's command line ---------------------------------------------------------------
+
+struct command_line::impl {
+  CLI::App app;
+  /// Per subcommand, every flag it takes, in the order of its sections.
+  std::map<std::string, std::vector<flag_definition>, std::less<>> flags;
+
+  impl(const std::string& description, const std::string& program) : app{description, program} {
+    app.require_subcommand(1);
+  }
+};
+
+command_line::command_line(const std::string& description, const std::string& program)
+    : m_impl(std::make_unique<impl>(description, program)) {}
+
+command_line::~command_line() = default;
+
+void command_line::add_subcommand(const std::string& name, const std::string& help,
+                                  const std::string& footer,
+                                  std::span<const flag_section> sections) {
+  CLI::App* sub = m_impl->app.add_subcommand(name, help);
+  if (!footer.empty()) sub->footer(footer);
+  std::vector<flag_definition>& all = m_impl->flags[name];
+  try {
+    for (const flag_section& section : sections) {
+      declare_flags(*sub, section.flags, section.title);
+      all.insert(all.end(), section.flags.begin(), section.flags.end());
+    }
+  } catch (const CLI::OptionAlreadyAdded& e) {
+    throw std::logic_error("tessera-bench: " + name + ": a flag defined twice: " + e.what());
+  }
+}
+
+void command_line::set_footer(const std::string& footer) { m_impl->app.footer(footer); }
+
+std::string command_line::help() const { return m_impl->app.help(); }
+
+parsed_command command_line::parse(const std::vector<std::string>& words) {
+  parsed_command out;
+  std::vector<std::string> args(words.rbegin(), words.rend());  // CLI11 takes them from the back
+  try {
+    m_impl->app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    out.result = parse_result::help;
+    out.text = m_impl->app.help();  // the subcommand's, if one was given
+    return out;
+  } catch (const CLI::ParseError& e) {  // values and unknown words are read_flags()'s to report
+    out.text = "tessera-bench: " + std::string(e.what());
+    return out;
+  }
+  const std::vector<CLI::App*> chosen = m_impl->app.get_subcommands();
+  if (chosen.size() != 1) {  // require_subcommand(1) lets nothing else through
+    out.text = "tessera-bench: expected one subcommand (see --help)";
+    return out;
+  }
+  out.subcommand = chosen.front()->get_name();
+  try {
+    out.values = read_flags(*chosen.front(), m_impl->flags.at(out.subcommand));
+  } catch (const usage_failure& e) {
+    out.text = e.what();
+    return out;
+  }
+  out.result = parse_result::run;
+  return out;
 }
 
 }  // namespace tessera::bench

@@ -1,18 +1,18 @@
-// bench/common/flags.h — the command-line flags of one tessera-bench subcommand.
+// bench/common/flags.h — the command line of tessera-bench: subcommands and their flags.
 //
-// A subcommand declares its flags as a list of flag_definition (made with the helpers below).
-// declare_flags() makes each one an option, with its help line, of the subcommand's CLI11 app;
-// CLI11 parses the command line; read_flags() then checks every value given (ranges, lists,
-// choices) and returns the values. Every value — the defaults included — goes through the same
-// check, so a default can never be something the user could not have typed.
+// A subcommand declares its flags as a list of flag_definition (made with the helpers below);
+// command_line turns them into options of the subcommand, parses the words (with CLI11, which only
+// flags.cpp includes) and then checks every value given (ranges, lists, choices). Every value —
+// the defaults included — goes through the same check, so a default can never be something the
+// user could not have typed.
 //
-//   CLI::App app{"benchmarks", "tessera-bench"};
-//   CLI::App* fib = app.add_subcommand("fib", "fib(n) with one task per call");
+//   command_line cli{"benchmarks", "tessera-bench"};
 //   std::vector<flag_definition> defs{int_flag("n", 30, "fib argument", 0, 90)};
-//   declare_flags(*fib, defs);
-//   app.parse(argc, argv);                           // CLI::CallForHelp for --help
-//   std::int64_t n = read_flags(*fib, defs).integer("n");    // 25 for `tessera-bench fib --n 25`
-//   // `--n 91`: usage_failure "tessera-bench: --n: must be between 0 and 90, got '91'"
+//   cli.add_subcommand("fib", "fib(n) with one task per call", "", {{"Options", defs}});
+//   parsed_command p = cli.parse(argc, argv);
+//   // `tessera-bench fib --n 25`: p.result == parse_result::run, p.values.integer("n") == 25
+//   // `--n 91`: parse_result::usage_error, p.text "tessera-bench: --n: must be between 0 and 90,
+//   //           got '91'"; `--help`: parse_result::help, p.text the subcommand's help
 //
 // Syntax: `--name value` or `--name=value`; lists are comma-separated without spaces. A flag
 // whose next word is another flag (or nothing) has no value, which is an error except for a
@@ -23,15 +23,12 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace tessera::bench {
 
@@ -97,17 +94,51 @@ class flag_values {
   std::map<std::string, bool, std::less<>> m_given;
 };
 
-/// Adds `defs` to `command` as options (a boolean also as a hidden `--no-name`) in the help
-/// section `group`, and lets `command` keep words it does not know for read_flags() to report.
-/// Throws std::logic_error for a default that its own check refuses and CLI::OptionAlreadyAdded
-/// for a name defined twice (programmer errors).
-void declare_flags(CLI::App& command, std::span<const flag_definition> defs,
-                   const std::string& group = "Options");
+/// A help section of a subcommand and the flags listed in it.
+struct flag_section {
+  std::string title;
+  std::vector<flag_definition> flags;
+};
 
-/// After `command` was parsed: the value of every flag in `defs` (the default where it was not
-/// given). Throws usage_failure, one line naming the flag or word, for a word that is none of
-/// its flags ("tessera-bench: --frobnicate: unknown flag (see --help)") or a value its check
-/// refuses ("tessera-bench: --n: must be between 0 and 90, got '91'").
-flag_values read_flags(const CLI::App& command, std::span<const flag_definition> defs);
+/// What command_line::parse made of the words.
+enum class parse_result : std::uint8_t {
+  run,          ///< a subcommand and its values: run it
+  help,         ///< --help after a subcommand: print `text` on stdout, exit 0
+  usage_error,  ///< `text` is one line naming the word or flag: print it on stderr, exit 2
+};
+
+struct parsed_command {
+  parse_result result = parse_result::usage_error;
+  std::string subcommand;  ///< parse_result::run: its name
+  flag_values values;      ///< parse_result::run: every flag of the subcommand
+  std::string text;        ///< parse_result::help: the help text; usage_error: the error
+};
+
+/// A program's command line: exactly one subcommand, then that subcommand's flags.
+class command_line {
+ public:
+  command_line(const std::string& description, const std::string& program);
+  ~command_line();
+  command_line(const command_line&) = delete;
+  command_line& operator=(const command_line&) = delete;
+
+  /// Throws std::logic_error for a default that its own check refuses or a flag defined twice
+  /// (programmer errors).
+  void add_subcommand(const std::string& name, const std::string& help, const std::string& footer,
+                      std::span<const flag_section> sections);
+  /// Text under the program's help.
+  void set_footer(const std::string& footer);
+  /// The program's help: its subcommands.
+  std::string help() const;
+
+  /// Parses the words after the program's name. A word that is none of the subcommand's flags
+  /// is an error ("tessera-bench: --frobnicate: unknown flag (see --help)"), as is a value its
+  /// check refuses ("tessera-bench: --n: must be between 0 and 90, got '91'").
+  parsed_command parse(const std::vector<std::string>& words);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> m_impl;
+};
 
 }  // namespace tessera::bench

@@ -1,13 +1,13 @@
-// The flags of a subcommand (common/flags.h) as tessera-bench parses them with CLI11: every
+// The flags of a subcommand (common/flags.h) as tessera-bench's command_line parses them: every
 // kind, both syntaxes, the boolean spellings, the last value winning, and what a wrong word
 // says. (bench/CMakeLists.txt runs the whole program on bad command lines: bench.usage.*.)
 #include "common/flags.h"
 
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/timing.h"
@@ -33,23 +33,24 @@ struct outcome {
 
 /// Parses `tessera-bench sub <words>` as main.cpp does.
 outcome parse(const std::vector<std::string>& words) {
-  CLI::App app{"test", "tessera-bench"};
-  app.require_subcommand(1);
-  CLI::App* sub = app.add_subcommand("sub", "a subcommand");
-  const std::vector<flag_definition> defs = definitions();
-  declare_flags(*sub, defs);
-  std::vector<std::string> args(words.rbegin(), words.rend());  // CLI11 takes them from the back
-  args.emplace_back("sub");
+  command_line cli{"test", "tessera-bench"};
+  const std::vector<flag_section> sections{{"Options", definitions()}};
+  cli.add_subcommand("sub", "a subcommand", "", sections);
+  std::vector<std::string> args{"sub"};
+  args.insert(args.end(), words.begin(), words.end());
+  parsed_command p = cli.parse(args);
   outcome out;
-  try {
-    app.parse(args);
-    out.values = read_flags(*sub, defs);
-  } catch (const CLI::CallForHelp&) {
-    out.help = true;
-  } catch (const CLI::ParseError& e) {
-    out.error = std::string("tessera-bench: ") + e.what();
-  } catch (const usage_failure& e) {
-    out.error = e.what();
+  switch (p.result) {
+    case parse_result::run:
+      EXPECT_EQ(p.subcommand, "sub");
+      out.values = std::move(p.values);
+      break;
+    case parse_result::help:
+      out.help = true;
+      break;
+    case parse_result::usage_error:
+      out.error = p.text;
+      break;
   }
   return out;
 }
@@ -158,9 +159,12 @@ TEST(Flags, WrongWordsSayWhatIsWrong) {
 }
 
 TEST(Flags, DefaultsAreCheckedLikeInput) {
-  CLI::App app{"test", "tessera-bench"};
-  const std::vector<flag_definition> defs{int_flag("n", 60, "fib argument", 0, 50)};
-  EXPECT_THROW(declare_flags(app, defs), std::logic_error);
+  command_line cli{"test", "tessera-bench"};
+  const std::vector<flag_section> bad_default{{"Options", {int_flag("n", 60, "fib", 0, 50)}}};
+  EXPECT_THROW(cli.add_subcommand("sub", "a subcommand", "", bad_default), std::logic_error);
+  const std::vector<flag_section> twice{{"Options", {int_flag("n", 1, "fib", 0, 50)}},
+                                        {"More", {int_flag("n", 2, "fib", 0, 50)}}};
+  EXPECT_THROW(cli.add_subcommand("other", "another", "", twice), std::logic_error);
 }
 
 TEST(Flags, AccessorsRefuseProgrammerErrors) {
