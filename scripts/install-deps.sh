@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what tessera needs on Debian 12 (run as root). Installs only what is missing.
 set -euo pipefail
-pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev)
+pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,4 +13,21 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all packages present"
+fi
+
+# Python packages (requirements.txt: DuckDB and its TPC-H generator for apps/join) in .venv/ at the
+# repository root, made with Debian's python3; reinstalled only when requirements.txt changed.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.requirements.txt"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "install-deps: creating $venv"
+  /usr/bin/python3 -m venv "$venv"
+fi
+if ! cmp -s "$root/requirements.txt" "$stamp"; then
+  echo "install-deps: installing requirements.txt into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$root/requirements.txt"
+  cp "$root/requirements.txt" "$stamp"
+else
+  echo "install-deps: python packages present"
 fi
