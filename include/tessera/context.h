@@ -19,6 +19,7 @@
 namespace tessera {
 
 class runtime;
+class task_graph;
 namespace detail {
 class worker;
 struct resource_header;
@@ -48,6 +49,9 @@ class context {
   void spawn(task* t);
   template <task_function F>
   void spawn(F&& f);
+  /// Starts a run of `graph` (graph.h) whose node tasks join `g` (group{}: the running task's
+  /// group). Continue after it with when_done(g, ...); never blocks.
+  void spawn(task_graph& graph, group g = {});
 
   /// Registers `continuation` to be spawned when group `g` completes and closes `g` (this is the
   /// one wait a group allows). Never blocks. The continuation joins its own group annotation, or

@@ -43,6 +43,7 @@
 
 namespace tessera {
 
+class task_graph;
 namespace detail {
 class scheduler;
 void* allocate_task_memory(std::size_t bytes, bool system);
@@ -195,6 +196,10 @@ class runtime {
     t->annotate(g);
     spawn(t);
   }
+  /// Starts a run of `graph` (graph.h) whose node tasks all join `g`: wait(g), when_done, cancel
+  /// and detach work on it as on any group. Throws std::invalid_argument, spawning nothing, if
+  /// the graph has a cycle.
+  void spawn(task_graph& graph, group g = {});
 
   // ---- groups --------------------------------------------------------------------------------
   group make_group();

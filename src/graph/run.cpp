@@ -1,0 +1,277 @@
+// src/graph/run.cpp — running a task_graph: the run's state, the node task, readying successors.
+//
+// A run is a run_state (a reference count and one pending count per node, copied from the
+// in-degrees) and node tasks. A node task runs its node's body, then takes one off the pending
+// count of each successor; a successor whose count reached zero is ready. The first ready one
+// becomes the task's follow-up: the same task object, renumbered and re-annotated (a chain runs
+// without allocating or queueing anything); the others are spawned as new node tasks onto the
+// worker's own queue, from where idle workers steal them. docs/architecture.md, "Task graphs",
+// has the picture.
+//
+// The run's roots start as one task holding the range of them: it splits off the upper half as
+// a new task, again and again, until it holds one root, so a graph with many roots spreads over
+// the workers as a parallel_for does.
+//
+// Every node task holds one reference to its run_state; the last one destroyed frees it, so a
+// run whose tasks were dropped (cancel) or that stopped at an exception frees its memory too.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "graph/graph_access.h"
+#include "graph/graph_data.h"
+#include "memory/resource_memory.h"
+#include "runtime/context_access.h"
+#include "runtime/scheduler.h"
+#include "runtime/worker.h"
+#include "tessera/detail/task_access.h"
+#include "tessera/graph.h"
+#include "util/compiler.h"
+
+namespace tessera::detail {
+
+struct run_state {
+  /// Node tasks alive (made and not yet destroyed). An increment is made by a holder of a
+  /// reference (relaxed, as shared_ptr's); the decrement is acq_rel: the one that reaches zero
+  /// sees every other task's use of the state before it frees it.
+  std::atomic<std::uint64_t> refs{1};
+  graph_data* graph;
+  const task_graph* owner;
+  std::uint32_t* pending;  // one per node, right after this struct
+
+  /// Takes one off `v`'s pending count: true if that readied it (the caller runs it). acq_rel
+  /// on the decrement: each predecessor releases its writes, and the last one acquires them
+  /// all (a release sequence of read-modify-writes). A count of one seen by an acquire load is
+  /// the caller's alone (nothing else can take it off, and a dynamic node may add to it only
+  /// from a node that precedes v, which happened before this), so no write is needed.
+  TESSERA_ALWAYS_INLINE bool arrive(std::uint32_t v) noexcept {
+    std::atomic_ref<std::uint32_t> p(pending[v]);
+    if (p.load(std::memory_order_acquire) == 1) {
+#if defined(TESSERA_DEBUG_CHECKS)
+      p.store(0, std::memory_order_relaxed);  // for add_dependency's check
+#endif
+      return true;
+    }
+    return p.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+};
+
+void acquire_run(run_state* run) noexcept { run->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void release_run(run_state* run) noexcept {
+  if (run->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  graph_data* g = run->graph;
+  run->~run_state();
+  ::operator delete(run);
+  // release: the graph's owner, reading 0 (acquire), is after everything this run did with it.
+  g->runs_in_flight.fetch_sub(1, std::memory_order_release);
+}
+
+void graph_access::require_no_runs(const graph_data& d) noexcept {
+  if (d.runs_in_flight.load(std::memory_order_acquire) == 0) return;
+  std::fputs("tessera: a task_graph destroyed (or assigned to) while a run of it is in flight; "
+             "wait for its group first\n",
+             stderr);
+  std::abort();
+}
+
+namespace {
+
+/// Copies node v's annotations into t's header (a graph without any has nothing to copy: its
+/// tasks keep make_task's defaults).
+TESSERA_ALWAYS_INLINE void apply_annotations(task* t, const graph_data& d, std::uint32_t v) {
+  if (d.annotations.empty()) [[likely]] return;
+  const node_annotation& a = d.annotations[v];
+  task_header& h = hdr(t);
+  h.m_data = a.data;
+  h.m_data_size = a.data_size;
+  h.m_access = a.access;
+  h.m_is_resource = a.is_resource;
+  h.m_priority = a.priority;
+  h.m_target_kind = a.target_kind;
+  h.m_target = a.target;
+}
+
+/// The task that runs a node of a graph's run (and, while it holds more than one, splits off
+/// the run's roots).
+class node_task final : public task {
+ public:
+  node_task(run_state* run, std::uint32_t node, std::uint32_t roots_begin,
+            std::uint32_t roots_end) noexcept
+      : m_run(run), m_node(node), m_roots_begin(roots_begin), m_roots_end(roots_end) {}
+  node_task(const node_task&) = delete;
+  node_task& operator=(const node_task&) = delete;
+  ~node_task() { release_run(m_run); }
+
+  task* execute(context& ctx) override;
+
+ private:
+  void split_roots(context& ctx, worker& w, const graph_data& d);
+
+  run_state* m_run;
+  std::uint32_t m_node;
+  std::uint32_t m_roots_begin;  // roots[m_roots_begin] == m_node while the range is not split
+  std::uint32_t m_roots_end;    // ... up to here; begin + 1 == end: this root alone
+};
+
+/// Makes and spawns from the running task a node task for `v` (ready), or for the roots
+/// [roots_begin, roots_end) of the run when roots_end > roots_begin + 1.
+TESSERA_ALWAYS_INLINE void spawn_node(context& ctx, worker& w, run_state* run,
+                                      const graph_data& d, std::uint32_t v,
+                                      std::uint32_t roots_begin = 0,
+                                      std::uint32_t roots_end = 0) {
+  auto* t = ctx.make_task<node_task>(run, v, roots_begin, roots_end);
+  acquire_run(run);  // before the spawn: the task may run, and be destroyed, at once
+  apply_annotations(t, d, v);
+  scheduler::spawn_from(t, w);  // context::spawn, inline
+}
+
+void node_task::split_roots(context& ctx, worker& w, const graph_data& d) {
+  while (m_roots_end - m_roots_begin > 1) {
+    const std::uint32_t mid = m_roots_begin + (m_roots_end - m_roots_begin) / 2;
+    spawn_node(ctx, w, m_run, d, d.roots[mid], mid, m_roots_end);
+    m_roots_end = mid;
+  }
+}
+
+task* node_task::execute(context& ctx) {
+  run_state* const run = m_run;
+  const graph_data& d = *run->graph;
+  worker& w = context_access::worker_of(ctx);
+  const std::uint32_t v = m_node;
+  graph_run state = graph_access::make_run(run, ctx, v);
+  const body_record& b = d.bodies[d.body_of[v]];
+  b.ops->invoke(b.body, ctx, state, v - b.first);
+  // An optimistic reader acts outside only once its read held; a torn one runs again.
+  if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] return nullptr;
+  if (m_roots_end != m_roots_begin) [[unlikely]] split_roots(ctx, w, d);
+
+  std::vector<task*>& added = graph_access::added(state);
+  if (!added.empty()) [[unlikely]] {
+    for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
+    added.clear();
+  }
+  // One decrement per successor; the first ready one is this task's follow-up.
+  std::uint32_t next = no_node;
+  const std::uint32_t end = d.succ_begin[v + 1];
+  for (std::uint32_t i = d.succ_begin[v]; i < end; ++i) {
+    const std::uint32_t s = d.succ[i];
+    if (!run->arrive(s)) continue;
+    if (next == no_node) {
+      next = s;
+    } else {
+      spawn_node(ctx, w, run, d, s);
+    }
+  }
+  if (next == no_node) return nullptr;
+  m_node = next;
+  m_roots_begin = m_roots_end = 0;
+  apply_annotations(this, d, next);
+  return this;
+}
+
+}  // namespace
+
+void add_dependency(run_state* run, const task_graph* graph, std::uint32_t x) {
+  if (graph != run->owner || x >= run->graph->size()) {
+    throw std::logic_error("tessera: graph_run::dynamic_node::before with a node of another graph");
+  }
+  // Relaxed: the caller precedes x, so this increment comes before x's last decrement.
+  const std::uint32_t was =
+      std::atomic_ref<std::uint32_t>(run->pending[x]).fetch_add(1, std::memory_order_relaxed);
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (was == 0) {
+    std::atomic_ref<std::uint32_t>(run->pending[x]).fetch_sub(1, std::memory_order_relaxed);
+    throw std::logic_error("tessera: graph_run::dynamic_node::before(" +
+                           run->graph->describe(x) + "), which is ready or ran already");
+  }
+#else
+  (void)was;
+#endif
+}
+
+task* finish_dynamic_node(context& ctx, graph_run& run, std::uint32_t before) {
+  run_state* const state = graph_access::state(run);
+  worker& w = context_access::worker_of(ctx);
+  std::vector<task*>& added = graph_access::added(run);
+  for (task* t : added) scheduler::spawn_from(t, w);
+  added.clear();
+  if (before == no_node || !state->arrive(before)) return nullptr;
+  auto* t = ctx.make_task<node_task>(state, before, 0, 0);
+  acquire_run(state);
+  apply_annotations(t, *state->graph, before);
+  return t;  // runs in this task's place
+}
+
+namespace {
+
+/// Starts a run: the state, and the task holding every root. `ctx`: the running task's
+/// context, or nullptr from outside.
+void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
+  graph_data& d = graph_access::data(graph);
+  d.prepare();  // throws on a cycle
+  const std::uint32_t n = d.size();
+  if (d.roots.empty()) return;  // an empty graph: nothing to run
+#if defined(TESSERA_DEBUG_CHECKS)
+  for (std::uint32_t v = 0; v < d.annotations.size(); ++v) {
+    if (d.annotations[v].is_resource != 0 && !is_live_resource(d.annotations[v].data)) {
+      throw std::logic_error("tessera: spawn of a task_graph whose " + d.describe(v) +
+                             " is annotated with memory that is not a live resource "
+                             "(annotate_data is for other memory)");
+    }
+  }
+#endif
+  void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n});
+  auto* run = ::new (mem) run_state();
+  run->graph = &d;
+  run->owner = &graph;
+  run->pending = reinterpret_cast<std::uint32_t*>(static_cast<char*>(mem) + sizeof(run_state));
+  std::memcpy(run->pending, d.in_degree.data(), sizeof(std::uint32_t) * std::size_t{n});
+  d.runs_in_flight.fetch_add(1, std::memory_order_relaxed);  // the spawn below publishes it
+  node_task* t;
+  try {
+    t = rt.make_task<node_task>(run, d.roots[0], 0, static_cast<std::uint32_t>(d.roots.size()));
+  } catch (...) {
+    release_run(run);
+    throw;
+  }
+  apply_annotations(t, d, d.roots[0]);
+  if (g.valid()) t->annotate(g);
+  // A refused spawn (after stop(), a stale group) destroyed t, which released the run.
+  if (ctx != nullptr) {
+    ctx->spawn(t);
+  } else {
+    rt.spawn(t);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::detail
+
+namespace tessera {
+
+graph_run::~graph_run() {
+  // Added but not spawned: the node threw (or was torn). Their destructors release the run.
+  for (task* t : m_added) m_ctx->runtime().discard(t);
+}
+
+graph_run::dynamic_node& graph_run::dynamic_node::before(graph_node x) {
+  if (*m_before != detail::no_node) {
+    throw std::logic_error("tessera: graph_run::dynamic_node::before called twice");
+  }
+  detail::add_dependency(detail::graph_access::state(*m_run), x.graph(), x.index());
+  *m_before = x.index();
+  return *this;
+}
+
+void runtime::spawn(task_graph& graph, group g) { detail::spawn_run(*this, nullptr, graph, g); }
+
+void context::spawn(task_graph& graph, group g) {
+  detail::spawn_run(*m_runtime, this, graph, g);
+}
+
+}  // namespace tessera
