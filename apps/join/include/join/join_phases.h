@@ -1,0 +1,76 @@
+// join/join_phases.h — one run of the partitioned hash join, as steps that tasks call.
+//
+// The steps, in order (each a phase: every step of one phase finishes before the next starts):
+//
+//   1. partition_morsel(m), m < build_morsels(): reads build rows [m*R, (m+1)*R) (R: records per
+//      task), and writes them, grouped by partition, into the morsel's own region of the
+//      scatter buffer. Any thread; morsels touch disjoint memory.
+//   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
+//      [first, last): inserts partition p's rows of those morsels into table p. Every step of
+//      partition p on one thread at a time, allocate first (the tessera join runs them all on
+//      worker p, so table p is touched only there).
+//   3. probe(m), m < probe_morsels(): probes probe rows [m*R, (m+1)*R) against every table and
+//      returns their count and sum. Any thread; reads only.
+//
+// The driver adds up what the probes return (the tessera join: per-worker partial sums,
+// combined at the end). build_chunk_morsels() is how many build morsels one build step takes so
+// that it inserts about R rows (R / partitions rows of each morsel belong to one partition).
+//
+//   join::join_phases run(input, partitions, 4096);
+//   for (m ...) run.partition_morsel(m);
+//   for (p ...) { run.allocate_partition(p); run.build(p, 0, run.build_morsels()); }
+//   join::join_result r; for (m ...) r += run.probe(m);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "join/hash_table.h"
+#include "join/join_query.h"
+
+namespace join {
+
+class join_phases {
+ public:
+  /// Throws std::invalid_argument for 0 partitions, 0 records per task, or probe columns of
+  /// different lengths.
+  join_phases(const join_input& input, unsigned partitions, std::size_t records_per_task);
+
+  unsigned partitions() const noexcept { return m_partitions; }
+  std::size_t records_per_task() const noexcept { return m_records; }
+  std::size_t build_morsels() const noexcept { return m_build_morsels; }
+  std::size_t probe_morsels() const noexcept { return m_probe_morsels; }
+  std::size_t build_chunk_morsels() const noexcept { return m_partitions; }
+
+  void partition_morsel(std::size_t m) noexcept;
+  void allocate_partition(unsigned p);
+  void build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept;
+  join_result probe(std::size_t m) const noexcept;
+
+  /// Rows of partition p (after phase 1).
+  std::size_t partition_rows(unsigned p) const noexcept;
+
+ private:
+  struct entry {
+    std::int64_t key;
+    std::uint64_t row;
+  };
+  /// Offsets of morsel m's partitions in the scatter buffer: [m * (P + 1), (m + 1) * (P + 1)).
+  std::size_t* offsets_of(std::size_t m) const noexcept {
+    return m_offsets.get() + m * (m_partitions + 1);
+  }
+
+  join_input m_input;
+  unsigned m_partitions;
+  std::size_t m_records;
+  std::size_t m_build_morsels;
+  std::size_t m_probe_morsels;
+  std::unique_ptr<entry[]> m_scatter;        ///< build rows, grouped by partition per morsel
+  std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
+  std::vector<partition_table> m_tables;
+  std::vector<table_view> m_views;
+};
+
+}  // namespace join

@@ -1,0 +1,67 @@
+// join/tessera_join.h — the morsel-driven hash join on tessera, as a task graph.
+//
+// One graph per (input, records per task), built once and run many times (a query plan run per
+// query). A run is a fresh join_phases (join_phases.h) and these nodes:
+//
+//   partition morsel 0..M-1 ──▶ partitioned ──▶ allocate p (on worker p), p < P ──▶ probe start
+//                                                  └─ adds build chunks of p (on worker p) ──┘
+//   probe start ── adds probe morsel 0..N-1 ──▶ combine
+//
+// P = the runtime's workers: each partition's table is allocated and filled only by tasks
+// annotated with its worker (worker_id{p}), so no latch guards it and its memory is first
+// touched where it is used. The probe phase is a graph edge after the build phase: "probe
+// start" runs after every allocate node and every build chunk (each added with before(probe
+// start)), and adds one node per morsel of R probe rows (annotated with the morsel's keys, which
+// the runtime prefetches), each before "combine". A probe adds its count and sum to its
+// worker's partial sum (tasks of one worker never overlap); combine adds up the partials.
+//
+//   tessera::runtime rt({.workers = 2});
+//   join::tessera_join j(rt, input, 4096);     // records per task
+//   join::join_result r = j.run();             // from a thread that is not a worker
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "join/join_phases.h"
+#include "join/join_query.h"
+#include "tessera/graph.h"
+#include "tessera/runtime.h"
+
+namespace join {
+
+class tessera_join {
+ public:
+  /// Throws std::invalid_argument for 0 records per task or probe columns of different lengths.
+  tessera_join(tessera::runtime& rt, const join_input& input, std::size_t records_per_task);
+  tessera_join(const tessera_join&) = delete;
+  tessera_join& operator=(const tessera_join&) = delete;
+  ~tessera_join();
+
+  /// Runs the join once and waits for it (not from a worker); rethrows a task's exception.
+  join_result run();
+
+  /// Tasks of one run: partition, allocate, build and probe tasks and the two joints.
+  std::size_t tasks_per_run() const noexcept;
+
+ private:
+  struct alignas(64) partial {
+    join_result value;
+  };
+
+  void build_graph();
+
+  tessera::runtime& m_rt;
+  join_input m_input;
+  std::size_t m_records;
+  unsigned m_partitions;
+  std::size_t m_build_morsels;
+  std::size_t m_probe_morsels;
+  std::unique_ptr<join_phases> m_run;  ///< the run in flight (one at a time)
+  std::vector<partial> m_partials;     ///< per worker, of the run in flight
+  join_result m_result;
+  tessera::task_graph m_graph;
+};
+
+}  // namespace join

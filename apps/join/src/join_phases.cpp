@@ -1,0 +1,79 @@
+// The steps of one join run (join/join_phases.h).
+#include "join/join_phases.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace join {
+
+join_phases::join_phases(const join_input& input, unsigned partitions,
+                         std::size_t records_per_task)
+    : m_input(input), m_partitions(partitions), m_records(records_per_task) {
+  if (partitions == 0) throw std::invalid_argument("join: 0 partitions");
+  if (records_per_task == 0) throw std::invalid_argument("join: 0 records per task");
+  if (input.probe_keys.size() != input.probe_values.size())
+    throw std::invalid_argument("join input: " + std::to_string(input.probe_keys.size()) +
+                                " probe keys but " + std::to_string(input.probe_values.size()) +
+                                " probe values");
+  m_build_morsels = (input.build_keys.size() + m_records - 1) / m_records;
+  m_probe_morsels = (input.probe_keys.size() + m_records - 1) / m_records;
+  m_scatter.reset(new entry[input.build_keys.size()]);  // written by phase 1, not zeroed
+  m_offsets.reset(new std::size_t[m_build_morsels * (m_partitions + 1)]);
+  m_tables.resize(m_partitions);
+  m_views.resize(m_partitions);
+}
+
+void join_phases::partition_morsel(std::size_t m) noexcept {
+  const std::size_t first = m * m_records;
+  const std::size_t last = std::min(first + m_records, m_input.build_keys.size());
+  std::size_t* offsets = offsets_of(m);
+  std::fill(offsets, offsets + m_partitions + 1, 0);
+  const std::int64_t* keys = m_input.build_keys.data();
+  for (std::size_t i = first; i < last; ++i)
+    ++offsets[partition_of(hash_key(keys[i]), m_partitions) + 1];
+  offsets[0] = first;
+  for (unsigned p = 1; p <= m_partitions; ++p) offsets[p] += offsets[p - 1];
+  // Scatter with a cursor per partition: offsets[p] moves to the end of partition p's run, and
+  // is moved back after.
+  for (std::size_t i = first; i < last; ++i) {
+    const unsigned p = partition_of(hash_key(keys[i]), m_partitions);
+    m_scatter[offsets[p]++] = entry{keys[i], i};
+  }
+  for (unsigned p = m_partitions; p > 0; --p) offsets[p] = offsets[p - 1];
+  offsets[0] = first;
+}
+
+std::size_t join_phases::partition_rows(unsigned p) const noexcept {
+  std::size_t rows = 0;
+  for (std::size_t m = 0; m < m_build_morsels; ++m) {
+    const std::size_t* o = offsets_of(m);
+    rows += o[p + 1] - o[p];
+  }
+  return rows;
+}
+
+void join_phases::allocate_partition(unsigned p) {
+  m_tables[p] = partition_table(partition_rows(p));
+  m_views[p] = m_tables[p].view();
+}
+
+void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept {
+  partition_table& table = m_tables[p];
+  for (std::size_t m = first_morsel; m < last_morsel; ++m) {
+    const std::size_t* o = offsets_of(m);
+    for (std::size_t i = o[p]; i < o[p + 1]; ++i) {
+      const entry e = m_scatter[i];
+      table.insert(e.key, hash_key(e.key), e.row);
+    }
+  }
+}
+
+join_result join_phases::probe(std::size_t m) const noexcept {
+  const std::size_t first = m * m_records;
+  const std::size_t last = std::min(first + m_records, m_input.probe_keys.size());
+  return probe_morsel(m_views, m_input.probe_keys.data(), m_input.probe_values.data(), first,
+                      last);
+}
+
+}  // namespace join

@@ -1,0 +1,102 @@
+// The join's task graph (join/tessera_join.h).
+#include "join/tessera_join.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "tessera/context.h"
+#include "tessera/group.h"
+#include "tessera/ids.h"
+
+namespace join {
+
+tessera_join::tessera_join(tessera::runtime& rt, const join_input& input,
+                           std::size_t records_per_task)
+    : m_rt(rt), m_input(input), m_records(records_per_task), m_partitions(rt.workers()) {
+  const join_phases shape(input, m_partitions, records_per_task);  // checks the arguments
+  m_build_morsels = shape.build_morsels();
+  m_probe_morsels = shape.probe_morsels();
+  if (m_build_morsels > std::numeric_limits<std::uint32_t>::max() / 2)
+    throw std::invalid_argument("join: " + std::to_string(m_build_morsels) +
+                                " build tasks are too many for one graph; use more records "
+                                "per task");
+  m_partials.resize(rt.workers());
+  build_graph();
+}
+
+tessera_join::~tessera_join() = default;
+
+void tessera_join::build_graph() {
+  tessera::task_graph& g = m_graph;
+  const auto morsels = static_cast<std::uint32_t>(m_build_morsels);
+  tessera::graph_node combine = g.add([this](tessera::context&) {
+    join_result sum;
+    for (const partial& p : m_partials) sum += p.value;
+    m_result = sum;
+  });
+  combine.name("combine");
+  const tessera::graph_node probe_start =
+      g.add([this, combine](tessera::context&, tessera::graph_run& run) {
+        const std::int64_t* keys = m_input.probe_keys.data();
+        for (std::size_t m = 0; m < m_probe_morsels; ++m) {
+          const std::size_t first = m * m_records;
+          const std::size_t rows = std::min(m_records, m_input.probe_keys.size() - first);
+          run.add([this, m](tessera::context& ctx) {
+               m_partials[ctx.worker().value].value += m_run->probe(m);
+             })
+              .annotate_data(keys + first, rows * sizeof(std::int64_t))
+              .before(combine);
+        }
+      });
+  g.node(probe_start.index()).name("probe start").precede(combine);
+  const tessera::graph_node partitioned = g.add([](tessera::context&) {});
+  g.node(partitioned.index()).name("partitioned");
+  if (morsels > 0) {
+    const tessera::graph_node first = g.add_many(
+        morsels, [this](tessera::context&, std::uint32_t m) { m_run->partition_morsel(m); });
+    std::vector<tessera::graph_node> nodes;
+    nodes.reserve(morsels);
+    for (std::uint32_t m = 0; m < morsels; ++m) nodes.push_back(g.node(first.index() + m));
+    g.precede(nodes, partitioned);
+  }
+  const tessera::graph_node allocate = g.add_many(
+      m_partitions,
+      [this, probe_start](tessera::context&, tessera::graph_run& run, std::uint32_t p) {
+        m_run->allocate_partition(p);
+        const std::size_t chunk = m_run->build_chunk_morsels();
+        for (std::size_t first = 0; first < m_build_morsels; first += chunk) {
+          const std::size_t last = std::min(first + chunk, m_build_morsels);
+          run.add([this, p, first, last](tessera::context&) { m_run->build(p, first, last); })
+              .annotate(tessera::worker_id{static_cast<std::uint16_t>(p)})
+              .before(probe_start);
+        }
+      });
+  for (unsigned p = 0; p < m_partitions; ++p) {
+    tessera::graph_node a = g.node(allocate.index() + p);
+    a.annotate(tessera::worker_id{static_cast<std::uint16_t>(p)});
+    g.precede(partitioned, a);
+    g.precede(a, probe_start);
+  }
+  g.validate();
+}
+
+join_result tessera_join::run() {
+  m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records);
+  std::fill(m_partials.begin(), m_partials.end(), partial{});
+  m_result = {};
+  const tessera::group g = m_rt.make_group();
+  m_rt.spawn(m_graph, g);
+  m_rt.wait(g);
+  m_run.reset();
+  return m_result;
+}
+
+std::size_t tessera_join::tasks_per_run() const noexcept {
+  const std::size_t chunks = (m_build_morsels + m_partitions - 1) / m_partitions;
+  return m_build_morsels + 1 + m_partitions * (1 + chunks) + 1 + m_probe_morsels + 1;
+}
+
+}  // namespace join
