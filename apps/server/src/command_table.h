@@ -1,0 +1,72 @@
+#pragma once
+// The command table's internals, shared by commands.cpp (keys) and server_commands.cpp (the
+// connection and the server): a command's spec and what its handler works with.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tessera/tessera.h>
+
+#include "connection.h"
+#include "resp_writer.h"
+
+namespace server {
+
+class kv_server;
+
+enum command_flags : unsigned {
+  cmd_write = 1,
+  cmd_readonly = 2,
+  cmd_denyoom = 4,        ///< refused with -OOM above maxmemory
+  cmd_fast = 8,
+  cmd_whole_store = 16,   ///< sees every key: alone in its batch
+  cmd_no_auth = 32,       ///< allowed before AUTH
+  cmd_ends_batch = 64,    ///< the batch ends after it (QUIT, SHUTDOWN, HELLO, AUTH)
+};
+
+inline constexpr std::string_view err_not_integer = "ERR value is not an integer or out of range";
+inline constexpr std::string_view err_syntax = "ERR syntax error";
+
+struct command_spec;
+
+/// One command being dispatched.
+struct call {
+  kv_server* srv;
+  connection* conn;
+  tessera::context* ctx;
+  std::span<const std::string_view> args;
+  batch_command* cmd;
+  const command_spec* spec;
+
+  reply_writer reply() { return reply_writer(cmd->reply, conn->proto); }
+  void error(std::string_view text) { reply().error(text); }
+  void arity_error();
+  void cmd_reply_kind(reply_kind k) { cmd->kind = k; }
+};
+
+struct command_spec {
+  std::string_view name;
+  int arity;  ///< as Redis's: n exactly, -n at least n (the name counted)
+  unsigned flags;
+  int first_key;
+  int last_key;  ///< -1: the last argument
+  int step;
+  void (*handler)(call&);
+};
+
+const std::vector<command_spec>& key_commands();
+const std::vector<command_spec>& server_commands();
+
+std::string upper(std::string_view s);
+std::string lower(std::string_view s);
+std::int64_t unix_ms() noexcept;
+/// A batch's tree request (or walk) finished: the last one finishes the batch.
+void op_done_count(connection& c, tessera::context& ctx);
+void op_done(key_op& op, tessera::context& ctx);
+std::string encode_scan_cursor(std::string_view key);
+
+}  // namespace server

@@ -1,0 +1,626 @@
+// server::dispatch — see commands.h. The key commands (the string type and the keyspace) are
+// here; the connection and server commands in server_commands.cpp.
+#include "commands.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <climits>
+
+#include "command_table.h"
+#include "glob.h"
+#include "kv_server.h"
+
+namespace server {
+namespace {
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+op_slot& slot_of(key_op& op) { return *static_cast<op_slot*>(op.user); }
+
+reply_writer writer(op_slot& s) { return reply_writer(s.out, s.conn->proto); }
+
+void count_hit(op_slot& s, bool hit) {
+  auto& st = s.conn->srv->stats();
+  (hit ? st.keyspace_hits : st.keyspace_misses).fetch_add(1, std::memory_order_relaxed);
+}
+
+/// Adds a tree request for `key` to the running command and submits it.
+op_slot& add_op(call& k, std::string_view key, bool writes, void (*apply)(key_op&, leaf_access&),
+                std::string_view arg = {}) {
+  connection& c = *k.conn;
+  op_slot& s = c.ops.emplace_back();
+  s.conn = &c;
+  s.op.key = key;
+  s.op.writes = writes;
+  s.op.apply = apply;
+  s.op.on_done = &op_done;
+  s.op.user = &s;
+  s.op.arg = arg;
+  ++k.cmd->nops;
+  return s;
+}
+
+void submit(call& k) {
+  connection& c = *k.conn;
+  // relaxed: the flow's own count (1) keeps `pending` above 0 until the flow's acq_rel
+  // decrement, which publishes the slots to the task that finishes the batch.
+  c.pending.fetch_add(static_cast<int>(k.cmd->nops), std::memory_order_relaxed);
+  for (std::size_t i = 0; i < k.cmd->nops; ++i) {
+    k.srv->tree().submit(c.ops[k.cmd->first_op + i].op, *k.ctx);
+  }
+}
+
+bool parse_ll(std::string_view s, long long& v) { return parse_integer(s, v); }
+
+std::string to_text(long long v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  (void)ec;
+  return std::string(buf, end);
+}
+
+// ---- GET, SET and friends --------------------------------------------------------------------
+
+enum set_flags : unsigned { set_nx = 1, set_xx = 2, set_get = 4, set_keepttl = 8 };
+
+void apply_get(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  count_hit(s, e != nullptr);
+  if (e != nullptr) {
+    writer(s).bulk(e->value->bytes);
+  } else {
+    writer(s).null();
+  }
+}
+
+void apply_set(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  if (((s.flags & set_nx) != 0 && e != nullptr) || ((s.flags & set_xx) != 0 && e == nullptr)) {
+    if ((s.flags & set_get) != 0 && e != nullptr) {
+      writer(s).bulk(e->value->bytes);
+    } else {
+      writer(s).null();
+    }
+    return;
+  }
+  if ((s.flags & set_get) != 0) {
+    if (e != nullptr) {
+      writer(s).bulk(e->value->bytes);
+    } else {
+      writer(s).null();
+    }
+  } else {
+    writer(s).ok();
+  }
+  a.put(op.key, std::string(op.arg), s.expire, (s.flags & set_keepttl) != 0);
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+void cmd_set(call& k) {
+  unsigned flags = 0;
+  std::int64_t expire = 0;
+  bool has_expire = false;
+  for (std::size_t i = 3; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    const bool last = i + 1 == k.args.size();
+    if (opt == "NX" && (flags & set_xx) == 0) {
+      flags |= set_nx;
+    } else if (opt == "XX" && (flags & set_nx) == 0) {
+      flags |= set_xx;
+    } else if (opt == "GET") {
+      flags |= set_get;
+    } else if (opt == "KEEPTTL" && !has_expire) {
+      flags |= set_keepttl;
+    } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !last &&
+               !has_expire && (flags & set_keepttl) == 0) {
+      long long v = 0;
+      if (!parse_ll(k.args[++i], v)) return k.error(err_not_integer);
+      const bool seconds = opt == "EX" || opt == "EXAT";
+      if (v <= 0 || (seconds && v > LLONG_MAX / 1000)) {
+        return k.error("ERR invalid expire time in 'set' command");
+      }
+      const long long ms = seconds ? v * 1000 : v;
+      if (opt == "EX" || opt == "PX") {
+        if (ms > LLONG_MAX - steady_ms()) return k.error("ERR invalid expire time in 'set' command");
+        expire = steady_ms() + ms;
+      } else {
+        expire = steady_ms() + (ms - unix_ms());
+        if (expire <= 0) expire = 1;  // in the past: expired at once
+      }
+      has_expire = true;
+    } else {
+      return k.error(err_syntax);
+    }
+  }
+  op_slot& s = add_op(k, k.args[1], true, &apply_set, k.args[2]);
+  s.flags = flags;
+  s.expire = expire;
+  submit(k);
+}
+
+void cmd_get(call& k) {
+  add_op(k, k.args[1], false, &apply_get);
+  submit(k);
+}
+
+void apply_setnx(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  if (a.find(op.key) != nullptr) {
+    writer(s).integer(0);
+    return;
+  }
+  a.put(op.key, std::string(op.arg), 0, false);
+  writer(s).integer(1);
+}
+
+void cmd_setnx(call& k) {
+  add_op(k, k.args[1], true, &apply_setnx, k.args[2]);
+  submit(k);
+}
+
+void apply_getset(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  if (e != nullptr) {
+    writer(s).bulk(e->value->bytes);
+  } else {
+    writer(s).null();
+  }
+  a.put(op.key, std::string(op.arg), 0, false);
+}
+
+void cmd_getset(call& k) {
+  add_op(k, k.args[1], true, &apply_getset, k.args[2]);
+  submit(k);
+}
+
+void apply_getdel(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  count_hit(s, e != nullptr);
+  if (e == nullptr) {
+    writer(s).null();
+    return;
+  }
+  writer(s).bulk(e->value->bytes);
+  a.erase(op.key);
+}
+
+void cmd_getdel(call& k) {
+  add_op(k, k.args[1], true, &apply_getdel);
+  submit(k);
+}
+
+void apply_mget_one(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  count_hit(s, e != nullptr);
+  if (e != nullptr) {
+    writer(s).bulk(e->value->bytes);
+  } else {
+    writer(s).null();
+  }
+}
+
+void cmd_mget(call& k) {
+  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_mget_one);
+  k.cmd_reply_kind(reply_kind::array_of_parts);
+  submit(k);
+}
+
+void apply_mset_one(key_op& op, leaf_access& a) { a.put(op.key, std::string(op.arg), 0, false); }
+
+void cmd_mset(call& k) {
+  if (k.args.size() % 2 == 0) return k.arity_error();
+  // One request per distinct key, the last value given for it (MSET a 1 a 2 leaves a = 2).
+  for (std::size_t i = 1; i < k.args.size(); i += 2) {
+    bool later = false;
+    for (std::size_t j = i + 2; j < k.args.size() && !later; j += 2) later = k.args[j] == k.args[i];
+    if (!later) add_op(k, k.args[i], true, &apply_mset_one, k.args[i + 1]);
+  }
+  k.cmd_reply_kind(reply_kind::ok);
+  submit(k);
+}
+
+void apply_del_one(key_op& op, leaf_access& a) { slot_of(op).result = a.erase(op.key) ? 1 : 0; }
+
+void cmd_del(call& k) {
+  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], true, &apply_del_one);
+  k.cmd_reply_kind(reply_kind::sum);
+  submit(k);
+}
+
+void apply_exists_one(key_op& op, leaf_access& a) {
+  slot_of(op).result = a.find(op.key) != nullptr ? 1 : 0;
+}
+
+void cmd_exists(call& k) {
+  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_exists_one);
+  k.cmd_reply_kind(reply_kind::sum);
+  submit(k);
+}
+
+// ---- INCR family, APPEND, STRLEN ----------------------------------------------------------
+
+void apply_incrby(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  long long v = 0;
+  if (e != nullptr && !parse_integer(e->value->bytes, v)) {
+    writer(s).error(err_not_integer);
+    return;
+  }
+  const long long by = op.number;
+  if ((by < 0 && v < 0 && by < LLONG_MIN - v) || (by > 0 && v > 0 && by > LLONG_MAX - v)) {
+    writer(s).error("ERR increment or decrement would overflow");
+    return;
+  }
+  v += by;
+  a.put(op.key, to_text(v), 0, true);
+  writer(s).integer(v);
+}
+
+void incr_by(call& k, long long by) {
+  op_slot& s = add_op(k, k.args[1], true, &apply_incrby);
+  s.op.number = by;
+  submit(k);
+}
+
+void cmd_incr(call& k) { incr_by(k, 1); }
+void cmd_decr(call& k) { incr_by(k, -1); }
+
+void cmd_incrby(call& k) {
+  long long by = 0;
+  if (!parse_ll(k.args[2], by)) return k.error(err_not_integer);
+  incr_by(k, by);
+}
+
+void cmd_decrby(call& k) {
+  long long by = 0;
+  if (!parse_ll(k.args[2], by)) return k.error(err_not_integer);
+  if (by == LLONG_MIN) return k.error("ERR decrement would overflow");
+  incr_by(k, -by);
+}
+
+void apply_append(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  std::string v = e != nullptr ? e->value->bytes : std::string();
+  if (v.size() + op.arg.size() > s.conn->parser.limits().max_bulk_len) {
+    writer(s).error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    return;
+  }
+  v.append(op.arg);
+  const auto len = static_cast<long long>(v.size());
+  a.put(op.key, std::move(v), 0, true);
+  writer(s).integer(len);
+}
+
+void cmd_append(call& k) {
+  add_op(k, k.args[1], true, &apply_append, k.args[2]);
+  submit(k);
+}
+
+void apply_strlen(key_op& op, leaf_access& a) {
+  const slot* e = a.find(op.key);
+  writer(slot_of(op)).integer(e != nullptr ? static_cast<long long>(e->value->bytes.size()) : 0);
+}
+
+void cmd_strlen(call& k) {
+  add_op(k, k.args[1], false, &apply_strlen);
+  submit(k);
+}
+
+// ---- expiry ---------------------------------------------------------------------------------
+
+enum expire_flags : unsigned { exp_nx = 1, exp_xx = 2, exp_gt = 4, exp_lt = 8 };
+
+void apply_expire(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  slot* e = a.find(op.key);
+  if (e == nullptr) {
+    writer(s).integer(0);
+    return;
+  }
+  const std::int64_t old = e->expire_ms;
+  const std::int64_t now = a.now_ms();
+  // An absent deadline counts as infinite for GT / LT, as in Redis.
+  if (((s.flags & exp_nx) != 0 && old != 0) || ((s.flags & exp_xx) != 0 && old == 0) ||
+      ((s.flags & exp_gt) != 0 && (old == 0 || s.expire <= old)) ||
+      ((s.flags & exp_lt) != 0 && old != 0 && s.expire >= old)) {
+    writer(s).integer(0);
+    return;
+  }
+  if (s.expire <= now) {
+    a.erase(op.key);  // a deadline in the past deletes the key
+  } else {
+    a.set_expire(*e, s.expire);
+  }
+  writer(s).integer(1);
+}
+
+void expire_in(call& k, long long unit_ms) {
+  long long v = 0;
+  if (!parse_ll(k.args[2], v)) return k.error(err_not_integer);
+  const std::int64_t now = steady_ms();
+  if ((unit_ms > 1 && (v > LLONG_MAX / unit_ms || v < LLONG_MIN / unit_ms)) ||
+      (v > 0 && v * unit_ms > LLONG_MAX - now)) {
+    return k.error("ERR invalid expire time in '" + lower(k.args[0]) + "' command");
+  }
+  unsigned flags = 0;
+  for (std::size_t i = 3; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    if (opt == "NX") {
+      flags |= exp_nx;
+    } else if (opt == "XX") {
+      flags |= exp_xx;
+    } else if (opt == "GT") {
+      flags |= exp_gt;
+    } else if (opt == "LT") {
+      flags |= exp_lt;
+    } else {
+      return k.error("ERR Unsupported option " + std::string(k.args[i]));
+    }
+  }
+  if ((flags & exp_nx) != 0 && (flags & (exp_xx | exp_gt | exp_lt)) != 0) {
+    return k.error("ERR NX and XX, GT or LT options at the same time are not compatible");
+  }
+  if ((flags & exp_gt) != 0 && (flags & exp_lt) != 0) {
+    return k.error("ERR GT and LT options at the same time are not compatible");
+  }
+  op_slot& s = add_op(k, k.args[1], true, &apply_expire);
+  s.flags = flags;
+  const long long delta = v * unit_ms;
+  s.expire = delta <= 0 ? now - 1 : now + delta;
+  if (s.expire == 0) s.expire = -1;
+  submit(k);
+}
+
+void cmd_expire(call& k) { expire_in(k, 1000); }
+void cmd_pexpire(call& k) { expire_in(k, 1); }
+
+void apply_ttl(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  if (e == nullptr) {
+    writer(s).integer(-2);
+  } else if (e->expire_ms == 0) {
+    writer(s).integer(-1);
+  } else {
+    const std::int64_t left = std::max<std::int64_t>(e->expire_ms - a.now_ms(), 0);
+    writer(s).integer(s.flags != 0 ? left : (left + 500) / 1000);
+  }
+}
+
+void cmd_ttl(call& k) {
+  add_op(k, k.args[1], false, &apply_ttl).flags = 0;
+  submit(k);
+}
+
+void cmd_pttl(call& k) {
+  add_op(k, k.args[1], false, &apply_ttl).flags = 1;
+  submit(k);
+}
+
+void apply_persist(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  slot* e = a.find(op.key);
+  if (e == nullptr || e->expire_ms == 0) {
+    writer(s).integer(0);
+    return;
+  }
+  a.set_expire(*e, 0);
+  writer(s).integer(1);
+}
+
+void cmd_persist(call& k) {
+  add_op(k, k.args[1], true, &apply_persist);
+  submit(k);
+}
+
+// ---- the whole keyspace: KEYS, SCAN, FLUSHALL ---------------------------------------------
+
+void walk_done(leaf_walk& w, tessera::context& ctx) {
+  auto& st = *static_cast<walk_state*>(w.user);
+  op_done_count(*st.conn, ctx);
+}
+
+walk_step visit_keys(leaf_walk& w, leaf_access& a, leaf& l) {
+  auto& st = *static_cast<walk_state*>(w.user);
+  for (const slot& s : l.slots) {
+    if (s.key < w.from) continue;
+    if (s.expire_ms != 0 && s.expire_ms <= a.now_ms()) continue;
+    if (st.count != 0 && st.examined == st.count) {
+      st.next_cursor = s.key;
+      return walk_step::stop;
+    }
+    ++st.examined;
+    if (!st.has_pattern || glob_match(st.pattern, s.key)) st.keys.push_back(s.key);
+  }
+  return walk_step::next_leaf;
+}
+
+walk_step visit_flush(leaf_walk& w, leaf_access& a, leaf& l) {
+  auto& st = *static_cast<walk_state*>(w.user);
+  while (!l.slots.empty()) {
+    a.erase(l.slots.back().key);
+    ++st.removed;
+  }
+  return walk_step::next_leaf;
+}
+
+walk_state& start_walk(call& k, bool writes, walk_step (*visit)(leaf_walk&, leaf_access&, leaf&),
+                       std::string from) {
+  connection& c = *k.conn;
+  c.walk = std::make_unique<walk_state>();
+  walk_state& st = *c.walk;
+  st.conn = &c;
+  st.walk.from = std::move(from);
+  st.walk.writes = writes;
+  st.walk.visit = visit;
+  st.walk.on_done = &walk_done;
+  st.walk.user = &st;
+  return st;
+}
+
+void run_walk(call& k) {
+  k.conn->pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
+  k.srv->tree().walk(k.conn->walk->walk, *k.ctx);
+}
+
+void cmd_keys(call& k) {
+  walk_state& st = start_walk(k, false, &visit_keys, std::string());
+  st.pattern = std::string(k.args[1]);
+  st.has_pattern = st.pattern != "*";
+  k.cmd_reply_kind(reply_kind::walk_keys);
+  run_walk(k);
+}
+
+/// SCAN's cursor is the key to go on from, written as a decimal number (clients such as
+/// redis-py read cursors as integers): "1" then three digits per byte. "0" starts and ends.
+std::string encode_cursor(std::string_view key) {
+  std::string r = "1";
+  for (const char ch : key) {
+    const auto b = static_cast<unsigned char>(ch);
+    r += static_cast<char>('0' + b / 100);
+    r += static_cast<char>('0' + b / 10 % 10);
+    r += static_cast<char>('0' + b % 10);
+  }
+  return r;
+}
+
+bool decode_cursor(std::string_view text, std::string& key) {
+  key.clear();
+  if (text == "0") return true;
+  if (text.empty() || text[0] != '1' || (text.size() - 1) % 3 != 0) return false;
+  for (std::size_t i = 1; i < text.size(); i += 3) {
+    int v = 0;
+    for (std::size_t j = i; j < i + 3; ++j) {
+      if (!std::isdigit(static_cast<unsigned char>(text[j]))) return false;
+      v = v * 10 + (text[j] - '0');
+    }
+    if (v > 255) return false;
+    key += static_cast<char>(v);
+  }
+  return true;
+}
+
+void cmd_scan(call& k) {
+  std::string from;
+  if (!decode_cursor(k.args[1], from)) return k.error("ERR invalid cursor");
+  std::string pattern;
+  bool has_pattern = false;
+  long long count = 10;
+  bool other_type = false;
+  for (std::size_t i = 2; i < k.args.size(); i += 2) {
+    const std::string opt = upper(k.args[i]);
+    if (i + 1 >= k.args.size()) return k.error(err_syntax);
+    if (opt == "MATCH") {
+      pattern = std::string(k.args[i + 1]);
+      has_pattern = pattern != "*";
+    } else if (opt == "COUNT") {
+      if (!parse_ll(k.args[i + 1], count)) return k.error(err_not_integer);
+      if (count < 1) return k.error(err_syntax);
+    } else if (opt == "TYPE") {
+      other_type = lower(k.args[i + 1]) != "string";
+    } else {
+      return k.error(err_syntax);
+    }
+  }
+  walk_state& st = start_walk(k, false, &visit_keys, std::move(from));
+  st.pattern = std::move(pattern);
+  st.has_pattern = has_pattern;
+  st.count = static_cast<std::size_t>(count);
+  if (other_type) {
+    st.has_pattern = true;
+    st.pattern = std::string("[]");  // matches nothing: every key is a string
+  }
+  k.cmd_reply_kind(reply_kind::walk_scan);
+  run_walk(k);
+}
+
+void cmd_flushall(call& k) {
+  if (k.args.size() > 2) return k.error(err_syntax);
+  if (k.args.size() == 2) {
+    const std::string mode = upper(k.args[1]);
+    if (mode != "ASYNC" && mode != "SYNC") return k.error(err_syntax);
+  }
+  start_walk(k, true, &visit_flush, std::string());
+  k.cmd_reply_kind(reply_kind::ok);
+  run_walk(k);
+}
+
+void cmd_dbsize(call& k) {
+  k.reply().integer(k.srv->tree().counters().keys.load(std::memory_order_relaxed));
+}
+
+}  // namespace
+
+// ---- shared with server_commands.cpp ---------------------------------------------------------
+
+std::string upper(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return r;
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return r;
+}
+
+std::int64_t unix_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void op_done_count(connection& c, tessera::context& ctx) {
+  // acq_rel: the last decrement sees every task's writes to the batch (connection.h).
+  if (c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) c.srv->batch_done(c, ctx);
+}
+
+void op_done(key_op& op, tessera::context& ctx) { op_done_count(*slot_of(op).conn, ctx); }
+
+const std::vector<command_spec>& key_commands() {
+  static const std::vector<command_spec> table = {
+      {"get", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_get},
+      {"set", -3, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_set},
+      {"setnx", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_setnx},
+      {"getset", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_getset},
+      {"getdel", 2, cmd_write | cmd_fast, 1, 1, 1, &cmd_getdel},
+      {"mget", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_mget},
+      {"mset", -3, cmd_write | cmd_denyoom, 1, -1, 2, &cmd_mset},
+      {"del", -2, cmd_write, 1, -1, 1, &cmd_del},
+      {"unlink", -2, cmd_write | cmd_fast, 1, -1, 1, &cmd_del},
+      {"exists", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_exists},
+      {"incr", 2, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_incr},
+      {"decr", 2, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_decr},
+      {"incrby", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_incrby},
+      {"decrby", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_decrby},
+      {"append", 3, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_append},
+      {"strlen", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_strlen},
+      {"expire", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_expire},
+      {"pexpire", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_pexpire},
+      {"ttl", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_ttl},
+      {"pttl", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_pttl},
+      {"persist", 2, cmd_write | cmd_fast, 1, 1, 1, &cmd_persist},
+      {"keys", 2, cmd_readonly | cmd_whole_store, 0, 0, 0, &cmd_keys},
+      {"scan", -2, cmd_readonly | cmd_whole_store, 0, 0, 0, &cmd_scan},
+      {"dbsize", 1, cmd_readonly | cmd_fast | cmd_whole_store, 0, 0, 0, &cmd_dbsize},
+      {"flushdb", -1, cmd_write | cmd_whole_store, 0, 0, 0, &cmd_flushall},
+      {"flushall", -1, cmd_write | cmd_whole_store, 0, 0, 0, &cmd_flushall},
+  };
+  return table;
+}
+
+std::string encode_scan_cursor(std::string_view key) { return encode_cursor(key); }
+
+}  // namespace server

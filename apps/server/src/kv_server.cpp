@@ -1,0 +1,538 @@
+// server::kv_server — see kv_server.h: the poller thread and the connection flow.
+#include "kv_server.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+namespace server {
+namespace {
+
+/// epoll's data for the descriptors that are not connections.
+char signal_tag;
+char wake_tag;
+
+constexpr std::size_t read_chunk = 16 * 1024;
+/// Bytes read per readiness event before the batch runs (the rest on the next event).
+constexpr std::size_t read_per_event = 1024 * 1024;
+/// Requests per batch at most.
+constexpr std::size_t batch_limit = 512;
+/// Redis's client-query-buffer-limit: unparsed input beyond it closes the connection.
+constexpr std::size_t query_buffer_limit = std::size_t{1} << 30;
+
+/// Reads and answers a connection after a readiness event.
+class serve_task final : public tessera::task {
+ public:
+  serve_task(kv_server* srv, connection* c) : m_srv(srv), m_conn(c) {}
+  tessera::task* execute(tessera::context& ctx) override {
+    m_srv->serve(*m_conn, ctx);
+    return nullptr;
+  }
+
+ private:
+  kv_server* m_srv;
+  connection* m_conn;
+};
+
+/// Starts the expiry sweep: a walk over every leaf that removes expired slots.
+class sweep_task final : public tessera::task {
+ public:
+  sweep_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {}
+  tessera::task* execute(tessera::context& ctx) override {
+    m_tree->walk(*m_walk, ctx);
+    return nullptr;
+  }
+
+ private:
+  string_tree* m_tree;
+  leaf_walk* m_walk;
+};
+
+walk_step sweep_leaf(leaf_walk& /*w*/, leaf_access& a, leaf& l) {
+  for (std::size_t i = l.slots.size(); i-- > 0;) {
+    const slot& s = l.slots[i];
+    if (s.expire_ms != 0 && s.expire_ms <= a.now_ms()) {
+      const std::string key = s.key;
+      a.find(key);  // a writer's find removes the expired slot (and counts it)
+    }
+  }
+  return walk_step::next_leaf;
+}
+
+void sweep_done(leaf_walk& w, tessera::context& /*ctx*/) {
+  // release: the walk's state is reusable once the poller sees the flag cleared.
+  static_cast<std::atomic<bool>*>(w.user)->store(false, std::memory_order_release);
+}
+
+std::string peer_name(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+    port = ntohs(in->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "127.0.0.1" || addr == "::1" || addr == "localhost" ||
+         addr.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+kv_server::kv_server(const settings& s) : m_settings(s) {
+  // SIGTERM and SIGINT go to the poller's signalfd: blocked here, before the workers start, so
+  // that every thread inherits the mask. SIGPIPE is ignored (a write to a closed peer fails).
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  m_signal_fd = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  m_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  tessera::runtime_options o;
+  if (s.workers != 0) o.workers = s.workers;
+  m_rt = std::make_unique<tessera::runtime>(o);
+  m_tree = std::make_unique<string_tree>(*m_rt);
+  m_start_ms = steady_ms();
+  m_sweep.writes = true;
+  m_sweep.visit = &sweep_leaf;
+  m_sweep.on_done = &sweep_done;
+  m_sweep.user = &m_sweeping;
+}
+
+kv_server::~kv_server() {
+  m_rt->wait_idle();
+  {
+    const std::lock_guard<std::mutex> lock(m_clients_mutex);
+    for (auto& [id, c] : m_clients) {
+      ::close(c->fd);
+      delete c;  // NOLINT(cppcoreguidelines-owning-memory): the registry owns its connections
+    }
+    m_clients.clear();
+  }
+  m_tree.reset();
+  m_rt->stop();
+  for (const int fd : m_listeners) ::close(fd);
+  if (m_epoll >= 0) ::close(m_epoll);
+  if (m_signal_fd >= 0) ::close(m_signal_fd);
+  if (m_wake_fd >= 0) ::close(m_wake_fd);
+}
+
+parse_limits kv_server::limits() const {
+  const std::lock_guard<std::mutex> lock(m_config_mutex);
+  parse_limits l;
+  l.max_bulk_len = m_settings.proto_max_bulk_len;
+  return l;
+}
+
+listen_outcome kv_server::listen(std::string& error) {
+  if (m_settings.protected_mode && m_settings.requirepass.empty()) {
+    for (const auto& b : m_settings.bind) {
+      if (!is_loopback(b)) {
+        error = "protected mode: refusing to listen on " + b +
+                " without requirepass (set a password, or --protected-mode no)";
+        return listen_outcome::protected_mode;
+      }
+    }
+  }
+  for (const auto& b : m_settings.bind) {
+    const bool v6 = b.find(':') != std::string::npos;
+    const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      error = std::string("socket: ") + std::strerror(errno);
+      return listen_outcome::failed;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    const std::string host = b == "localhost" ? "127.0.0.1" : b;
+    if (v6) {
+      auto* in = reinterpret_cast<sockaddr_in6*>(&addr);
+      in->sin6_family = AF_INET6;
+      in->sin6_port = htons(static_cast<std::uint16_t>(m_settings.port));
+      if (::inet_pton(AF_INET6, host.c_str(), &in->sin6_addr) != 1) {
+        ::close(fd);
+        error = "bad bind address " + b;
+        return listen_outcome::failed;
+      }
+      len = sizeof(sockaddr_in6);
+    } else {
+      auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+      in->sin_family = AF_INET;
+      in->sin_port = htons(static_cast<std::uint16_t>(m_settings.port));
+      if (::inet_pton(AF_INET, host.c_str(), &in->sin_addr) != 1) {
+        ::close(fd);
+        error = "bad bind address " + b;
+        return listen_outcome::failed;
+      }
+      len = sizeof(sockaddr_in);
+    }
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, 511) != 0) {
+      error = "could not listen on " + b + ":" + std::to_string(m_settings.port) + ": " +
+              std::strerror(errno);
+      ::close(fd);
+      return listen_outcome::failed;
+    }
+    sockaddr_storage bound{};
+    socklen_t blen = sizeof(bound);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &blen);
+    m_ports.push_back(bound.ss_family == AF_INET6
+                          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    m_listeners.push_back(fd);
+    ev.data.u64 = static_cast<std::uint64_t>(fd) << 8 | 1;  // listener: low byte 1, fd above
+    ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, fd, &ev);
+  }
+  return listen_outcome::ok;
+}
+
+void kv_server::request_shutdown() noexcept {
+  m_stopping.store(true, std::memory_order_relaxed);
+  const std::uint64_t one = 1;
+  // The eventfd write wakes the poller; it reads m_stopping after it (the write is a syscall).
+  [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
+}
+
+int kv_server::run() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &signal_tag;
+  ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_signal_fd, &ev);
+  ev.data.ptr = &wake_tag;
+  ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_wake_fd, &ev);
+  epoll_event events[256];
+  std::int64_t next_tick = steady_ms() + 100;
+  while (!m_stopping.load(std::memory_order_relaxed)) {
+    const int n = ::epoll_wait(m_epoll, events, 256, 100);
+    for (int i = 0; i < n; ++i) {
+      void* tag = events[i].data.ptr;
+      if (tag == &signal_tag) {
+        signalfd_siginfo si{};
+        while (::read(m_signal_fd, &si, sizeof(si)) == sizeof(si)) {
+          std::printf("tessera-kv-server: signal %u, shutting down\n", si.ssi_signo);
+        }
+        m_stopping.store(true, std::memory_order_relaxed);
+      } else if (tag == &wake_tag) {
+        std::uint64_t v = 0;
+        [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
+      } else if ((events[i].data.u64 & 0xFF) == 1) {
+        accept_all(static_cast<int>(events[i].data.u64 >> 8));
+      } else {
+        auto* c = static_cast<connection*>(tag);
+        m_rt->spawn(m_rt->make_task<serve_task>(this, c));
+      }
+    }
+    const std::int64_t now = steady_ms();
+    if (now >= next_tick) {
+      next_tick = now + 100;
+      tick();
+    }
+  }
+  // Stop accepting, let what is in flight finish (its replies are written), close everything.
+  for (const int fd : m_listeners) ::close(fd);
+  m_listeners.clear();
+  m_rt->wait_idle();
+  std::printf("tessera-kv-server: ready to exit, bye bye\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+void kv_server::tick() {
+  const std::int64_t now = steady_ms();
+  // The expiry sweep, at most every 100 ms and only while keys have deadlines. acquire: the
+  // last sweep's writes to m_sweep are done (sweep_done's release).
+  if (m_tree->counters().volatile_keys.load(std::memory_order_relaxed) > 0 &&
+      !m_sweeping.load(std::memory_order_acquire)) {
+    m_sweeping.store(true, std::memory_order_relaxed);
+    m_sweep.from.clear();
+    m_rt->spawn(m_rt->make_task<sweep_task>(m_tree.get(), &m_sweep));
+  }
+  std::uint64_t timeout_s = 0;
+  {
+    const std::lock_guard<std::mutex> lock(m_config_mutex);
+    timeout_s = m_settings.timeout_s;
+  }
+  if (timeout_s != 0) {
+    const std::lock_guard<std::mutex> lock(m_clients_mutex);
+    for (auto& [id, c] : m_clients) {
+      if (now - c->last_ms.load(std::memory_order_relaxed) >
+          static_cast<std::int64_t>(timeout_s) * 1000) {
+        // The connection's own flow closes it: its next read sees the end.
+        ::shutdown(c->fd, SHUT_RDWR);
+      }
+    }
+  }
+}
+
+void kv_server::accept_all(int listener) {
+  while (true) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or an error that the next readiness repeats
+    m_stats.connections_received.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t maxclients = 0;
+    {
+      const std::lock_guard<std::mutex> lock(m_config_mutex);
+      maxclients = m_settings.maxclients;
+    }
+    if (client_count() >= maxclients) {
+      static constexpr std::string_view msg = "-ERR max number of clients reached\r\n";
+      [[maybe_unused]] const auto w = ::write(fd, msg.data(), msg.size());
+      ::close(fd);
+      m_stats.rejected_connections.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const std::uint64_t id = m_next_id.fetch_add(1, std::memory_order_relaxed);
+    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the registry owns it until close
+    auto* c = new connection(*this, fd, id, peer_name(addr), limits());
+    c->created_ms = steady_ms();
+    c->last_ms.store(c->created_ms, std::memory_order_relaxed);
+    {
+      const std::lock_guard<std::mutex> lock(m_config_mutex);
+      c->authenticated = m_settings.requirepass.empty();
+    }
+    {
+      const std::lock_guard<std::mutex> lock(m_clients_mutex);
+      m_clients.emplace(id, c);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.ptr = c;
+    ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+std::size_t kv_server::client_count() const {
+  const std::lock_guard<std::mutex> lock(m_clients_mutex);
+  return m_clients.size();
+}
+
+void kv_server::set_client_name(connection& c, std::string name) {
+  const std::lock_guard<std::mutex> lock(m_clients_mutex);
+  if (name.empty()) {
+    m_names.erase(c.id);
+  } else {
+    m_names[c.id] = std::move(name);
+  }
+}
+
+std::string kv_server::client_name(const connection& c) const {
+  const std::lock_guard<std::mutex> lock(m_clients_mutex);
+  const auto it = m_names.find(c.id);
+  return it == m_names.end() ? std::string() : it->second;
+}
+
+std::string kv_server::client_list() const {
+  const std::lock_guard<std::mutex> lock(m_clients_mutex);
+  const std::int64_t now = steady_ms();
+  std::string r;
+  for (const auto& [id, c] : m_clients) {
+    const auto it = m_names.find(id);
+    r += "id=" + std::to_string(id) + " addr=" + c->addr + " fd=" + std::to_string(c->fd) +
+         " name=" + (it == m_names.end() ? std::string() : it->second) +
+         " age=" + std::to_string((now - c->created_ms) / 1000) +
+         " idle=" + std::to_string((now - c->last_ms.load(std::memory_order_relaxed)) / 1000) +
+         " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user=default\n";
+  }
+  return r;
+}
+
+// ---- the connection flow ----------------------------------------------------------------------
+
+kv_server::flush_outcome kv_server::flush(connection& c) {
+  while (c.out_pos < c.out.size()) {
+    const ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_pos += static_cast<std::size_t>(n);
+      m_stats.net_output_bytes.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      std::uint64_t limit = 0;
+      {
+        const std::lock_guard<std::mutex> lock(m_config_mutex);
+        limit = m_settings.output_buffer_limit;
+      }
+      if (limit != 0 && c.out.size() - c.out_pos > limit) {
+        m_stats.output_limit_disconnects.fetch_add(1, std::memory_order_relaxed);
+        return flush_outcome::failed;
+      }
+      return flush_outcome::pending;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return flush_outcome::failed;
+  }
+  c.out.clear();
+  c.out_pos = 0;
+  return flush_outcome::sent;
+}
+
+void kv_server::rearm(connection& c, bool want_write) {
+  epoll_event ev{};
+  ev.events = (want_write ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
+  ev.data.ptr = &c;
+  // The last touch of the connection by this flow: the next event may start another at once.
+  ::epoll_ctl(m_epoll, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void kv_server::close_connection(connection& c) {
+  {
+    const std::lock_guard<std::mutex> lock(m_clients_mutex);
+    m_clients.erase(c.id);
+    m_names.erase(c.id);
+  }
+  ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, c.fd, nullptr);
+  ::close(c.fd);
+  delete &c;  // NOLINT(cppcoreguidelines-owning-memory): out of the registry, no task holds it
+}
+
+void kv_server::serve(connection& c, tessera::context& ctx) {
+  if (c.out_pos < c.out.size()) {
+    switch (flush(c)) {
+      case flush_outcome::pending: return rearm(c, true);
+      case flush_outcome::failed: return close_connection(c);
+      case flush_outcome::sent: break;
+    }
+    if (c.close_after_reply) return close_connection(c);
+  }
+  std::size_t got = 0;
+  bool eof = false;
+  while (got < read_per_event) {
+    if (c.in_pos > 0 && c.in_pos == c.in.size()) {
+      c.in.clear();
+      c.in_pos = 0;
+    }
+    const std::size_t old = c.in.size();
+    c.in.resize(old + read_chunk);
+    const ssize_t n = ::recv(c.fd, c.in.data() + old, read_chunk, 0);
+    if (n > 0) {
+      c.in.resize(old + static_cast<std::size_t>(n));
+      got += static_cast<std::size_t>(n);
+      if (static_cast<std::size_t>(n) < read_chunk) break;
+      continue;
+    }
+    c.in.resize(old);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    eof = true;  // the peer closed, or an error
+    break;
+  }
+  if (got > 0) {
+    m_stats.net_input_bytes.fetch_add(got, std::memory_order_relaxed);
+    c.last_ms.store(steady_ms(), std::memory_order_relaxed);
+  }
+  if (eof || c.in.size() - c.in_pos > query_buffer_limit) return close_connection(c);
+  advance(c, ctx);
+}
+
+void kv_server::advance(connection& c, tessera::context& ctx) {
+  while (true) {
+    if (!run_batch(c, ctx)) return;  // tree tasks in flight: the last one goes on (batch_done)
+    const bool had_requests = !c.cmds.empty();
+    complete_batch(c);
+    if (c.close_after_reply || !had_requests) break;
+    if (c.out.size() - c.out_pos >= 64 * 1024) {
+      if (flush(c) == flush_outcome::failed) return close_connection(c);
+      if (c.out_pos < c.out.size()) return rearm(c, true);  // the client reads slowly
+    }
+  }
+  switch (flush(c)) {
+    case flush_outcome::pending: return rearm(c, true);
+    case flush_outcome::failed: return close_connection(c);
+    case flush_outcome::sent: break;
+  }
+  if (c.close_after_reply) return close_connection(c);
+  rearm(c, false);
+}
+
+void kv_server::batch_done(connection& c, tessera::context& ctx) {
+  complete_batch(c);
+  if (c.close_after_reply) {
+    if (flush(c) == flush_outcome::pending) return rearm(c, true);
+    return close_connection(c);
+  }
+  advance(c, ctx);
+}
+
+bool kv_server::run_batch(connection& c, tessera::context& ctx) {
+  c.pending.store(1, std::memory_order_relaxed);  // the flow's own count
+  std::size_t parsed = 0;
+  while (c.cmds.size() < batch_limit && !c.close_after_reply) {
+    const std::string_view rest(c.in.data() + c.in_pos + parsed, c.in.size() - c.in_pos - parsed);
+    const std::size_t first_arg = c.args.size();
+    const parse_result r = c.parser.parse(rest, c.args, c.authenticated);
+    if (r.outcome == parse_outcome::need_more) break;
+    if (r.outcome == parse_outcome::protocol_error) {
+      c.error_reply = std::string(r.error);
+      c.close_after_reply = true;
+      break;
+    }
+    const std::size_t nargs = c.args.size() - first_arg;
+    if (nargs == 0) {
+      parsed += r.consumed;
+      continue;
+    }
+    const dispatch_outcome d = dispatch(*this, c, ctx, first_arg, nargs);
+    if (d == dispatch_outcome::end_before) {
+      c.args.resize(first_arg);
+      break;
+    }
+    parsed += r.consumed;
+    if (d == dispatch_outcome::end_after) break;
+  }
+  c.batch_bytes = parsed;
+  // acq_rel: see connection.h; the task that takes it to 0 finishes the batch.
+  return c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+void kv_server::complete_batch(connection& c) {
+  for (batch_command& cmd : c.cmds) finalize(*this, c, cmd);
+  if (!c.error_reply.empty()) {
+    c.out.append(c.error_reply);
+    c.error_reply.clear();
+  }
+  c.in_pos += c.batch_bytes;
+  c.batch_bytes = 0;
+  c.args.clear();
+  c.cmds.clear();
+  c.ops.clear();
+  c.batch_keys.clear();
+  c.walk.reset();
+  c.parser.clear_owned();
+  if (c.in_pos == c.in.size()) {
+    c.in.clear();
+    c.in_pos = 0;
+  } else if (c.in_pos > 64 * 1024) {
+    c.in.erase(0, c.in_pos);
+    c.in_pos = 0;
+  }
+}
+
+}  // namespace server

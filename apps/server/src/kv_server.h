@@ -1,0 +1,112 @@
+#pragma once
+// server::kv_server — tessera-kv-server: a Redis-protocol server whose requests are tessera
+// tasks on the server's string_tree (docs/architecture.md, "The Redis-protocol server").
+//
+// Threads: the tessera workers do all the work on connections (reading, parsing, the tree,
+// writing replies). One poller thread (the one that calls run()) blocks in epoll_wait and only
+// turns readiness into serve tasks (accepting new connections, signals, and a tick that spawns
+// the expiry sweep and closes idle clients); it never reads or writes a client. When nothing
+// happens the poller sleeps in the kernel and the workers park as they do without a server.
+//
+//   server::settings s;  s.port = 6380;
+//   server::kv_server srv(s);
+//   if (srv.listen(error) == server::listen_outcome::ok) srv.run();  // until SIGTERM/SHUTDOWN
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <tessera/tessera.h>
+
+#include "config.h"
+#include "connection.h"
+#include "string_tree.h"
+
+namespace server {
+
+enum class listen_outcome : std::uint8_t { ok, protected_mode, failed };
+
+struct server_stats {
+  std::atomic<std::uint64_t> connections_received{0};
+  std::atomic<std::uint64_t> rejected_connections{0};
+  std::atomic<std::uint64_t> commands_processed{0};
+  std::atomic<std::uint64_t> keyspace_hits{0};
+  std::atomic<std::uint64_t> keyspace_misses{0};
+  std::atomic<std::uint64_t> net_input_bytes{0};
+  std::atomic<std::uint64_t> net_output_bytes{0};
+  std::atomic<std::uint64_t> output_limit_disconnects{0};
+};
+
+class kv_server {
+ public:
+  explicit kv_server(const settings& s);
+  kv_server(const kv_server&) = delete;
+  kv_server& operator=(const kv_server&) = delete;
+  ~kv_server();
+
+  /// Opens the listening sockets (protected mode refuses non-loopback addresses without
+  /// requirepass). Writes the reason to `error` otherwise.
+  listen_outcome listen(std::string& error);
+  /// Serves until SIGTERM, SIGINT or SHUTDOWN; then stops accepting, lets the requests in flight
+  /// finish and closes every connection. Returns the process's exit status.
+  int run();
+  /// From any thread: run() stops as above.
+  void request_shutdown() noexcept;
+
+  // ---- used by the connection flow and the commands --------------------------------------------
+  settings& config() noexcept { return m_settings; }  ///< CONFIG SET on the serve flow
+  std::mutex& config_mutex() noexcept { return m_config_mutex; }
+  string_tree& tree() noexcept { return *m_tree; }
+  tessera::runtime& runtime() noexcept { return *m_rt; }
+  server_stats& stats() noexcept { return m_stats; }
+  std::int64_t start_ms() const noexcept { return m_start_ms; }
+  std::size_t client_count() const;
+  /// CLIENT LIST's text.
+  std::string client_list() const;
+  void set_client_name(connection& c, std::string name);
+  std::string client_name(const connection& c) const;
+  /// The connection's flow: after a readiness event (serve task) and after a batch's last task.
+  void serve(connection& c, tessera::context& ctx);
+  void batch_done(connection& c, tessera::context& ctx);
+  std::vector<int> ports() const { return m_ports; }
+  /// Updates the limits every connection's parser applies (CONFIG SET proto-max-bulk-len).
+  parse_limits limits() const;
+
+ private:
+  void accept_all(int listener);
+  void advance(connection& c, tessera::context& ctx);
+  bool run_batch(connection& c, tessera::context& ctx);
+  void complete_batch(connection& c);
+  enum class flush_outcome : std::uint8_t { sent, pending, failed };
+  flush_outcome flush(connection& c);
+  void rearm(connection& c, bool want_write);
+  void close_connection(connection& c);
+  void tick();
+
+  settings m_settings;
+  mutable std::mutex m_config_mutex;
+  std::unique_ptr<tessera::runtime> m_rt;
+  std::unique_ptr<string_tree> m_tree;
+  server_stats m_stats;
+  int m_epoll = -1;
+  int m_signal_fd = -1;
+  int m_wake_fd = -1;
+  std::vector<int> m_listeners;
+  std::vector<int> m_ports;
+  std::atomic<bool> m_stopping{false};
+  std::atomic<bool> m_sweeping{false};
+  std::int64_t m_start_ms = 0;
+  std::int64_t m_next_sweep_ms = 0;
+  std::atomic<std::uint64_t> m_next_id{1};
+  mutable std::mutex m_clients_mutex;
+  std::map<std::uint64_t, connection*> m_clients;  // GUARDED_BY(m_clients_mutex)
+  std::map<std::uint64_t, std::string> m_names;    // GUARDED_BY(m_clients_mutex)
+  leaf_walk m_sweep;
+};
+
+}  // namespace server

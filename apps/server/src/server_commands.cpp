@@ -1,0 +1,606 @@
+// The connection and server commands (PING ... SHUTDOWN), dispatch() and finalize().
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "command_table.h"
+#include "commands.h"
+#include "glob.h"
+#include "kv_server.h"
+
+namespace server {
+
+void call::arity_error() {
+  error("ERR wrong number of arguments for '" + std::string(spec->name) + "' command");
+}
+
+namespace {
+
+constexpr std::string_view server_version = "7.0.0";
+
+void cmd_ping(call& k) {
+  if (k.args.size() > 2) return k.arity_error();
+  if (k.args.size() == 2) {
+    k.reply().bulk(k.args[1]);
+  } else {
+    k.reply().simple("PONG");
+  }
+}
+
+void cmd_echo(call& k) { k.reply().bulk(k.args[1]); }
+
+void cmd_quit(call& k) {
+  k.reply().ok();
+  k.conn->close_after_reply = true;
+}
+
+void cmd_select(call& k) {
+  long long db = 0;
+  if (!parse_integer(k.args[1], db)) return k.error(err_not_integer);
+  if (db != 0) return k.error("ERR DB index is out of range");
+  k.reply().ok();
+}
+
+bool check_password(call& k, std::string_view user, std::string_view pass) {
+  std::string want;
+  {
+    const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
+    want = k.srv->config().requirepass;
+  }
+  if (user != "default" || pass != want) {
+    k.error("WRONGPASS invalid username-password pair or user is disabled.");
+    return false;
+  }
+  k.conn->authenticated = true;
+  return true;
+}
+
+void cmd_auth(call& k) {
+  if (k.args.size() > 3) return k.error(err_syntax);
+  bool configured = false;
+  {
+    const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
+    configured = !k.srv->config().requirepass.empty();
+  }
+  if (!configured && k.args.size() == 2) {
+    return k.error(
+        "ERR AUTH <password> called without any password configured for the default user. "
+        "Are you sure your configuration is correct?");
+  }
+  const std::string_view user = k.args.size() == 3 ? k.args[1] : "default";
+  if (check_password(k, user, k.args.back())) k.reply().ok();
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+void cmd_hello(call& k) {
+  protocol proto = k.conn->proto;
+  std::size_t i = 1;
+  if (k.args.size() >= 2) {
+    long long v = 0;
+    if (!parse_integer(k.args[1], v)) {
+      return k.error("ERR Protocol version is not an integer or out of range");
+    }
+    if (v != 2 && v != 3) return k.error("NOPROTO unsupported protocol version");
+    proto = v == 3 ? protocol::resp3 : protocol::resp2;
+    i = 2;
+  }
+  std::string name;
+  bool set_name = false;
+  for (; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    if (opt == "AUTH" && i + 2 < k.args.size()) {
+      if (!check_password(k, k.args[i + 1], k.args[i + 2])) return;
+      i += 2;
+    } else if (opt == "SETNAME" && i + 1 < k.args.size()) {
+      name = std::string(k.args[++i]);
+      set_name = true;
+    } else {
+      return k.error("ERR Syntax error in HELLO option '" + std::string(k.args[i]) + "'");
+    }
+  }
+  bool need_auth = false;
+  {
+    const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
+    need_auth = !k.srv->config().requirepass.empty();
+  }
+  if (need_auth && !k.conn->authenticated) {
+    return k.error("NOAUTH HELLO must be called with the client already authenticated, "
+                   "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+                   "authenticate the client and select the RESP protocol version at the same "
+                   "time");
+  }
+  if (set_name) k.srv->set_client_name(*k.conn, name);
+  k.conn->proto = proto;
+  reply_writer w = k.reply();
+  w.map(7);
+  w.bulk("server");
+  w.bulk("redis");
+  w.bulk("version");
+  w.bulk(server_version);
+  w.bulk("proto");
+  w.integer(static_cast<long long>(proto));
+  w.bulk("id");
+  w.integer(static_cast<long long>(k.conn->id));
+  w.bulk("mode");
+  w.bulk("standalone");
+  w.bulk("role");
+  w.bulk("master");
+  w.bulk("modules");
+  w.array(0);
+}
+
+// ---- COMMAND --------------------------------------------------------------------------------
+
+std::vector<const command_spec*> all_specs() {
+  std::vector<const command_spec*> r;
+  for (const auto& s : key_commands()) r.push_back(&s);
+  for (const auto& s : server_commands()) r.push_back(&s);
+  return r;
+}
+
+const command_spec* find_spec(std::string_view name) {
+  static const auto index = [] {
+    std::unordered_map<std::string, const command_spec*> m;
+    for (const command_spec* s : all_specs()) m.emplace(std::string(s->name), s);
+    return m;
+  }();
+  const auto it = index.find(lower(name));
+  return it == index.end() ? nullptr : it->second;
+}
+
+void write_info(reply_writer& w, const command_spec& s) {
+  w.array(10);
+  w.bulk(s.name);
+  w.integer(s.arity);
+  std::vector<std::string_view> flags;
+  if ((s.flags & cmd_write) != 0) flags.emplace_back("write");
+  if ((s.flags & cmd_readonly) != 0) flags.emplace_back("readonly");
+  if ((s.flags & cmd_denyoom) != 0) flags.emplace_back("denyoom");
+  if ((s.flags & cmd_fast) != 0) flags.emplace_back("fast");
+  if ((s.flags & cmd_no_auth) != 0) flags.emplace_back("no_auth");
+  w.set(flags.size());
+  for (const auto f : flags) w.simple(f);
+  w.integer(s.first_key);
+  w.integer(s.last_key);
+  w.integer(s.step);
+  w.set(0);    // ACL categories
+  w.set(0);    // tips
+  w.array(0);  // key specs
+  w.array(0);  // subcommands
+}
+
+std::string_view group_of(const command_spec& s) {
+  if (s.first_key != 0) return "string";
+  if ((s.flags & cmd_whole_store) != 0) return "generic";
+  return "server";
+}
+
+void cmd_command(call& k) {
+  reply_writer w = k.reply();
+  if (k.args.size() == 1) {
+    const auto specs = all_specs();
+    w.array(specs.size());
+    for (const command_spec* s : specs) write_info(w, *s);
+    return;
+  }
+  const std::string sub = upper(k.args[1]);
+  if (sub == "COUNT" && k.args.size() == 2) {
+    w.integer(static_cast<long long>(command_count()));
+  } else if (sub == "INFO") {
+    if (k.args.size() == 2) {
+      const auto specs = all_specs();
+      w.array(specs.size());
+      for (const command_spec* s : specs) write_info(w, *s);
+      return;
+    }
+    w.array(k.args.size() - 2);
+    for (std::size_t i = 2; i < k.args.size(); ++i) {
+      if (const command_spec* s = find_spec(k.args[i])) {
+        write_info(w, *s);
+      } else {
+        w.null_array();
+      }
+    }
+  } else if (sub == "DOCS") {
+    std::vector<const command_spec*> specs;
+    if (k.args.size() == 2) {
+      specs = all_specs();
+    } else {
+      for (std::size_t i = 2; i < k.args.size(); ++i) {
+        if (const command_spec* s = find_spec(k.args[i])) specs.push_back(s);
+      }
+    }
+    w.map(specs.size());
+    for (const command_spec* s : specs) {
+      w.bulk(s->name);
+      w.map(3);
+      w.bulk("summary");
+      w.bulk(std::string("The ") + upper(s->name) + " command");
+      w.bulk("since");
+      w.bulk("1.0.0");
+      w.bulk("group");
+      w.bulk(group_of(*s));
+    }
+  } else if (sub == "LIST" && k.args.size() == 2) {
+    const auto specs = all_specs();
+    w.array(specs.size());
+    for (const command_spec* s : specs) w.bulk(s->name);
+  } else {
+    k.error("ERR unknown subcommand '" + std::string(k.args[1]) + "'. Try COMMAND HELP.");
+  }
+}
+
+// ---- CLIENT ---------------------------------------------------------------------------------
+
+void cmd_client(call& k) {
+  const std::string sub = upper(k.args[1]);
+  reply_writer w = k.reply();
+  if (sub == "ID" && k.args.size() == 2) {
+    w.integer(static_cast<long long>(k.conn->id));
+  } else if (sub == "GETNAME" && k.args.size() == 2) {
+    const std::string name = k.srv->client_name(*k.conn);
+    if (name.empty()) {
+      w.null();
+    } else {
+      w.bulk(name);
+    }
+  } else if (sub == "SETNAME" && k.args.size() == 3) {
+    for (const char ch : k.args[2]) {
+      if (ch < '!' || ch > '~') {
+        return k.error("ERR Client names cannot contain spaces, newlines or special characters.");
+      }
+    }
+    k.srv->set_client_name(*k.conn, std::string(k.args[2]));
+    w.ok();
+  } else if (sub == "LIST") {
+    w.verbatim(k.srv->client_list());
+  } else if (sub == "SETINFO" && k.args.size() == 4) {
+    w.ok();
+  } else if (sub == "INFO" && k.args.size() == 2) {
+    const std::string all = k.srv->client_list();
+    const std::string want = "id=" + std::to_string(k.conn->id) + " ";
+    std::size_t at = all.find(want);
+    if (at != 0) at = all.find("\n" + want) + 1;
+    w.verbatim(all.substr(at, all.find('\n', at) - at + 1));
+  } else {
+    k.error("ERR unknown subcommand or wrong number of arguments for '" +
+            std::string(k.args[1]) + "'. Try CLIENT HELP.");
+  }
+}
+
+// ---- CONFIG ---------------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, std::string>> config_values(const settings& s) {
+  std::string bind;
+  for (const auto& b : s.bind) bind += (bind.empty() ? "" : " ") + b;
+  return {
+      {"port", std::to_string(s.port)},
+      {"bind", bind},
+      {"protected-mode", s.protected_mode ? "yes" : "no"},
+      {"requirepass", s.requirepass},
+      {"maxclients", std::to_string(s.maxclients)},
+      {"maxmemory", std::to_string(s.maxmemory)},
+      {"proto-max-bulk-len", std::to_string(s.proto_max_bulk_len)},
+      {"timeout", std::to_string(s.timeout_s)},
+      {"client-output-buffer-limit",
+       "normal " + std::to_string(s.output_buffer_limit) + " 0 0 replica 0 0 0 pubsub 0 0 0"},
+      {"workers", std::to_string(s.workers)},
+      {"save", ""},
+      {"appendonly", "no"},
+      {"databases", "1"},
+  };
+}
+
+void cmd_config(call& k) {
+  const std::string sub = upper(k.args[1]);
+  reply_writer w = k.reply();
+  if (sub == "GET" && k.args.size() >= 3) {
+    std::vector<std::pair<std::string, std::string>> values;
+    {
+      const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
+      values = config_values(k.srv->config());
+    }
+    std::vector<std::pair<std::string, std::string>> hits;
+    for (const auto& [name, value] : values) {
+      for (std::size_t i = 2; i < k.args.size(); ++i) {
+        if (glob_match(k.args[i], name, true)) {
+          hits.emplace_back(name, value);
+          break;
+        }
+      }
+    }
+    w.map(hits.size());
+    for (const auto& [name, value] : hits) {
+      w.bulk(name);
+      w.bulk(value);
+    }
+  } else if (sub == "SET" && k.args.size() >= 4 && k.args.size() % 2 == 0) {
+    static constexpr std::string_view settable[] = {"requirepass", "maxclients", "maxmemory",
+                                                   "proto-max-bulk-len", "timeout",
+                                                   "protected-mode", "save", "appendonly"};
+    const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
+    settings next = k.srv->config();
+    for (std::size_t i = 2; i < k.args.size(); i += 2) {
+      const std::string name = lower(k.args[i]);
+      if (std::find(std::begin(settable), std::end(settable), name) == std::end(settable)) {
+        return k.error("ERR Unknown option or number of arguments for CONFIG SET - '" +
+                       std::string(k.args[i]) + "'");
+      }
+      std::string error;
+      if (!apply_directive(next, name, {std::string(k.args[i + 1])}, error)) {
+        return k.error("ERR CONFIG SET failed (possibly related to argument '" + name +
+                       "') - " + error);
+      }
+    }
+    k.srv->config() = next;
+    w.ok();
+  } else if (sub == "RESETSTAT" && k.args.size() == 2) {
+    w.ok();
+  } else {
+    k.error("ERR unknown subcommand or wrong number of arguments for '" +
+            std::string(k.args[1]) + "'. Try CONFIG HELP.");
+  }
+}
+
+// ---- INFO -----------------------------------------------------------------------------------
+
+std::string info_text(kv_server& srv, const std::vector<std::string>& sections) {
+  const auto want = [&](std::string_view s) {
+    if (sections.empty()) return true;
+    for (const auto& x : sections) {
+      if (x == s || x == "all" || x == "everything" || x == "default") return true;
+    }
+    return false;
+  };
+  std::string r;
+  const auto line = [&r](std::string_view k, const std::string& v) {
+    r.append(k);
+    r += ':';
+    r += v;
+    r += "\r\n";
+  };
+  const std::int64_t up = (steady_ms() - srv.start_ms()) / 1000;
+  if (want("server")) {
+    r += "# Server\r\n";
+    line("redis_version", std::string(server_version));
+    line("tessera_kv_server", "yes");
+    line("redis_mode", "standalone");
+    line("os", "Linux");
+    line("multiplexing_api", "epoll");
+    line("process_id", std::to_string(::getpid()));
+    line("tcp_port", srv.ports().empty() ? "0" : std::to_string(srv.ports().front()));
+    line("uptime_in_seconds", std::to_string(up));
+    line("uptime_in_days", std::to_string(up / 86400));
+    r += "\r\n";
+  }
+  const tree_counters& tc = srv.tree().counters();
+  if (want("clients")) {
+    r += "# Clients\r\n";
+    line("connected_clients", std::to_string(srv.client_count()));
+    {
+      const std::lock_guard<std::mutex> lock(srv.config_mutex());
+      line("maxclients", std::to_string(srv.config().maxclients));
+    }
+    r += "\r\n";
+  }
+  if (want("memory")) {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    r += "# Memory\r\n";
+    line("used_memory", std::to_string(tc.bytes.load(std::memory_order_relaxed)));
+    line("used_memory_rss", std::to_string(static_cast<long long>(ru.ru_maxrss) * 1024));
+    {
+      const std::lock_guard<std::mutex> lock(srv.config_mutex());
+      line("maxmemory", std::to_string(srv.config().maxmemory));
+    }
+    line("maxmemory_policy", "noeviction");
+    r += "\r\n";
+  }
+  if (want("stats")) {
+    server_stats& st = srv.stats();
+    const auto get = [](const std::atomic<std::uint64_t>& a) {
+      return std::to_string(a.load(std::memory_order_relaxed));
+    };
+    r += "# Stats\r\n";
+    line("total_connections_received", get(st.connections_received));
+    line("total_commands_processed", get(st.commands_processed));
+    line("total_net_input_bytes", get(st.net_input_bytes));
+    line("total_net_output_bytes", get(st.net_output_bytes));
+    line("rejected_connections", get(st.rejected_connections));
+    line("client_output_buffer_limit_disconnections", get(st.output_limit_disconnects));
+    line("expired_keys", get(tc.expired));
+    line("evicted_keys", "0");
+    line("keyspace_hits", get(st.keyspace_hits));
+    line("keyspace_misses", get(st.keyspace_misses));
+    r += "\r\n";
+  }
+  if (want("keyspace")) {
+    r += "# Keyspace\r\n";
+    const auto keys = tc.keys.load(std::memory_order_relaxed);
+    if (keys > 0) {
+      line("db0", "keys=" + std::to_string(keys) + ",expires=" +
+                      std::to_string(tc.volatile_keys.load(std::memory_order_relaxed)) +
+                      ",avg_ttl=0");
+    }
+    r += "\r\n";
+  }
+  if (want("tessera")) {
+    const tessera::runtime_statistics rs = srv.runtime().statistics();
+    r += "# Tessera\r\n";
+    line("workers", std::to_string(rs.workers.size()));
+    line("tree_leaves", std::to_string(tc.leaves.load(std::memory_order_relaxed)));
+    line("tree_splits", std::to_string(tc.splits.load(std::memory_order_relaxed)));
+    line("spawned_external", std::to_string(rs.spawned_external));
+    for (std::size_t i = 0; i < rs.workers.size(); ++i) {
+      const tessera::worker_statistics& w = rs.workers[i];
+      line("worker" + std::to_string(i),
+           "executed=" + std::to_string(w.executed) +
+               ",spawned_local=" + std::to_string(w.spawned_local) +
+               ",spawned_remote=" + std::to_string(w.spawned_remote) +
+               ",tasks_stolen=" + std::to_string(w.tasks_stolen) +
+               ",pools_stolen=" + std::to_string(w.pools_stolen) +
+               ",idle_ms=" + std::to_string(w.idle_ns / 1'000'000) +
+               ",parked_ms=" + std::to_string(w.parked_ns / 1'000'000));
+    }
+    r += "\r\n";
+  }
+  if (r.size() >= 2) r.resize(r.size() - 2);  // no blank line after the last section
+  return r;
+}
+
+void cmd_info(call& k) {
+  std::vector<std::string> sections;
+  for (std::size_t i = 1; i < k.args.size(); ++i) sections.push_back(lower(k.args[i]));
+  k.reply().verbatim(info_text(*k.srv, sections));
+}
+
+void cmd_shutdown(call& k) {
+  for (std::size_t i = 1; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    if (opt != "NOSAVE" && opt != "SAVE" && opt != "NOW" && opt != "FORCE") {
+      return k.error(err_syntax);
+    }
+  }
+  // No reply on success, as Redis: the server closes the connection when it exits.
+  k.srv->request_shutdown();
+}
+
+}  // namespace
+
+const std::vector<command_spec>& server_commands() {
+  static const std::vector<command_spec> table = {
+      {"ping", -1, cmd_fast, 0, 0, 0, &cmd_ping},
+      {"echo", 2, cmd_fast, 0, 0, 0, &cmd_echo},
+      {"quit", -1, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_quit},
+      {"select", 2, cmd_fast, 0, 0, 0, &cmd_select},
+      {"auth", -2, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_auth},
+      {"hello", -1, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_hello},
+      {"command", -1, 0, 0, 0, 0, &cmd_command},
+      {"client", -2, 0, 0, 0, 0, &cmd_client},
+      {"config", -2, 0, 0, 0, 0, &cmd_config},
+      {"info", -1, cmd_whole_store, 0, 0, 0, &cmd_info},
+      {"shutdown", -1, cmd_ends_batch, 0, 0, 0, &cmd_shutdown},
+  };
+  return table;
+}
+
+std::size_t command_count() noexcept { return key_commands().size() + server_commands().size(); }
+
+dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
+                          std::size_t first_arg, std::size_t nargs) {
+  const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
+  const command_spec* spec = find_spec(args[0]);
+  const bool first_in_batch = c.cmds.empty();
+  if (spec != nullptr) {
+    if ((spec->flags & cmd_whole_store) != 0 && !first_in_batch) {
+      return dispatch_outcome::end_before;
+    }
+    // Two requests on one key, one of them a write, never share a batch (connection.h).
+    if (spec->first_key > 0 && !first_in_batch &&
+        static_cast<std::size_t>(spec->first_key) < nargs) {
+      const bool writes = (spec->flags & cmd_write) != 0;
+      const std::size_t last = spec->last_key < 0 ? nargs - 1
+                                                  : static_cast<std::size_t>(spec->last_key);
+      for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
+           i += static_cast<std::size_t>(spec->step)) {
+        const auto it = c.batch_keys.find(args[i]);
+        if (it != c.batch_keys.end() && (it->second || writes)) return dispatch_outcome::end_before;
+      }
+    }
+  }
+  batch_command& cmd = c.cmds.emplace_back();
+  cmd.spec = spec;
+  cmd.first_arg = first_arg;
+  cmd.nargs = nargs;
+  cmd.first_op = c.ops.size();
+  call k{&srv, &c, &ctx, args, &cmd, spec};
+  srv.stats().commands_processed.fetch_add(1, std::memory_order_relaxed);
+  if (spec == nullptr) {
+    std::string msg = "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
+                      "', with args beginning with: ";
+    for (std::size_t i = 1; i < nargs && msg.size() < 128; ++i) {
+      msg += "'" + std::string(args[i].substr(0, 128 - std::min<std::size_t>(128, msg.size()))) +
+             "' ";
+    }
+    k.error(msg);
+    return dispatch_outcome::next;
+  }
+  c.last_command = spec->name;
+  bool need_auth = false;
+  std::uint64_t maxmemory = 0;
+  {
+    const std::lock_guard<std::mutex> lock(srv.config_mutex());
+    need_auth = !srv.config().requirepass.empty();
+    maxmemory = srv.config().maxmemory;
+  }
+  if (need_auth && !c.authenticated && (spec->flags & cmd_no_auth) == 0) {
+    k.error("NOAUTH Authentication required.");
+    return dispatch_outcome::next;
+  }
+  if ((spec->arity > 0 && nargs != static_cast<std::size_t>(spec->arity)) ||
+      (spec->arity < 0 && nargs < static_cast<std::size_t>(-spec->arity))) {
+    k.arity_error();
+    return dispatch_outcome::next;
+  }
+  if ((spec->flags & cmd_denyoom) != 0 && maxmemory != 0 &&
+      srv.tree().counters().bytes.load(std::memory_order_relaxed) >
+          static_cast<std::int64_t>(maxmemory)) {
+    k.error("OOM command not allowed when used memory > 'maxmemory'.");
+    return dispatch_outcome::next;
+  }
+  if (spec->first_key > 0) {
+    const bool writes = (spec->flags & cmd_write) != 0;
+    const std::size_t last =
+        spec->last_key < 0 ? nargs - 1 : static_cast<std::size_t>(spec->last_key);
+    for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
+         i += static_cast<std::size_t>(spec->step)) {
+      auto [it, fresh] = c.batch_keys.emplace(args[i], writes);
+      if (!fresh) it->second = it->second || writes;
+    }
+  }
+  spec->handler(k);
+  if ((spec->flags & (cmd_whole_store | cmd_ends_batch)) != 0 || c.close_after_reply) {
+    return dispatch_outcome::end_after;
+  }
+  return dispatch_outcome::next;
+}
+
+void finalize(kv_server& /*srv*/, connection& c, batch_command& cmd) {
+  reply_writer w(c.out, c.proto);
+  if (!cmd.reply.empty()) {  // an error at dispatch, or a direct reply
+    c.out.append(cmd.reply);
+    return;
+  }
+  switch (cmd.kind) {
+    case reply_kind::parts:
+      for (std::size_t i = 0; i < cmd.nops; ++i) c.out.append(c.ops[cmd.first_op + i].out);
+      break;
+    case reply_kind::array_of_parts:
+      w.array(cmd.nops);
+      for (std::size_t i = 0; i < cmd.nops; ++i) c.out.append(c.ops[cmd.first_op + i].out);
+      break;
+    case reply_kind::sum: {
+      long long n = 0;
+      for (std::size_t i = 0; i < cmd.nops; ++i) n += c.ops[cmd.first_op + i].result;
+      w.integer(n);
+      break;
+    }
+    case reply_kind::ok: w.ok(); break;
+    case reply_kind::walk_keys:
+      w.array(c.walk->keys.size());
+      for (const auto& key : c.walk->keys) w.bulk(key);
+      break;
+    case reply_kind::walk_scan:
+      w.array(2);
+      w.bulk(c.walk->next_cursor.empty() ? std::string("0")
+                                         : encode_scan_cursor(c.walk->next_cursor));
+      w.array(c.walk->keys.size());
+      for (const auto& key : c.walk->keys) w.bulk(key);
+      break;
+  }
+}
+
+}  // namespace server
