@@ -39,41 +39,52 @@ bool match_class(std::string_view pattern, std::size_t& p, char c, bool nocase) 
   return negate ? !match : match;
 }
 
-bool match_from(std::string_view pattern, std::size_t p, std::string_view text, std::size_t t,
-                bool nocase, int depth) noexcept {
-  // Redis caps the recursion of `*` too (stringmatchlen_impl's nesting limit).
-  if (depth > 1000) return false;
-  while (p < pattern.size()) {
-    const char pc = pattern[p];
-    if (pc == '*') {
-      while (p + 1 < pattern.size() && pattern[p + 1] == '*') ++p;
-      if (p + 1 == pattern.size()) return true;
-      for (std::size_t k = t; k <= text.size(); ++k) {
-        if (match_from(pattern, p + 1, text, k, nocase, depth + 1)) return true;
-      }
-      return false;
-    }
-    if (t >= text.size()) return false;
-    if (pc == '?') {
-      ++p;
-    } else if (pc == '[') {
-      ++p;
-      if (!match_class(pattern, p, text[t], nocase)) return false;
-    } else {
-      char want = pc;
-      if (pc == '\\' && p + 1 < pattern.size()) want = pattern[++p];
-      if (fold(want, nocase) != fold(text[t], nocase)) return false;
-      ++p;
-    }
-    ++t;
+/// One pattern element at pattern[p] against c; advances p past the element. Outcome: matched.
+bool match_one(std::string_view pattern, std::size_t& p, char c, bool nocase) noexcept {
+  const char pc = pattern[p];
+  if (pc == '?') {
+    ++p;
+    return true;
   }
-  return t == text.size();
+  if (pc == '[') {
+    ++p;
+    return match_class(pattern, p, c, nocase);
+  }
+  char want = pc;
+  if (pc == '\\' && p + 1 < pattern.size()) want = pattern[++p];
+  ++p;
+  return fold(want, nocase) == fold(c, nocase);
 }
 
 }  // namespace
 
 bool glob_match(std::string_view pattern, std::string_view text, bool nocase) noexcept {
-  return match_from(pattern, 0, text, 0, nocase, 0);
+  // Greedy matching that backtracks to the last '*' only: O(pattern * text), where the
+  // recursive form is exponential in the number of stars.
+  std::size_t p = 0;
+  std::size_t t = 0;
+  std::size_t star_p = std::string_view::npos;
+  std::size_t star_t = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star_p = ++p;
+      star_t = t;
+      continue;
+    }
+    if (p < pattern.size()) {
+      std::size_t next = p;
+      if (match_one(pattern, next, text[t], nocase)) {
+        p = next;
+        ++t;
+        continue;
+      }
+    }
+    if (star_p == std::string_view::npos) return false;
+    p = star_p;
+    t = ++star_t;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
 }
 
 }  // namespace server
