@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what tessera needs on Debian 12 (run as root). Installs only what is missing.
 set -euo pipefail
-pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv)
+pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv redis-tools redis-server liburing-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,7 +15,8 @@ else
   echo "install-deps: all packages present"
 fi
 
-# Python packages (requirements.txt: DuckDB and its TPC-H generator for apps/join) in .venv/ at the
+# Python packages (requirements.txt: DuckDB and its TPC-H generator for apps/join; redis-py for
+# the server's integration test, apps/server) in .venv/ at the
 # repository root, made with Debian's python3; reinstalled only when requirements.txt changed.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
