@@ -1,0 +1,70 @@
+// join on oneTBB, as its user would write it: the same steps (join::join_phases) under
+// tbb::parallel_for with the simple_partitioner, one task per morsel of R records (partition,
+// probe) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
+// table is filled by the one task that owns it), partial sums in a tbb::combinable; inside a
+// tbb::task_arena of W slots (the calling thread takes one).
+#include <tbb/blocked_range.h>
+#include <tbb/combinable.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <cstddef>
+
+#include "common/onetbb_placement.h"
+#include "join/join.h"
+#include "join/join_phases.h"
+
+namespace tessera::bench::join_bench {
+
+namespace {
+
+::join::join_result join_once(const config& cfg) {
+  ::join::join_phases run(cfg.input, cfg.workers, cfg.records_per_task);
+  using range = tbb::blocked_range<std::size_t>;
+  tbb::parallel_for(
+      range(0, run.build_morsels(), 1),
+      [&](const range& r) {
+        for (std::size_t m = r.begin(); m < r.end(); ++m) run.partition_morsel(m);
+      },
+      tbb::simple_partitioner());
+  tbb::parallel_for(
+      range(0, run.partitions(), 1),
+      [&](const range& r) {
+        for (std::size_t p = r.begin(); p < r.end(); ++p) {
+          run.allocate_partition(static_cast<unsigned>(p));
+          run.build(static_cast<unsigned>(p), 0, run.build_morsels());
+        }
+      },
+      tbb::simple_partitioner());
+  tbb::combinable<::join::join_result> partial;
+  tbb::parallel_for(
+      range(0, run.probe_morsels(), 1),
+      [&](const range& r) {
+        ::join::join_result& mine = partial.local();
+        for (std::size_t m = r.begin(); m < r.end(); ++m) mine += run.probe(m);
+      },
+      tbb::simple_partitioner());
+  return partial.combine([](::join::join_result a, const ::join::join_result& b) {
+    a += b;
+    return a;
+  });
+}
+
+}  // namespace
+
+measurement run_onetbb(const config& cfg) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
+  tbb::task_arena arena(static_cast<int>(cfg.workers));
+  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  return measure(cfg.label, cfg.repeat, [&] {
+    ::join::join_result r;
+    stopwatch clock;
+    arena.execute([&] { r = join_once(cfg); });
+    const double seconds = clock.seconds();
+    return checked("onetbb", cfg, r, seconds);
+  });
+}
+
+}  // namespace tessera::bench::join_bench
