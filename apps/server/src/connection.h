@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "resp_parser.h"
@@ -83,8 +84,9 @@ struct walk_state {
 
 class connection {
  public:
-  connection(kv_server& srv, int fd, std::uint64_t id, std::string addr, const parse_limits& l)
-      : srv(&srv), fd(fd), id(id), addr(std::move(addr)), parser(l) {}
+  connection(kv_server& server, int socket, std::uint64_t client_id, std::string peer,
+             const parse_limits& l)
+      : srv(&server), fd(socket), id(client_id), addr(std::move(peer)), parser(l) {}
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
   ~connection() = default;

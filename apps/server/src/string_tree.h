@@ -154,12 +154,13 @@ class string_tree {
   void retire_value(value_blob* v);
   /// Publishes `right` (split off a leaf at separator `sep`) in a new directory.
   void link(const std::string& sep, leaf* right);
-  void* directory_lock() noexcept { return m_dir_lock; }
-
- private:
+  /// What link tasks annotate as writers: a spinlock resource that serializes them.
   struct dir_lock {
     int unused = 0;
   };
+  dir_lock* directory_lock() noexcept { return m_dir_lock; }
+
+ private:
   tessera::runtime& m_rt;
   std::atomic<directory*> m_dir;
   dir_lock* m_dir_lock;

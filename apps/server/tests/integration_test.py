@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""tessera-kv-server driven by real clients: redis-cli and redis-benchmark (Debian redis-tools)
+and redis-py (PyPI redis, in the project's .venv/). Starts servers on free ports and checks the
+replies: every command, RESP3, pipelining, many concurrent connections, AUTH, maxclients,
+maxmemory, the output buffer limit, idle timeout, protected mode, malformed and fuzzed requests
+followed by good ones, SHUTDOWN and SIGTERM.
+
+A missing tool is a failure with a message that names what to install, never a skip.
+
+    integration_test.py --server build/dev/apps/server/tessera-kv-server --venv .venv
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--server", required=True)
+    p.add_argument("--venv", required=True)
+    return p.parse_args()
+
+
+ARGS = parse_args()
+
+# redis-py lives in the project's virtual environment: run under its python.
+venv_python = os.path.join(ARGS.venv, "bin", "python")
+if os.path.realpath(sys.prefix) != os.path.realpath(ARGS.venv):
+    if not os.path.exists(venv_python):
+        fail(f"{venv_python} is missing: run scripts/install-deps.sh (it creates .venv/ from "
+             "requirements.txt, which has redis-py)")
+    os.execv(venv_python, [venv_python] + sys.argv)
+
+try:
+    import redis  # noqa: E402
+except ImportError:
+    fail("redis-py is not installed in " + ARGS.venv + ": run scripts/install-deps.sh")
+
+for tool in ("redis-cli", "redis-benchmark"):
+    if shutil.which(tool) is None:
+        fail(tool + " not found: run scripts/install-deps.sh (apt-get install redis-tools)")
+
+# Sanitizer builds run the server several times slower.
+SLOW = any(s in ARGS.server for s in ("asan", "tsan"))
+STARTUP_S = 60 if SLOW else 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *flags, expect_start=True):
+        self.port = free_port()
+        self.log = open(f"/tmp/tessera-kv-server-test-{self.port}.log", "w+")
+        cmd = [ARGS.server, "--port", str(self.port), "--workers", "2", *flags]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        if not expect_start:
+            return
+        deadline = time.time() + STARTUP_S
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                fail(f"server exited at start ({self.proc.returncode}): {self.output()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            fail("server did not start listening: " + self.output())
+        if "listening on 127.0.0.1 port" not in self.output():
+            fail("no start-up log line saying where it listens: " + self.output())
+
+    def output(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=60, **kw)
+
+    def cli(self, *args, password=None):
+        cmd = ["redis-cli", "-p", str(self.port)]
+        if password:
+            cmd += ["-a", password, "--no-auth-warning"]
+        r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60)
+        return r.stdout.rstrip("\n")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("server did not exit within 60 s of SIGTERM")
+        if rc != 0:
+            fail(f"server exited with {rc}: {self.output()[-2000:]}")
+
+
+def expect(got, want, what):
+    if got != want:
+        fail(f"{what}: got {got!r}, want {want!r}")
+
+
+def raw(port, data, read_until_close=False, timeout=10):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not read_until_close and out.endswith(b"\r\n"):
+                break
+        return out
+
+
+def test_redis_cli(srv):
+    cases = [
+        (["ping"], "PONG"),
+        (["set", "greeting", "hello"], "OK"),
+        (["get", "greeting"], "hello"),
+        (["append", "greeting", " world"], "11"),
+        (["strlen", "greeting"], "11"),
+        (["getset", "greeting", "bye"], "hello world"),
+        (["setnx", "greeting", "x"], "0"),
+        (["getdel", "greeting"], "bye"),
+        (["exists", "greeting"], "0"),
+        (["incr", "n"], "1"),
+        (["incrby", "n", "41"], "42"),
+        (["decr", "n"], "41"),
+        (["decrby", "n", "40"], "1"),
+        (["mset", "a", "1", "b", "2"], "OK"),
+        (["mget", "a", "b", "nope"], "1\n2"),
+        (["del", "a", "b", "nope"], "2"),
+        (["unlink", "n"], "1"),
+        (["echo", "hi there"], "hi there"),
+        (["select", "0"], "OK"),
+        (["select", "1"], "ERR DB index is out of range"),
+        (["dbsize"], "0"),
+        (["get"], "ERR wrong number of arguments for 'get' command"),
+        (["frobnicate", "x"], "ERR unknown command 'frobnicate', with args beginning with: 'x' "),
+        (["set", "n", "abc"], "OK"),
+        (["incr", "n"], "ERR value is not an integer or out of range"),
+        (["set", "k", "v", "EX", "-1"], "ERR invalid expire time in 'set' command"),
+        (["set", "k", "v", "BOGUS"], "ERR syntax error"),
+        (["command", "count"], None),
+        (["client", "setname", "cli"], "OK"),
+        (["config", "get", "maxmemory"], "maxmemory\n0"),
+        (["flushall"], "OK"),
+    ]
+    for args, want in cases:
+        got = srv.cli(*args)
+        if want is not None:
+            expect(got, want, "redis-cli " + " ".join(args))
+    if int(srv.cli("command", "count")) < 30:
+        fail("COMMAND COUNT too small")
+    # redis-cli's own start-up questions (COMMAND DOCS) and a pipe of commands.
+    r = subprocess.run(["redis-cli", "-p", str(srv.port)], input="set x 1\nget x\nquit\n",
+                       capture_output=True, text=True, timeout=60)
+    expect(r.stdout.split()[:2], ["OK", "1"], "redis-cli reading commands from stdin")
+    info = srv.cli("info")
+    for section in ("# Server", "# Clients", "# Memory", "# Stats", "# Keyspace", "# Tessera"):
+        if section not in info:
+            fail("INFO lacks " + section)
+
+
+def test_redis_py(srv):
+    r = srv.client()
+    expect(r.ping(), True, "PING")
+    expect(r.set("k", "v"), True, "SET")
+    expect(r.get("k"), b"v", "GET")
+    expect(r.set("k", "w", nx=True), None, "SET NX on a present key")
+    expect(r.set("k", "w", xx=True), True, "SET XX")
+    expect(r.set("k", "z", get=True), b"w", "SET GET")
+    expect(r.set("absent", "1", xx=True), None, "SET XX on an absent key")
+    expect(r.set("e", "1", ex=100), True, "SET EX")
+    if not 99 <= r.ttl("e") <= 100:
+        fail("TTL after SET EX 100: %r" % r.ttl("e"))
+    expect(r.set("p", "1", px=50), True, "SET PX")
+    time.sleep(0.2)
+    expect(r.get("p"), None, "an expired key is never returned")
+    expect(r.exists("p"), 0, "EXISTS of an expired key")
+    expect(r.ttl("nokey"), -2, "TTL of an absent key")
+    expect(r.ttl("k"), -1, "TTL without a deadline")
+    expect(r.expire("k", 100), True, "EXPIRE")
+    if not 99000 <= r.pttl("k") <= 100000:
+        fail("PTTL after EXPIRE 100: %r" % r.pttl("k"))
+    expect(r.persist("k"), True, "PERSIST")
+    expect(r.ttl("k"), -1, "TTL after PERSIST")
+    expect(r.pexpire("k", 1), True, "PEXPIRE")
+    time.sleep(0.05)
+    expect(r.get("k"), None, "GET after PEXPIRE 1")
+    # Keys and values are binary-safe; keys of 1 KiB and more, values of 1 MiB.
+    big_key = bytes(range(256)) * 4 + b"\r\n\x00"
+    big_value = os.urandom(1 << 20)
+    expect(r.set(big_key, big_value), True, "SET of a 1 KiB binary key")
+    expect(r.get(big_key), big_value, "GET of a 1 MiB binary value")
+    expect(r.strlen(big_key), 1 << 20, "STRLEN")
+    expect(r.mset({"m1": "a", "m2": "b"}), True, "MSET")
+    expect(r.mget(["m1", "m2", "m3"]), [b"a", b"b", None], "MGET")
+    expect(r.getdel("m1"), b"a", "GETDEL")
+    expect(r.getset("m2", "c"), b"b", "GETSET")
+    expect(r.setnx("m3", "x"), True, "SETNX")
+    expect(r.incrby("cnt", 5), 5, "INCRBY")
+    expect(r.decrby("cnt", 7), -2, "DECRBY")
+    try:
+        r.incrby("cnt", "x")
+        fail("INCRBY with a non-number")
+    except redis.ResponseError as e:
+        expect(str(e), "value is not an integer or out of range", "INCRBY error")
+    r.set("max", str(2**63 - 1))
+    try:
+        r.incr("max")
+        fail("INCR past the range")
+    except redis.ResponseError as e:
+        expect(str(e), "increment or decrement would overflow", "INCR overflow")
+    # KEYS, SCAN (the cursor is a key, as a number) and DBSIZE.
+    r.flushall()
+    names = {f"user:{i}".encode() for i in range(300)} | {b"other"}
+    r.mset({n: b"1" for n in names})
+    expect(r.dbsize(), len(names), "DBSIZE")
+    expect(set(r.keys("user:*")), names - {b"other"}, "KEYS user:*")
+    expect(set(r.scan_iter(count=7)), names, "SCAN over every key")
+    expect(set(r.scan_iter(match="user:1*", count=50)),
+           {n for n in names if n.startswith(b"user:1")}, "SCAN MATCH")
+    expect(r.delete(*list(names)[:10]), 10, "DEL of 10 keys")
+    expect(r.dbsize(), len(names) - 10, "DBSIZE after DEL")
+    expect(r.flushdb(), True, "FLUSHDB")
+    expect(r.dbsize(), 0, "DBSIZE after FLUSHDB")
+    # CLIENT and CONFIG.
+    expect(r.client_setname("py"), True, "CLIENT SETNAME")
+    expect(r.client_getname(), "py", "CLIENT GETNAME")
+    if not isinstance(r.client_id(), int):
+        fail("CLIENT ID")
+    if not any(c.get("name") == "py" for c in r.client_list()):
+        fail("CLIENT LIST does not show the named client")
+    expect(r.config_set("maxmemory", "100mb"), True, "CONFIG SET maxmemory")
+    expect(r.config_get("maxmemory"), {"maxmemory": str(100 << 20)}, "CONFIG GET maxmemory")
+    r.config_set("maxmemory", "0")
+    info = r.info()
+    for field in ("redis_version", "connected_clients", "used_memory", "keyspace_hits"):
+        if field not in info:
+            fail("INFO lacks " + field)
+    if "worker0" not in r.info("tessera"):
+        fail("INFO tessera lacks the workers' statistics")
+    # RESP3 after HELLO 3.
+    r3 = srv.client(protocol=3)
+    r3.set("r3", "v")
+    expect(r3.get("r3"), b"v", "RESP3 GET")
+    expect(r3.get("r3-missing"), None, "RESP3 null")
+    expect(r3.config_get("port"), {"port": str(srv.port)}, "RESP3 CONFIG GET (a map)")
+    hello = r3.execute_command("HELLO", "3")
+    expect(hello[b"proto"] if b"proto" in hello else hello["proto"], 3, "HELLO 3")
+
+
+def test_pipelining(srv):
+    r = srv.client()
+    r.delete("seq", "order")
+    pipe = r.pipeline(transaction=False)
+    n = 300 if SLOW else 2000
+    for i in range(n):
+        pipe.incr("seq")
+        pipe.set("order", i)
+        pipe.get("order")
+    out = pipe.execute()
+    for i in range(n):
+        expect(out[3 * i], i + 1, f"pipelined INCR {i} answered in order")
+        expect(out[3 * i + 2], str(i).encode(), f"pipelined GET {i} sees the SET before it")
+    # A raw pipeline of inline and multibulk requests in one write.
+    data = b"PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nq\r\n$1\r\n7\r\nGET q\r\n*1\r\n$4\r\nQUIT\r\n"
+    expect(raw(srv.port, data, read_until_close=True), b"+PONG\r\n+OK\r\n$1\r\n7\r\n+OK\r\n",
+           "a raw pipeline")
+
+
+def test_concurrent_clients(srv):
+    clients = 20 if SLOW else 60
+    ops = 50 if SLOW else 200
+    errors = []
+
+    def work(c):
+        try:
+            r = srv.client()
+            for i in range(ops):
+                r.set(f"c{c}:{i}", f"{c}-{i}")
+                r.incr("shared")
+            for i in range(ops):
+                if r.get(f"c{c}:{i}") != f"{c}-{i}".encode():
+                    errors.append(f"client {c} key {i}")
+                    return
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in range(clients)]
+    r = srv.client()
+    r.delete("shared")
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        fail("concurrent clients: " + "; ".join(errors[:5]))
+    expect(int(r.get("shared")), clients * ops, "INCR from many connections")
+
+
+def test_redis_benchmark(srv):
+    r = srv.client()
+    r.flushall()
+    n = 2000 if SLOW else 20000
+    res = subprocess.run(["redis-benchmark", "-p", str(srv.port), "-t", "set,get,incr,mset",
+                          "-n", str(n), "-c", "20", "-P", "8", "--csv"],
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        fail("redis-benchmark failed: " + res.stderr[-2000:])
+    for t in ("SET", "GET", "INCR", "MSET"):
+        if f'"{t}' not in res.stdout:
+            fail(f"redis-benchmark printed no {t} line: {res.stdout}")
+    # Every pipelined INCR counted exactly once; SET's value is 3 bytes.
+    expect(r.get("counter:__rand_int__"), str(n).encode(), "INCR count after redis-benchmark")
+    expect(len(r.get("key:__rand_int__")), 3, "SET value after redis-benchmark (3 bytes)")
+
+
+def test_bad_input(srv):
+    expect(raw(srv.port, b"*1\r\n$abc\r\n", read_until_close=True),
+           b"-ERR Protocol error: invalid bulk length\r\n", "a malformed bulk length")
+    expect(raw(srv.port, b"*1\r\n+PING\r\n", read_until_close=True),
+           b"-ERR Protocol error: expected '$', got '+'\r\n", "a malformed multibulk")
+    expect(raw(srv.port, b"SET \"a\r\n", read_until_close=True),
+           b"-ERR Protocol error: unbalanced quotes in request\r\n", "unbalanced quotes")
+    expect(raw(srv.port, b"*1\r\n$600000000\r\n", read_until_close=True),
+           b"-ERR Protocol error: invalid bulk length\r\n", "a bulk over proto-max-bulk-len")
+    # A good request on another connection right after.
+    good = srv.client()
+    expect(good.ping(), True, "PING after malformed requests")
+    # Mutated requests (the fuzz test's kind, over sockets): the server stays up and correct.
+    rng = random.Random(7)
+    good.set("canary", "alive")
+    base = [b"*3\r\n$3\r\nSET\r\n$6\r\ncanary\r\n$4\r\ndead\r\n", b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            b"PING\r\n", b"*1\r\n$4\r\nINFO\r\n"]
+    for _ in range(100 if SLOW else 500):
+        msg = bytearray(rng.choice(base))
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(msg))
+            msg[i] = rng.randrange(256)
+        # A mutation that still says SET canary must not reach the canary: send to another key.
+        msg = bytes(msg).replace(b"canary", b"canarz")
+        try:
+            raw(srv.port, msg + b"\r\n", read_until_close=False, timeout=0.2)
+        except OSError:
+            pass
+    expect(good.get("canary"), b"alive", "another client's data after mutated requests")
+    expect(good.ping(), True, "PING after mutated requests")
+
+
+def test_auth():
+    srv = Server("--requirepass", "s3cret")
+    try:
+        expect(srv.cli("get", "x"), "NOAUTH Authentication required.", "GET before AUTH")
+        expect(srv.cli("auth", "wrong"),
+               "WRONGPASS invalid username-password pair or user is disabled.", "AUTH wrong")
+        expect(srv.cli("set", "x", "1", password="s3cret"), "OK", "redis-cli -a")
+        r = srv.client(password="s3cret")
+        expect(r.get("x"), b"1", "redis-py with a password")
+        try:
+            srv.client().get("x")
+            fail("GET without AUTH answered")
+        except redis.AuthenticationError:
+            pass
+        except redis.ResponseError as e:
+            if "NOAUTH" not in str(e):
+                fail("GET without AUTH: " + str(e))
+    finally:
+        srv.stop()
+
+
+def test_limits():
+    # maxclients: the connection past the limit gets Redis's error.
+    srv = Server("--maxclients", "2")
+    try:
+        a = socket.create_connection(("127.0.0.1", srv.port))
+        b = socket.create_connection(("127.0.0.1", srv.port))
+        time.sleep(0.2)
+        expect(raw(srv.port, b"PING\r\n", read_until_close=True),
+               b"-ERR max number of clients reached\r\n", "maxclients")
+        a.close()
+        b.close()
+    finally:
+        srv.stop()
+    # maxmemory: writes answer -OOM, nothing stored is lost.
+    srv = Server("--maxmemory", "2mb")
+    try:
+        r = srv.client()
+        stored = 0
+        for i in range(1000):
+            try:
+                r.set(f"m{i}", "x" * 10000)
+                stored = i + 1
+            except redis.ResponseError as e:
+                if not str(e).startswith("command not allowed when used memory"):
+                    fail("maxmemory: " + str(e))
+                break
+        else:
+            fail("maxmemory 2mb took 10 MB")
+        for i in range(stored):
+            if r.get(f"m{i}") != b"x" * 10000:
+                fail(f"maxmemory lost key m{i}")
+        expect(r.get("m0"), b"x" * 10000, "reads still answered above maxmemory")
+        expect(r.delete("m0"), 1, "DEL still answered above maxmemory")
+    finally:
+        srv.stop()
+    # The output buffer limit: a client that pipelines and never reads is disconnected.
+    srv = Server("--client-output-buffer-limit", "normal", "1mb", "0", "0", "--timeout", "2")
+    try:
+        r = srv.client()
+        r.set("big", "y" * 100000)
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        req = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n" * 1000
+        deadline = time.time() + 30
+        closed = False
+        try:
+            while time.time() < deadline:
+                s.sendall(req)
+        except OSError:
+            closed = True
+        s.close()
+        stats = r.info("stats")
+        if not closed and stats.get("client_output_buffer_limit_disconnections", 0) == 0:
+            fail("a client that never reads was not disconnected")
+        expect(r.ping(), True, "PING after the output buffer limit")
+        # timeout 2: an idle connection is closed.
+        idle = socket.create_connection(("127.0.0.1", srv.port))
+        idle.settimeout(10)
+        try:
+            got = idle.recv(10)
+        except socket.timeout:
+            fail("an idle client was not closed after timeout 2")
+        expect(got, b"", "idle client closed")
+        idle.close()
+    finally:
+        srv.stop()
+    # Protected mode: no non-loopback address without a password.
+    srv = Server("--bind", "0.0.0.0", expect_start=False)
+    rc = srv.proc.wait(timeout=STARTUP_S)
+    if rc == 0 or "protected mode" not in srv.output():
+        fail("protected mode did not refuse bind 0.0.0.0 without requirepass: " + srv.output())
+
+
+def test_shutdown(srv):
+    srv.cli("set", "last", "1")
+    srv.cli("shutdown")
+    try:
+        rc = srv.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("SHUTDOWN did not stop the server")
+    expect(rc, 0, "exit status after SHUTDOWN")
+    if "bye" not in srv.output():
+        fail("no exit log line after SHUTDOWN")
+
+
+def main():
+    if subprocess.run([ARGS.server, "--help"], capture_output=True, text=True).stdout.find(
+            "Usage: tessera-kv-server") < 0:
+        fail("--help prints no usage")
+    srv = Server()
+    try:
+        for test in (test_redis_cli, test_redis_py, test_pipelining, test_concurrent_clients,
+                     test_redis_benchmark, test_bad_input):
+            t0 = time.time()
+            test(srv)
+            print(f"ok {test.__name__} ({time.time() - t0:.1f} s)", flush=True)
+        if srv.proc.poll() is not None:
+            fail("server died: " + srv.output()[-2000:])
+        test_shutdown(srv)
+        print("ok test_shutdown", flush=True)
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+    for test in (test_auth, test_limits):
+        t0 = time.time()
+        test()
+        print(f"ok {test.__name__} ({time.time() - t0:.1f} s)", flush=True)
+    print("PASS", flush=True)
+
+
+main()

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# tessera-kv-server against redis-server (Debian's 7.0, alone and with io-threads 2), one after
+# the other on the same CPUs with the same settings (no persistence, 127.0.0.1), each driven by
+# redis-benchmark -t set,get,incr,mset -c 50 -r 1000000 -n N, with -P 16 and without
+# pipelining. Prints a table of requests/s and p50/p99 latency side by side, with ratios.
+#
+#   scripts/run-server-benchmark.sh                 # N = 1000000 pipelined, 200000 not
+#   N=200000 NP_N=50000 ROUNDS=3 scripts/run-server-benchmark.sh
+#
+# Pinning: with 3 or more CPUs the client runs alone on the last CPU and every server on the
+# others (taskset); with 2 CPUs, PIN=apart (the default) gives the server CPU 0 and the client
+# CPU 1, PIN=shared lets servers and client share both CPUs (tessera then has 2 workers, Redis 2
+# I/O threads). Each number is the median of ROUNDS runs (default 3), servers in turns.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+N=${N:-1000000}
+NP_N=${NP_N:-200000}
+ROUNDS=${ROUNDS:-3}
+TESTS=${TESTS:-set,get,incr,mset}
+PIN=${PIN:-apart}
+build=${BUILD_DIR:-build/server-bench}
+
+scripts/install-deps.sh >/dev/null
+for tool in redis-server redis-benchmark redis-cli taskset; do
+  command -v "$tool" >/dev/null || { echo "run-server-benchmark: $tool missing" >&2; exit 1; }
+done
+if [[ ! -x $build/apps/server/tessera-kv-server ]] || [[ -n ${REBUILD:-} ]]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_NATIVE=ON \
+    -DTESSERA_BUILD_TESTS=OFF -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
+  cmake --build "$build" --target tessera-kv-server
+fi
+server_bin=$build/apps/server/tessera-kv-server
+
+ncpu=$(nproc)
+last=$((ncpu - 1))
+if ((ncpu >= 3)); then
+  server_cpus="0-$((ncpu - 2))"; client_cpus="$last"; nserver=$((ncpu - 1))
+  pin_note="client pinned to CPU $last, servers to CPUs $server_cpus"
+elif [[ $PIN == shared ]]; then
+  server_cpus="0-$last"; client_cpus="0-$last"; nserver=$ncpu
+  pin_note="client and servers share CPUs 0-$last (2 CPUs: too few to pin apart and keep 2 for the server)"
+else
+  server_cpus="0"; client_cpus="$last"; nserver=1
+  pin_note="server pinned to CPU 0, client to CPU $last (PIN=shared to share both)"
+fi
+workers=$nserver
+io_threads=2
+
+port=$((20000 + RANDOM % 20000))
+out=$(mktemp -d)
+trap 'rm -rf "$out"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null || true' EXIT
+
+start_server() {  # name -> sets pid
+  case $1 in
+    tessera)
+      taskset -c "$server_cpus" "$server_bin" --port "$port" --workers "$workers" \
+        >"$out/server.log" 2>&1 & ;;
+    redis)
+      taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+        --appendonly no --daemonize no --logfile "$out/server.log" & ;;
+    redis-io2)
+      taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+        --appendonly no --daemonize no --io-threads "$io_threads" --io-threads-do-reads yes \
+        --logfile "$out/server.log" & ;;
+  esac
+  pid=$!
+  for _ in $(seq 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "run-server-benchmark: $1 did not start" >&2; cat "$out/server.log" >&2; exit 1
+}
+
+stop_server() {
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  pid=
+}
+
+servers=(redis redis-io2 tessera)
+echo "run-server-benchmark: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); $pin_note"
+echo "run-server-benchmark: tessera-kv-server --workers $workers; redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'); io-threads $io_threads"
+for round in $(seq "$ROUNDS"); do
+  for s in "${servers[@]}"; do
+    for mode in P16 P1; do
+      start_server "$s"
+      if [[ $mode == P16 ]]; then n=$N; pipe=16; else n=$NP_N; pipe=1; fi
+      taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$TESTS" -P "$pipe" -c 50 \
+        -r 1000000 -n "$n" --csv 2>/dev/null | tail -n +2 | tr -d '"' |
+        awk -F, -v s="$s" -v m="$mode" -v r="$round" '{print s, m, r, $1, $2, $5, $7}' \
+        >>"$out/results.txt"
+      stop_server
+    done
+  done
+done
+
+# Medians over rounds, then the table.
+python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    s, m, r, test, rps, p50, p99 = line.split()
+    rows[(s, m, test)].append((float(rps), float(p50), float(p99)))
+def med(xs, i):
+    return statistics.median(x[i] for x in xs)
+tests = []
+for (s, m, t) in rows:
+    if (m, t) not in tests:
+        tests.append((m, t))
+print(f"\nmedians of {sys.argv[2]} rounds; rps = requests/s, p50/p99 in ms")
+hdr = ("mode", "test", "redis rps", "p50", "p99", "redis io2 rps", "p50", "p99",
+       "tessera rps", "p50", "p99", "vs best", "p99 vs best")
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+for m, t in sorted(tests, key=lambda x: (x[0] != "P16", x[1])):
+    cells = [("-P 16" if m == "P16" else "no pipelining"), t]
+    best = None
+    for s in ("redis", "redis-io2", "tessera"):
+        xs = rows.get((s, m, t))
+        if not xs:
+            cells += ["-", "-", "-"]
+            continue
+        rps, p50, p99 = med(xs, 0), med(xs, 1), med(xs, 2)
+        cells += [f"{rps:,.0f}", f"{p50:.3f}", f"{p99:.3f}"]
+        if s != "tessera" and (best is None or rps > best[0]):
+            best = (rps, p99)
+        if s == "tessera" and best:
+            cells += [f"{rps / best[0]:.2f}x", f"{p99 / best[1]:.2f}x" if best[1] else "-"]
+    print("| " + " | ".join(cells) + " |")
+EOF
