@@ -396,6 +396,7 @@ def test_limits():
     # maxclients: the connection past the limit gets Redis's error.
     srv = Server("--maxclients", "2")
     try:
+        time.sleep(0.5)  # the start-up probe's connection closed and counted out
         a = socket.create_connection(("127.0.0.1", srv.port))
         b = socket.create_connection(("127.0.0.1", srv.port))
         time.sleep(0.2)
