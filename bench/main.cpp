@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -66,6 +67,10 @@ std::vector<bench::flag_definition> shared_flags(const bench::benchmark_definiti
                          "which run is reported: the median, or the fastest (noisy machines)"),
       bench::choice_list_flag("implementation", "all", b.implementations, "implementations to run"),
       bench::string_flag("json", "", "append one JSON object per result row to FILE", "FILE"),
+      bench::string_flag("trace", "",
+                         "write a timeline of tessera's workers to FILE (Chrome trace-event "
+                         "JSON for ui.perfetto.dev; every tessera runtime of the run)",
+                         "FILE"),
   };
 }
 
@@ -91,6 +96,7 @@ void declare_subcommands(bench::command_line& cli) {
       "  --statistic median|best the run reported: median (default) or fastest\n"
       "  --implementation LIST   subset of the subcommand's implementations (default: all)\n"
       "  --json FILE             append one JSON object per result row\n"
+      "  --trace FILE            timeline of tessera's workers (Perfetto, chrome://tracing)\n"
       "Exit status: 0 ok, 1 a benchmark failed its own check (or its output could not be\n"
       "written), 2 bad command line.");
 }
@@ -256,6 +262,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+
+  // Every tessera runtime the benchmark makes reads it (tessera/trace.h): one process each in
+  // the file, which is complete after each of them stops.
+  if (const std::string& trace = flags.text("trace"); !trace.empty())
+    ::setenv("TESSERA_TRACE", trace.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): no threads yet
 
   bench::set_reported_statistic(flags.text("statistic") == "best" ? bench::statistic::best
                                                                   : bench::statistic::median);

@@ -40,6 +40,7 @@
 #include "tessera/resource.h"
 #include "tessera/statistics.h"
 #include "tessera/task.h"
+#include "tessera/trace.h"
 
 namespace tessera {
 
@@ -128,6 +129,9 @@ struct runtime_options {
   /// Report (to stderr) the first exception that nobody waits for (see take_unhandled_exceptions)
   /// and, when the runtime is destroyed, groups that were never waited for.
   bool report_unhandled_exceptions = true;
+  /// A timeline of the workers' tasks, steals and parking, written when the runtime stops
+  /// (trace.h). Off unless `trace.file` or the environment variable TESSERA_TRACE names a file.
+  trace_options trace{};
 };
 
 class runtime {

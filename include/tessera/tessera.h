@@ -13,4 +13,5 @@
 #include "tessera/runtime.h"
 #include "tessera/statistics.h"
 #include "tessera/task.h"
+#include "tessera/trace.h"
 #include "tessera/version.h"

@@ -115,6 +115,10 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     if (m_workers_of_node.size() <= node) m_workers_of_node.resize(node + 1);
     m_workers_of_node[node].push_back(i);
   }
+  m_trace = trace_session::from_options(options.trace, w);
+  if (m_trace != nullptr) {
+    for (unsigned i = 0; i < w; ++i) m_workers[i]->attach_trace(&m_trace->buffer(i));
+  }
   m_active.store(w, std::memory_order_release);
   m_pinned.store(options.pin, std::memory_order_relaxed);
   // The constructor returns once every worker tried its pin, so that pinned() is final: it
@@ -432,6 +436,7 @@ bool scheduler::cancel(group g) {
 }
 
 void scheduler::complete_group(group g, worker* from) noexcept {
+  if (from != nullptr) from->trace_group_completed(g);
   task* cont = m_groups.complete(g);
   if (cont == nullptr) return;
   // Counted as spawned by when_done already, by the worker that registered it.
@@ -633,6 +638,11 @@ void scheduler::stop() {
   wait_idle();
   for (auto& w : m_workers) w->notify(worker::attention_exit);
   for (auto& w : m_workers) w->join();
+  if (m_trace != nullptr) {  // the joins order the workers' rings before these reads
+    std::vector<unsigned> cpus;
+    for (auto& w : m_workers) cpus.push_back(w->cpu());
+    m_trace->finish(cpus);
+  }
   // A resource's destructor may retire others: from here (not a worker) they join
   // m_retired_external, freed below, outside the lock, until none is left.
   for (auto& w : m_workers) w->reclaim_all();

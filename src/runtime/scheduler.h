@@ -31,6 +31,7 @@
 #include "runtime/test_hooks.h"
 #include "runtime/worker.h"
 #include "tessera/runtime.h"
+#include "trace/trace_session.h"
 #include "util/compiler.h"
 #include "util/mutex.h"
 
@@ -407,6 +408,8 @@ class scheduler {
   retire_inbox m_retired;  // retired by threads that are not workers, until a worker adopts them
 
   std::chrono::steady_clock::time_point m_start;
+  /// The workers' trace rings while tracing is on (trace/trace_session.h); nullptr when off.
+  std::unique_ptr<trace_session> m_trace;
 
 };
 

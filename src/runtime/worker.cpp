@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <typeinfo>
 #include <stdexcept>
 #include <utility>
 
@@ -139,7 +140,11 @@ void worker::periodic() {
       m_clock_every /= 2;
     }
     m_clock_countdown = m_clock_every;
-    m_sched.try_advance_epoch(now);
+    advance_epoch(now);
+  }
+  if (m_trace != nullptr) [[unlikely]] {
+    trace_instant(trace_kind::queue_length, static_cast<std::uint32_t>(local_total()),
+                  static_cast<std::uint16_t>(m_wsize));
   }
   maybe_reclaim();
 }
@@ -344,6 +349,46 @@ void worker::prefetch(const task* t) noexcept {
 // ---- running a task -----------------------------------------------------------------------------
 
 TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
+  // Tracing off: this branch is all it costs (m_trace never changes while the worker runs).
+  if (m_trace != nullptr) [[unlikely]] {
+    execute_traced(t, p);
+    return;
+  }
+  execute_plain(t, p);
+}
+
+TESSERA_NOINLINE void worker::execute_traced(task* t, pool* p) {
+  // Read before the run: t may be destroyed by it, or be another worker's once forwarded.
+  trace_event e{.type = &typeid(*t)};
+  if (hdr(t).m_is_resource != 0) {
+    e.resource = hdr(t).m_data;
+    e.primitive = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->prim);
+  }
+  const std::uint64_t retries = m_guard.retries();
+  context_access::current(m_ctx) = nullptr;  // set again by a run: still nullptr if forwarded
+  e.start = trace_clock::now();
+  execute_plain(t, p);
+  e.end = trace_clock::now();
+  if (context_access::current(m_ctx) == nullptr) {  // passed to its resource's pool, not run
+    e.kind = trace_kind::forwarded;
+    e.type = nullptr;
+  }
+  e.value = static_cast<std::uint32_t>(m_guard.retries() - retries);
+  m_trace->record(e);
+}
+
+void worker::advance_epoch(std::uint64_t now) noexcept {
+  if (m_trace == nullptr) [[likely]] {
+    m_sched.try_advance_epoch(now);
+    return;
+  }
+  const std::uint64_t before = m_sched.global_epoch();
+  m_sched.try_advance_epoch(now);
+  if (const std::uint64_t after = m_sched.global_epoch(); after != before)
+    trace_instant(trace_kind::epoch_advanced, static_cast<std::uint32_t>(after));
+}
+
+TESSERA_ALWAYS_INLINE void worker::execute_plain(task* t, pool* p) {
   if (hdr(t).m_is_resource != 0) [[unlikely]] {
     execute_on_resource(t, p);
     return;

@@ -39,6 +39,7 @@
 #include "tessera/statistics.h"
 #include "tessera/detail/task_access.h"
 #include "tessera/task.h"
+#include "trace/trace_buffer.h"
 #include "util/compiler.h"
 #include "util/mutex.h"
 #include "util/owner_counter.h"
@@ -234,6 +235,15 @@ class worker {
     flush_group();
     m_epoch.publish_transfers();
   }
+  /// Before start(): record this worker's events into `b` (tessera/trace.h). Without it the
+  /// worker records nothing, at the cost of one predictable branch per event site.
+  void attach_trace(trace_buffer* b) noexcept { m_trace = b; }
+  /// This worker completed group `g` (its last task finished here): an instant in the trace.
+  void trace_group_completed(group g) noexcept {
+    if (m_trace != nullptr) [[unlikely]] {
+      trace_instant(trace_kind::group_completed, g.index);
+    }
+  }
   /// Flushes if tasks of `g` are about to leave this worker.
   void flush_group_if(group g) noexcept {
     if (g == m_gbatch.open_group()) flush_group();
@@ -300,6 +310,16 @@ class worker {
   void take_mail();
   void prefetch(const task* t) noexcept;
   TESSERA_ALWAYS_INLINE void execute(task* t, pool* p);
+  /// execute() without the trace: what both the plain and the traced path run.
+  TESSERA_ALWAYS_INLINE void execute_plain(task* t, pool* p);
+  /// execute() while tracing: the task's span around execute_plain (out of line).
+  void execute_traced(task* t, pool* p);
+  /// An event at this moment (tracing on only).
+  void trace_instant(trace_kind kind, std::uint32_t value, std::uint16_t peer = 0) noexcept {
+    m_trace->record({.start = trace_clock::now(), .value = value, .peer = peer, .kind = kind});
+  }
+  /// try_advance_epoch, and with tracing on an instant if it advanced the epoch.
+  void advance_epoch(std::uint64_t now) noexcept;
   /// The task loop while a group is cancelled (scheduler::cancellations() != 0): each task is
   /// checked first, and one of a cancelled group is dropped. True if it stopped because no
   /// cancellation is in force any more (tasks may be left), false when none was left or the
@@ -416,6 +436,7 @@ class worker {
   // and idle(), set out of reach once it ran (until the next reset).
   std::uint32_t m_spawns_until_offer = 2;
   group_batch m_gbatch;  // the running tasks' changes to one group's count
+  trace_buffer* m_trace = nullptr;  // this worker's trace ring; nullptr: tracing off
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).

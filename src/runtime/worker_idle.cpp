@@ -98,7 +98,7 @@ void worker::idle() {
   m_spawns_until_offer = 2;
   m_distance = m_sched.prefetch_distance();
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
-  m_sched.try_advance_epoch(start);
+  advance_epoch(start);
   maybe_reclaim();
   if (local_total() != 0) return;  // the reclaim task
   // After the publish (wait_idle() reads the published counts) and after the reclamation task:
@@ -179,10 +179,16 @@ bool worker::park() {
     timeout_ns = t;
   }
 #endif
+  if (m_trace != nullptr) [[unlikely]] {
+    trace_instant(trace_kind::park, 0);
+  }
   futex_wait_for(m_sleeping, 1, timeout_ns);
   // Still 1: nobody woke us (a waker exchanges it to 0 before its futex wake); the timeout, or a
   // spurious return. Relaxed: only this worker's own next idle() depends on it.
   const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
+  if (m_trace != nullptr) [[unlikely]] {
+    trace_instant(trace_kind::wake, timed_out ? 1 : 0);
+  }
   // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
   if (active) m_sched.count_unparked();
   m_sched.clear_blind(*this);  // awake: we look for work ourselves

@@ -71,6 +71,9 @@ void worker::give_pool(pool* p, worker& to) {
     to.m_incoming.push_back(p);
   }
   to.notify(attention_incoming);
+  if (m_trace != nullptr) [[unlikely]] {
+    trace_instant(trace_kind::pool_handed, 1, static_cast<std::uint16_t>(to.m_index));
+  }
 }
 
 void worker::give_everything() {
@@ -176,6 +179,10 @@ void worker::answer_steal_request() {
   bump(m_stats.steal_walk_steps, steps);
   if (moved > 0) {
     bump(m_stats.tasks_stolen, moved);
+    if (m_trace != nullptr) [[unlikely]] {
+      trace_instant(trace_kind::tasks_stolen, static_cast<std::uint32_t>(moved),
+                    static_cast<std::uint16_t>(thief));
+    }
   } else {
     bump(m_stats.steal_answers_empty);
   }

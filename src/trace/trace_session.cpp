@@ -1,0 +1,258 @@
+#include "trace/trace_session.h"
+
+#include <cxxabi.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <typeinfo>
+
+#include "tessera/resource.h"
+
+namespace tessera::detail {
+namespace {
+
+/// The events of every runtime of this process that traced into a file, formatted, in the order
+/// the runtimes stopped. The file is rewritten whole from here at each stop, so that it is valid
+/// JSON after every one of them.
+struct trace_file_contents {
+  std::vector<std::string> runtimes;  // each: comma-separated events, no brackets
+  std::uint64_t recorded = 0;
+  std::uint64_t dropped = 0;
+};
+
+struct trace_files {
+  std::mutex mutex;
+  std::map<std::string, trace_file_contents> files;
+  /// The steady clock's reading when the first session of the process began: ts 0 in every file.
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+};
+
+trace_files& files() {
+  // Never destroyed: a runtime held in a static object may stop after exit began.
+  static trace_files* const f = new trace_files;
+  return *f;
+}
+
+void append_escaped(std::string& out, std::string_view s) {
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
+      out += u;
+    } else {
+      out += c;
+    }
+  }
+}
+
+std::string demangled(const void* type) {
+  if (type == nullptr) return "task";
+  const char* mangled = static_cast<const std::type_info*>(type)->name();
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = (status == 0 && d != nullptr) ? d : mangled;
+  std::free(d);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's buffer
+  return out;
+}
+
+/// "12.345" from 12345 ns: microseconds with nanosecond digits, exact.
+void append_us(std::string& out, std::uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+  out += text;
+}
+
+std::string_view primitive_name(std::uint8_t p) noexcept {
+  return to_string(static_cast<primitive>(p));
+}
+
+}  // namespace
+
+std::unique_ptr<trace_session> trace_session::from_options(const trace_options& options,
+                                                           unsigned workers) {
+  std::string file = options.file;
+  if (file.empty()) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read once per runtime, nobody here sets it
+    if (const char* env = std::getenv("TESSERA_TRACE"); env != nullptr) file = env;
+  }
+  if (file.empty()) return nullptr;
+  return std::make_unique<trace_session>(std::move(file), options.events_per_worker, workers);
+}
+
+trace_session::trace_session(std::string file, std::size_t events_per_worker, unsigned workers)
+    : m_file(std::move(file)) {
+  (void)files();  // fixes the origin no later than the first session
+  for (unsigned i = 0; i < workers; ++i)
+    m_buffers.push_back(std::make_unique<trace_buffer>(events_per_worker));
+  m_steady0 = std::chrono::steady_clock::now();
+  m_ticks0 = trace_clock::now();
+}
+
+void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
+  if (m_finished) return;
+  m_finished = true;
+  try {
+    const std::uint64_t ticks1 = trace_clock::now();
+    const auto steady1 = std::chrono::steady_clock::now();
+    trace_files& all = files();
+    const std::scoped_lock hold(all.mutex);
+    trace_file_contents& contents = all.files[m_file];
+    const unsigned pid = static_cast<unsigned>(contents.runtimes.size()) + 1;
+    const auto ns_between = [](auto a, auto b) {
+      return static_cast<double>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+    };
+    const double offset_ns = ns_between(all.origin, m_steady0);
+    const double rate = ticks1 > m_ticks0 ? ns_between(m_steady0, steady1) /
+                                                static_cast<double>(ticks1 - m_ticks0)
+                                          : 1.0;
+    // Monotone in the ticks: spans stay ordered and apart after the conversion.
+    const auto to_ns = [&](std::uint64_t ticks) -> std::uint64_t {
+      const double since = ticks >= m_ticks0
+                               ? static_cast<double>(ticks - m_ticks0)
+                               : -static_cast<double>(m_ticks0 - ticks);
+      const double ns = offset_ns + since * rate;
+      return ns <= 0 ? 0 : static_cast<std::uint64_t>(ns);
+    };
+    std::map<const void*, std::string> names;
+    std::string out;
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
+                  "\"args\":{\"name\":\"tessera runtime %u (%zu workers)\"}}",
+                  pid, pid, m_buffers.size());
+    out += text;
+    for (unsigned w = 0; w < m_buffers.size(); ++w) {
+      const trace_buffer& b = *m_buffers[w];
+      contents.recorded += b.recorded();
+      contents.dropped += b.dropped();
+      std::snprintf(text, sizeof text,
+                    ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
+                    "{\"name\":\"worker %u (cpu %u)\",\"recorded\":%" PRIu64
+                    ",\"dropped\":%" PRIu64 "}}",
+                    pid, w, w, w < cpus.size() ? cpus[w] : 0u, b.recorded(), b.dropped());
+      out += text;
+      std::snprintf(text, sizeof text,
+                    ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%u,\"tid\":%u,"
+                    "\"args\":{\"sort_index\":%u}}",
+                    pid, w, w);
+      out += text;
+      b.for_each([&](const trace_event& e) {
+        const std::uint64_t ts = to_ns(e.start);
+        const auto instant = [&](const char* cat, const char* name) {
+          std::snprintf(text, sizeof text,
+                        ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"%s\",\"name\":\"%s\",\"pid\":%u,"
+                        "\"tid\":%u,\"ts\":",
+                        cat, name, pid, w);
+          out += text;
+          append_us(out, ts);
+        };
+        switch (e.kind) {
+          case trace_kind::task: {
+            auto it = names.find(e.type);
+            if (it == names.end()) it = names.emplace(e.type, demangled(e.type)).first;
+            out += ",\n{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"";
+            append_escaped(out, it->second);
+            std::snprintf(text, sizeof text, "\",\"pid\":%u,\"tid\":%u,\"ts\":", pid, w);
+            out += text;
+            append_us(out, ts);
+            out += ",\"dur\":";
+            const std::uint64_t end = to_ns(e.end);
+            append_us(out, end > ts ? end - ts : 0);
+            if (e.resource != nullptr) {
+              std::snprintf(text, sizeof text,
+                            ",\"args\":{\"resource\":\"%p\",\"primitive\":\"%.*s\","
+                            "\"retries\":%u}}",
+                            e.resource, static_cast<int>(primitive_name(e.primitive).size()),
+                            primitive_name(e.primitive).data(), e.value);
+              out += text;
+            } else {
+              out += ",\"args\":{\"resource\":null,\"primitive\":\"none\",\"retries\":0}}";
+            }
+            break;
+          }
+          case trace_kind::forwarded:
+            instant("task", "forwarded to its resource's pool");
+            out += "}";
+            break;
+          case trace_kind::pool_handed:
+          case trace_kind::tasks_stolen:
+            instant("steal",
+                    e.kind == trace_kind::pool_handed ? "pool handed over" : "tasks stolen");
+            std::snprintf(text, sizeof text, ",\"args\":{\"from\":%u,\"to\":%u,\"count\":%u}}",
+                          w, static_cast<unsigned>(e.peer), e.value);
+            out += text;
+            break;
+          case trace_kind::park:
+            instant("idle", "park");
+            out += "}";
+            break;
+          case trace_kind::wake:
+            instant("idle", "wake");
+            out += e.value != 0 ? ",\"args\":{\"timed_out\":true}}"
+                                : ",\"args\":{\"timed_out\":false}}";
+            break;
+          case trace_kind::epoch_advanced:
+            instant("epoch", "epoch advanced");
+            std::snprintf(text, sizeof text, ",\"args\":{\"epoch\":%u}}", e.value);
+            out += text;
+            break;
+          case trace_kind::group_completed:
+            instant("group", "group completed");
+            std::snprintf(text, sizeof text, ",\"args\":{\"group\":%u}}", e.value);
+            out += text;
+            break;
+          case trace_kind::queue_length:
+            std::snprintf(text, sizeof text,
+                          ",\n{\"ph\":\"C\",\"name\":\"queue w%u\",\"pid\":%u,\"tid\":%u,"
+                          "\"ts\":",
+                          w, pid, w);
+            out += text;
+            append_us(out, ts);
+            std::snprintf(text, sizeof text, ",\"args\":{\"queued\":%u,\"window\":%u}}",
+                          e.value, static_cast<unsigned>(e.peer));
+            out += text;
+            break;
+        }
+      });
+    }
+    contents.runtimes.push_back(std::move(out));
+
+    const std::string temporary = m_file + ".tmp";
+    std::FILE* f = std::fopen(temporary.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "tessera: trace: cannot write '%s': %s\n", temporary.c_str(),
+                   std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+      return;
+    }
+    std::fputs("{\"traceEvents\":[\n", f);
+    for (std::size_t i = 0; i < contents.runtimes.size(); ++i) {
+      if (i > 0) std::fputs(",\n", f);
+      std::fwrite(contents.runtimes[i].data(), 1, contents.runtimes[i].size(), f);
+    }
+    std::fprintf(f,
+                 "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tessera_trace\":1,"
+                 "\"runtimes\":%zu,\"recorded_events\":%" PRIu64 ",\"dropped_events\":%" PRIu64
+                 "}}\n",
+                 contents.runtimes.size(), contents.recorded, contents.dropped);
+    const bool ok = std::ferror(f) == 0;
+    if (std::fclose(f) != 0 || !ok || std::rename(temporary.c_str(), m_file.c_str()) != 0) {
+      std::fprintf(stderr, "tessera: trace: cannot write '%s': %s\n", m_file.c_str(),
+                   std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+      std::remove(temporary.c_str());
+    }
+  } catch (const std::exception& e) {  // out of memory formatting: the runtime goes on
+    std::fprintf(stderr, "tessera: trace: not written: %s\n", e.what());
+  }
+}
+
+}  // namespace tessera::detail

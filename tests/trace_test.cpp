@@ -1,0 +1,304 @@
+// Trace (tessera/trace.h): the file is Chrome trace-event JSON of the documented shape; per
+// worker the task spans are ordered and apart; one span per executed task; a program whose task
+// throws, or whose group is cancelled, still writes a valid file; a tiny ring drops and counts.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+#include <variant>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tessera::test {
+namespace {
+
+// ---- a small JSON reader (enough to check the file's shape) ---------------------------------
+
+struct json;
+using json_object = std::map<std::string, json>;
+using json_array = std::vector<json>;
+struct json {
+  std::variant<std::nullptr_t, bool, double, std::string, json_array, json_object> v;
+  const json_object& object() const { return std::get<json_object>(v); }
+  const json_array& array() const { return std::get<json_array>(v); }
+  double number() const { return std::get<double>(v); }
+  const std::string& text() const { return std::get<std::string>(v); }
+  bool has(const std::string& k) const { return object().count(k) != 0; }
+  const json& operator[](const std::string& k) const { return object().at(k); }
+};
+
+class json_reader {
+ public:
+  explicit json_reader(std::string s) : m_s(std::move(s)) {}
+  json document() {
+    json j = value();
+    space();
+    if (m_i != m_s.size()) fail("text after the document");
+    return j;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw std::runtime_error("JSON: " + why + " at byte " + std::to_string(m_i));
+  }
+  void space() {
+    while (m_i < m_s.size() && (m_s[m_i] == ' ' || m_s[m_i] == '\n' || m_s[m_i] == '\t' ||
+                                m_s[m_i] == '\r'))
+      ++m_i;
+  }
+  bool eat(char c) {
+    space();
+    if (m_i < m_s.size() && m_s[m_i] == c) {
+      ++m_i;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (m_i < m_s.size() && m_s[m_i] != '"') {
+      char c = m_s[m_i++];
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (c == '\\') {
+        if (m_i >= m_s.size()) fail("cut escape");
+        const char e = m_s[m_i++];
+        if (e == 'u') {
+          if (m_i + 4 > m_s.size()) fail("cut \\u");
+          c = static_cast<char>(std::stoi(m_s.substr(m_i, 4), nullptr, 16));
+          m_i += 4;
+        } else if (e == '"' || e == '\\' || e == '/') {
+          c = e;
+        } else if (e == 'n') {
+          c = '\n';
+        } else if (e == 't') {
+          c = '\t';
+        } else {
+          fail("unknown escape");
+        }
+      }
+      out += c;
+    }
+    expect('"');
+    return out;
+  }
+  json value() {
+    space();
+    if (m_i >= m_s.size()) fail("unexpected end");
+    const char c = m_s[m_i];
+    if (c == '{') {
+      ++m_i;
+      json_object o;
+      if (!eat('}')) {
+        do {
+          space();
+          std::string k = string();
+          expect(':');
+          o.emplace(std::move(k), value());
+        } while (eat(','));
+        expect('}');
+      }
+      return {std::move(o)};
+    }
+    if (c == '[') {
+      ++m_i;
+      json_array a;
+      if (!eat(']')) {
+        do a.push_back(value());
+        while (eat(','));
+        expect(']');
+      }
+      return {std::move(a)};
+    }
+    if (c == '"') return {string()};
+    for (const auto& [word, j] : {std::pair<const char*, json>{"null", {nullptr}},
+                                  {"true", {true}}, {"false", {false}}}) {
+      if (m_s.compare(m_i, std::strlen(word), word) == 0) {
+        m_i += std::strlen(word);
+        return j;
+      }
+    }
+    std::size_t used = 0;
+    const double d = std::stod(m_s.substr(m_i, 40), &used);
+    if (used == 0) fail("not a value");
+    m_i += used;
+    return {d};
+  }
+  std::string m_s;
+  std::size_t m_i = 0;
+};
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("no file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json_reader(ss.str()).document();
+}
+
+/// A file name of its own for each test (ctest runs tests in parallel).
+std::string trace_path(const char* what) {
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string("tessera_trace_") + info->name() + "_" + what + "_" +
+                     std::to_string(::getpid()) + ".json";
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return testing::TempDir() + name;
+}
+
+struct trace_summary {
+  std::size_t spans = 0;
+  std::uint64_t dropped = 0;
+  std::size_t runtimes = 0;
+};
+
+/// Checks the documented shape and the per-worker order of the spans; counts them.
+trace_summary check_trace(const std::string& path) {
+  const json doc = read_json_file(path);
+  trace_summary s;
+  EXPECT_EQ(doc["displayTimeUnit"].text(), "ns");
+  const json& other = doc["otherData"];
+  s.dropped = static_cast<std::uint64_t>(other["dropped_events"].number());
+  s.runtimes = static_cast<std::size_t>(other["runtimes"].number());
+  std::map<std::pair<int, int>, double> last_end;  // (pid, tid): end of the last span, µs
+  std::map<std::pair<int, int>, bool> named;
+  for (const json& e : doc["traceEvents"].array()) {
+    const std::string& ph = e["ph"].text();
+    const int pid = static_cast<int>(e["pid"].number());
+    EXPECT_GE(pid, 1);
+    EXPECT_FALSE(e["name"].text().empty());
+    if (ph == "M") {
+      if (e["name"].text() == "thread_name") {
+        named[{pid, static_cast<int>(e["tid"].number())}] = true;
+        EXPECT_TRUE(e["args"].has("dropped"));
+      }
+      continue;
+    }
+    const std::pair<int, int> track{pid, static_cast<int>(e["tid"].number())};
+    EXPECT_TRUE(named[track]) << "an event on a track without a thread_name before it";
+    const double ts = e["ts"].number();
+    EXPECT_GE(ts, 0.0);
+    if (ph == "X") {
+      ++s.spans;
+      EXPECT_EQ(e["cat"].text(), "task");
+      const double dur = e["dur"].number();
+      EXPECT_GE(dur, 0.0);
+      EXPECT_TRUE(e["args"].has("resource"));
+      EXPECT_TRUE(e["args"].has("primitive"));
+      EXPECT_TRUE(e["args"].has("retries"));
+      // ts and dur are exact to the nanosecond: compare in whole nanoseconds
+      const auto ns = [](double us) { return static_cast<long long>(us * 1000.0 + 0.5); };
+      auto it = last_end.find(track);
+      if (it != last_end.end()) {
+        EXPECT_LE(ns(it->second), ns(ts)) << "spans overlap or are out of order on worker "
+                                          << track.second;
+      }
+      last_end[track] = ts + dur;
+    } else if (ph == "i") {
+      EXPECT_EQ(e["s"].text(), "t");
+    } else if (ph == "C") {
+      EXPECT_TRUE(e["args"].has("queued"));
+    } else {
+      ADD_FAILURE() << "unexpected phase " << ph;
+    }
+  }
+  return s;
+}
+
+class trace_test : public runtime_fixture {};
+
+struct counter {
+  std::uint64_t value = 0;
+};
+
+TEST_P(trace_test, one_ordered_span_per_executed_task_in_chrome_json) {
+  const std::string path = trace_path("main");
+  auto& r = start({.trace = {.file = path}});
+  auto* c = r.make_resource<counter>(resource_hints{});
+  const group g = r.make_group();
+  const std::uint64_t n = scaled(600, 150);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    r.spawn(
+        [c, i](context& ctx) {
+          if (i % 3 == 0) {  // a child on the resource: spans with a primitive
+            auto* t = ctx.runtime().make_task_from([c](context&) { ++c->value; });
+            t->annotate_resource(c, access::write);
+            ctx.spawn(t);
+          }
+        },
+        g);
+  }
+  r.wait(g);
+  r.stop();
+  const std::uint64_t executed = r.statistics().total().executed;
+  EXPECT_EQ(c->value, (n + 2) / 3);
+  const trace_summary s = check_trace(path);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(s.runtimes, 1u);
+  EXPECT_EQ(s.spans, executed);
+  r.destroy_resource(c);
+  std::remove(path.c_str());
+}
+
+TEST_P(trace_test, a_throwing_task_and_a_cancelled_group_still_leave_a_valid_file) {
+  const std::string path = trace_path("errors");
+  auto& r = start({.trace = {.file = path}});
+  const group thrown = r.make_group();
+  r.spawn([](context&) { throw std::runtime_error("boom"); }, thrown);
+  EXPECT_THROW(r.wait(thrown), std::runtime_error);
+  const group cancelled = r.make_group();
+  r.spawn([](context& ctx) {  // keeps spawning until the cancel drops its children
+    for (int i = 0; i < 8; ++i) ctx.spawn([](context&) {});
+  }, cancelled);
+  r.cancel(cancelled);
+  r.wait(cancelled);
+  r.stop();
+  const trace_summary s = check_trace(path);
+  EXPECT_EQ(s.spans, r.statistics().total().executed);
+  std::remove(path.c_str());
+}
+
+TEST_P(trace_test, a_tiny_ring_keeps_the_newest_events_and_counts_the_rest) {
+  if (GetParam() != 1) GTEST_SKIP() << "one worker: every task lands in its ring";
+  const std::string path = trace_path("tiny");
+  auto& r = start({.trace = {.file = path, .events_per_worker = 16}});
+  const group g = r.make_group();
+  for (int i = 0; i < 200; ++i) r.spawn([](context&) {}, g);
+  r.wait(g);
+  r.stop();
+  const trace_summary s = check_trace(path);
+  EXPECT_LE(s.spans, 16u);
+  EXPECT_GE(s.dropped, 200u - 16u);
+  std::remove(path.c_str());
+}
+
+TEST_P(trace_test, the_environment_turns_it_on_and_runtimes_share_the_file) {
+  if (GetParam() != 2) GTEST_SKIP() << "once is enough";
+  const std::string path = trace_path("env");
+  ASSERT_EQ(::setenv("TESSERA_TRACE", path.c_str(), 1), 0);
+  for (int k = 0; k < 2; ++k) {
+    runtime r({.workers = 2});
+    r.spawn([](context&) {});
+    r.wait_idle();
+  }
+  ASSERT_EQ(::unsetenv("TESSERA_TRACE"), 0);
+  const trace_summary s = check_trace(path);
+  EXPECT_EQ(s.runtimes, 2u);
+  EXPECT_EQ(s.spans, 2u);
+  std::remove(path.c_str());
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(trace_test);
+
+}  // namespace
+}  // namespace tessera::test
