@@ -7,7 +7,8 @@
 # five rounds in turns did not repeat (tessera ahead in every round).
 # Extra arguments go to `tessera-bench ycsb` (try --help) and override these defaults, e.g.
 # `--repeat 1` for one round, or `--implementation all` to add tessera without prefetching.
-# JOBS=N builds with N jobs (default: one per CPU).
+# JOBS=N builds with N jobs (default: one per CPU). The table, the JSON and the figures are kept
+# in results/<date-time>/, which the last line names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
@@ -34,5 +35,12 @@ if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
 fi
 cmake --build --preset bench -j "${jobs}" --target tessera-bench
 defaults=(--repeat 3 --implementation tessera,threads,tbb)
-echo "run-benchmark: tessera-bench ycsb ${defaults[*]} $*" >&2
-exec build/bench/bench/tessera-bench ycsb "${defaults[@]}" "$@"
+# The table, the JSON rows and the figures (scripts/plot.py) go into results/<UTC date-time>/
+# (git-ignored).
+out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)"
+mkdir -p "$out"
+echo "run-benchmark: tessera-bench ycsb ${defaults[*]} $* --json $out/results.json" >&2
+build/bench/bench/tessera-bench ycsb "${defaults[@]}" "$@" --json "$out/results.json" |
+  tee "$out/table.txt"
+.venv/bin/python scripts/plot.py "$out/results.json" --out "$out" >/dev/null
+echo "run-benchmark: table, JSON and figures in $out/ (table.txt, results.json, *.svg, *.png)"
