@@ -75,9 +75,7 @@ int run(const options& o) {
   return status;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parse_and_run(int argc, char** argv) {
   options o;
   CLI::App app{"tessera-join: the morsel-driven hash join on TPC-H (DuckDB's generator), checked "
                "against DuckDB's answer",
@@ -118,4 +116,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-join: %s\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {  // CLI11's set-up, an allocation
+    std::fprintf(stderr, "tessera-join: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessera-join: unknown exception\n");
+  }
+  return 1;
 }
