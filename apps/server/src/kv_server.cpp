@@ -23,9 +23,9 @@ namespace {
 char signal_tag;
 char wake_tag;
 
-constexpr std::size_t read_chunk = 16 * 1024;
+constexpr std::size_t read_chunk = std::size_t{16} * 1024;
 /// Bytes read per readiness event before the batch runs (the rest on the next event).
-constexpr std::size_t read_per_event = 1024 * 1024;
+constexpr std::size_t read_per_event = std::size_t{1024} * 1024;
 /// Requests per batch at most.
 constexpr std::size_t batch_limit = 512;
 /// Redis's client-query-buffer-limit: unparsed input beyond it closes the connection.
@@ -458,7 +458,7 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
     const bool had_requests = !c.cmds.empty();
     complete_batch(c);
     if (c.close_after_reply || !had_requests) break;
-    if (c.out.size() - c.out_pos >= 64 * 1024) {
+    if (c.out.size() - c.out_pos >= std::size_t{64} * 1024) {
       if (flush(c) == flush_outcome::failed) return close_connection(c);
       if (c.out_pos < c.out.size()) return rearm(c, true);  // the client reads slowly
     }
@@ -529,7 +529,7 @@ void kv_server::complete_batch(connection& c) {
   if (c.in_pos == c.in.size()) {
     c.in.clear();
     c.in_pos = 0;
-  } else if (c.in_pos > 64 * 1024) {
+  } else if (c.in_pos > std::size_t{64} * 1024) {
     c.in.erase(0, c.in_pos);
     c.in_pos = 0;
   }

@@ -50,7 +50,7 @@ void reply_writer::map(std::size_t n) {
   if (m_proto == protocol::resp3) {
     header('%', static_cast<long long>(n));
   } else {
-    header('*', static_cast<long long>(2 * n));
+    header('*', 2 * static_cast<long long>(n));
   }
 }
 
@@ -63,7 +63,7 @@ void reply_writer::verbatim(std::string_view text) {
     bulk(text);
     return;
   }
-  header('=', static_cast<long long>(text.size() + 4));
+  header('=', static_cast<long long>(text.size()) + 4);
   m_out->append("txt:");
   m_out->append(text);
   m_out->append("\r\n");

@@ -331,8 +331,11 @@ void cmd_config(call& k) {
       }
       std::string error;
       if (!apply_directive(next, name, {std::string(k.args[i + 1])}, error)) {
-        return k.error("ERR CONFIG SET failed (possibly related to argument '" + name +
-                       "') - " + error);
+        std::string msg = "ERR CONFIG SET failed (possibly related to argument '";
+        msg += name;
+        msg += "') - ";
+        msg += error;
+        return k.error(msg);
       }
     }
     k.srv->config() = next;
