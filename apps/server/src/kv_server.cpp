@@ -118,6 +118,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_sweep.visit = &sweep_leaf;
   m_sweep.on_done = &sweep_done;
   m_sweep.user = &m_sweeping;
+  m_worker_poll = s.worker_poll;
 }
 
 kv_server::~kv_server() {
@@ -227,24 +228,7 @@ int kv_server::run() {
   std::int64_t next_tick = steady_ms() + 100;
   while (!m_stopping.load(std::memory_order_relaxed)) {
     const int n = ::epoll_wait(m_epoll, events, 256, 100);
-    for (int i = 0; i < n; ++i) {
-      void* tag = events[i].data.ptr;
-      if (tag == &signal_tag) {
-        signalfd_siginfo si{};
-        while (::read(m_signal_fd, &si, sizeof(si)) == sizeof(si)) {
-          std::printf("tessera-kv-server: signal %u, shutting down\n", si.ssi_signo);
-        }
-        m_stopping.store(true, std::memory_order_relaxed);
-      } else if (tag == &wake_tag) {
-        std::uint64_t v = 0;
-        [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
-      } else if ((events[i].data.u64 & 0xFF) == 1) {
-        accept_all(static_cast<int>(events[i].data.u64 >> 8));
-      } else {
-        auto* c = static_cast<connection*>(tag);
-        m_rt->spawn(m_rt->make_task<serve_task>(this, c));
-      }
-    }
+    for (int i = 0; i < n; ++i) handle_event(events[i], nullptr);
     const std::int64_t now = steady_ms();
     if (now >= next_tick) {
       next_tick = now + 100;
@@ -258,6 +242,39 @@ int kv_server::run() {
   std::printf("tessera-kv-server: ready to exit, bye bye\n");
   std::fflush(stdout);
   return 0;
+}
+
+void kv_server::handle_event(const epoll_event& e, tessera::context* ctx) {
+  void* tag = e.data.ptr;
+  if (tag == &signal_tag) {
+    signalfd_siginfo si{};
+    while (::read(m_signal_fd, &si, sizeof(si)) == sizeof(si)) {
+      std::printf("tessera-kv-server: signal %u, shutting down\n", si.ssi_signo);
+      std::fflush(stdout);
+    }
+    request_shutdown();
+  } else if (tag == &wake_tag) {
+    std::uint64_t v = 0;
+    [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
+    // A worker that took the poller's wake-up passes it on: the poller must see m_stopping.
+    if (ctx != nullptr && m_stopping.load(std::memory_order_relaxed)) request_shutdown();
+  } else if ((e.data.u64 & 0xFF) == 1) {
+    accept_all(static_cast<int>(e.data.u64 >> 8));
+  } else {
+    auto* c = static_cast<connection*>(tag);
+    if (ctx != nullptr) {
+      ctx->spawn(ctx->make_task<serve_task>(this, c));  // this worker's pool: no wake-up
+    } else {
+      m_rt->spawn(m_rt->make_task<serve_task>(this, c));
+    }
+  }
+}
+
+void kv_server::poll_from_worker(tessera::context& ctx) {
+  if (!m_worker_poll || m_stopping.load(std::memory_order_relaxed)) return;
+  epoll_event events[32];
+  const int n = ::epoll_wait(m_epoll, events, 32, 0);
+  for (int i = 0; i < n; ++i) handle_event(events[i], &ctx);
 }
 
 void kv_server::tick() {
@@ -470,6 +487,7 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
   }
   if (c.close_after_reply) return close_connection(c);
   rearm(c, false);
+  poll_from_worker(ctx);  // c is not touched after its re-arm
 }
 
 void kv_server::batch_done(connection& c, tessera::context& ctx) {
