@@ -1,14 +1,45 @@
 // The partition tables and the probe kernel (join/hash_table.h).
 #include "join/hash_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <new>
+#include <utility>
 
 namespace join {
 
+zeroed_memory::zeroed_memory(std::size_t bytes) {
+  constexpr std::size_t huge_page = std::size_t{2} << 20;
+  if (bytes == 0) return;
+  m_bytes = bytes >= huge_page ? (bytes + huge_page - 1) / huge_page * huge_page : bytes;
+  void* p = ::mmap(nullptr, m_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (m_bytes >= huge_page) (void)::madvise(p, m_bytes, MADV_HUGEPAGE);  // a hint: may be refused
+  m_data = p;
+}
+
+zeroed_memory::zeroed_memory(zeroed_memory&& other) noexcept
+    : m_data(std::exchange(other.m_data, nullptr)), m_bytes(std::exchange(other.m_bytes, 0)) {}
+
+zeroed_memory& zeroed_memory::operator=(zeroed_memory&& other) noexcept {
+  if (this != &other) {
+    if (m_data != nullptr) ::munmap(m_data, m_bytes);
+    m_data = std::exchange(other.m_data, nullptr);
+    m_bytes = std::exchange(other.m_bytes, 0);
+  }
+  return *this;
+}
+
+zeroed_memory::~zeroed_memory() {
+  if (m_data != nullptr) ::munmap(m_data, m_bytes);
+}
+
 partition_table::partition_table(std::size_t rows) {
   const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(16, rows * 2));
-  m_slots.reset(new hash_slot[capacity]());  // value-initialized: every slot empty
+  m_memory = zeroed_memory(capacity * sizeof(hash_slot));  // every slot empty
+  m_slots = static_cast<hash_slot*>(m_memory.data());
   m_mask = capacity - 1;
 }
 

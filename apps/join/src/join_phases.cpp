@@ -18,7 +18,8 @@ join_phases::join_phases(const join_input& input, unsigned partitions,
                                 " probe values");
   m_build_morsels = (input.build_keys.size() + m_records - 1) / m_records;
   m_probe_morsels = (input.probe_keys.size() + m_records - 1) / m_records;
-  m_scatter.reset(new entry[input.build_keys.size()]);  // written by phase 1, not zeroed
+  m_scatter_memory = zeroed_memory(input.build_keys.size() * sizeof(entry));
+  m_scatter = static_cast<entry*>(m_scatter_memory.data());
   m_offsets.reset(new std::size_t[m_build_morsels * (m_partitions + 1)]);
   m_tables.resize(m_partitions);
   m_views.resize(m_partitions);

@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 
 #include "join/join_query.h"
@@ -52,10 +51,31 @@ struct table_view {
   std::uint64_t mask = 0;  ///< capacity - 1
 };
 
+/// Zeroed memory for large arrays, straight from the kernel (mmap): nothing is touched until
+/// used, so a table's pages are first touched by the thread that fills it, and beyond 2 MiB the
+/// kernel is asked for huge pages (madvise MADV_HUGEPAGE): a probe of a table of tens of MiB
+/// otherwise misses the TLB on nearly every row. Throws std::bad_alloc.
+class zeroed_memory {
+ public:
+  zeroed_memory() = default;
+  explicit zeroed_memory(std::size_t bytes);
+  zeroed_memory(zeroed_memory&& other) noexcept;
+  zeroed_memory& operator=(zeroed_memory&& other) noexcept;
+  zeroed_memory(const zeroed_memory&) = delete;
+  zeroed_memory& operator=(const zeroed_memory&) = delete;
+  ~zeroed_memory();
+
+  void* data() const noexcept { return m_data; }
+
+ private:
+  void* m_data = nullptr;
+  std::size_t m_bytes = 0;
+};
+
 class partition_table {
  public:
   partition_table() = default;
-  /// Room for `rows` rows; the slots are zeroed (touched) by the calling thread.
+  /// Room for `rows` rows, all slots empty (zeroed memory, touched only by the inserts).
   explicit partition_table(std::size_t rows);
 
   /// Inserts (key, row). Only the owner, and only before the table is probed.
@@ -65,11 +85,12 @@ class partition_table {
     m_slots[i] = hash_slot{key, row + 1};
   }
 
-  table_view view() const noexcept { return {m_slots.get(), m_mask}; }
-  std::size_t capacity() const noexcept { return m_slots ? m_mask + 1 : 0; }
+  table_view view() const noexcept { return {m_slots, m_mask}; }
+  std::size_t capacity() const noexcept { return m_slots != nullptr ? m_mask + 1 : 0; }
 
  private:
-  std::unique_ptr<hash_slot[]> m_slots;
+  zeroed_memory m_memory;
+  hash_slot* m_slots = nullptr;
   std::uint64_t m_mask = 0;
 };
 

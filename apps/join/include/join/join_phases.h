@@ -67,7 +67,8 @@ class join_phases {
   std::size_t m_records;
   std::size_t m_build_morsels;
   std::size_t m_probe_morsels;
-  std::unique_ptr<entry[]> m_scatter;        ///< build rows, grouped by partition per morsel
+  zeroed_memory m_scatter_memory;
+  entry* m_scatter = nullptr;                ///< build rows, grouped by partition per morsel
   std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
   std::vector<partition_table> m_tables;
   std::vector<table_view> m_views;
