@@ -117,6 +117,11 @@ class connection {
   std::unique_ptr<walk_state> walk;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};
+  /// Hands the connection from one flow to the next across epoll: a release RMW before each
+  /// (re-)arm, an acquire RMW when a serve task starts. The kernel orders the arm before the
+  /// event; an RMW reads the latest value, so the serve task synchronizes with the flow before
+  /// it (a happens-before that ThreadSanitizer, which does not model epoll, can see).
+  std::atomic<std::uint64_t> handoff{0};
   std::string last_command;   ///< CLIENT LIST's cmd=
 };
 
