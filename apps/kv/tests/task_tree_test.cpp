@@ -439,7 +439,7 @@ TEST(task_tree_race, an_operation_that_meets_a_dead_leaf_starts_again_at_the_roo
   const std::uint64_t e = s.counted_epoch.load() + 3;
   ASSERT_TRUE(eventually([&] { return s.pin_held.load(); }));
   ASSERT_TRUE(nudge_until([&] { return sched.global_epoch() == e; }))
-      << "the epoch did not reach " << e;
+      << "the epoch did not reach " << e << " (now " << sched.global_epoch() << ")";
 
   // L's operation, on worker 0: L empties, is unhooked from the parent, dies; its merge waits.
   kv::request remove_l{.type = kv::request_type::remove, .key = l_key};
