@@ -22,9 +22,9 @@
 // while the graph runs (graph_run::add, below). Bodies are called through a const reference, on
 // many threads at once when runs overlap: their call operator must be const (a `mutable` lambda
 // does not compile). `add_many(n, body)` adds n nodes that share one body, called with the
-// node's number 0..n-1 among them: a node then costs the graph 8 bytes plus its edges (4 bytes
-// each, and the per-run count: 4 bytes per node), so a graph of 10 M nodes fits in well under
-// a gigabyte. Node handles (graph_node) take the annotations of a task (task.h): data and
+// node's number 0..n-1 among them: a node then costs the graph 12 bytes (its body's index, its
+// successor list's start, its in-degree) and an edge 4 (8 until the next spawn or validate()),
+// and a run 4 bytes per node, so a graph of 10 M nodes fits in a few hundred megabytes. Node handles (graph_node) take the annotations of a task (task.h): data and
 // resources (prefetched, and synchronized by the resource's primitive), priority, a worker or a
 // NUMA node to run on, and an optional name for error messages.
 //

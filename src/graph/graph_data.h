@@ -54,7 +54,7 @@ class body_arena {
   std::size_t bytes() const noexcept { return m_total; }
 
  private:
-  static constexpr std::size_t chunk_bytes = 64 * 1024;
+  static constexpr std::size_t chunk_bytes = std::size_t{64} * 1024;
   std::vector<std::unique_ptr<std::byte[]>> m_chunks;
   std::vector<std::unique_ptr<std::byte[]>> m_large;
   std::size_t m_used = chunk_bytes;  // in the last chunk; full: the next allocation starts one
