@@ -25,11 +25,11 @@ import os
 import sys
 
 STANDARD = {"benchmark", "implementation", "workers", "ops", "seconds", "ops_per_second",
-            "ns_per_op", "statistic", "repeat", "seconds_min", "seconds_max", "remark",
-            "reference", "ratio"}
+            "ns_per_op", "statistic", "repeat", "runs", "seconds_min", "seconds_max",
+            "remark", "reference", "ratio"}
 # Extra columns that vary along a figure's x axis or are results, not configurations.
 NOT_CONFIGURATION = {"prefetch_distance", "records_per_task", "vs_distance_0", "memory_mb",
-                     "edges", "in_flight", "verified"}
+                     "edges", "in_flight", "verified", "producers", "consumers"}
 MAX_PANELS = 12
 
 
@@ -141,6 +141,32 @@ def lines_against(ax, rows, x_key, y_key, series_key="implementation", log_x=Fal
     return len(series)
 
 
+def bars(fig_maker, bench, groups, key, title, name):
+    """One panel of grouped bars: a group per configuration, a bar per implementation."""
+    impls = list(dict.fromkeys(r["implementation"] for _, members in groups for r in members))
+    fig, axes = fig_maker.panels(1, title)
+    ax = axes[0]
+    fig.set_size_inches(max(6, 1.6 * len(groups) + 2), 4.2)
+    width = 0.8 / max(1, len(impls))
+    for k, impl in enumerate(impls):
+        xs, ys = [], []
+        for g, (_, members) in enumerate(groups):
+            for r in members:
+                if r["implementation"] == impl and isinstance(r.get(key), (int, float)):
+                    xs.append(g + k * width - 0.4 + width / 2)
+                    ys.append(r[key])
+        ax.bar(xs, ys, width, label=impl)
+    ax.set_xticks(range(len(groups)),
+                  [f"{label(c)}\n{members[0]['workers']} threads" for c, members in groups],
+                  fontsize=7)
+    ax.set_ylabel("ratio" if key == "ratio" else "operations per second")
+    if key == "ratio":
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig_maker.save(fig, name)
+
+
 def throughput(fig_maker, bench, rows, ratio=False):
     if ratio:
         rows = [r for r in rows if isinstance(r.get("ratio"), (int, float))]
@@ -150,11 +176,17 @@ def throughput(fig_maker, bench, rows, ratio=False):
     reference = rows[0].get("reference", "the reference")
     title = (f"{bench}: ops/s relative to {reference}" if ratio
              else f"{bench}: throughput against workers")
+    if all(len({r["workers"] for r in members}) == 1 for _, members in groups):
+        # one worker count per configuration (a queue pattern fixes its threads): bars
+        bars(fig_maker, bench, groups, "ratio" if ratio else "ops_per_second",
+             title.replace(" against workers", ""), f"{bench}-{'ratio' if ratio else 'throughput'}")
+        return
     fig, axes = fig_maker.panels(len(groups), title)
     for ax, (config, members) in zip(axes, groups):
         lines_against(ax, members, "workers", "ratio" if ratio else "ops_per_second")
         ax.set_title(label(config), fontsize=8)
         ax.set_xlabel("workers")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel("ratio" if ratio else "operations per second")
         if ratio:
             ax.axhline(1.0, color="grey", linewidth=0.8)
