@@ -151,9 +151,6 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
     out.output_buffer_limit = hard;
     return true;
   }
-  if (name == "worker-poll") {
-    return one([&](const std::string& a) { return parse_yes_no(a, out.worker_poll); });
-  }
   if (name == "logfile") {
     if (args.size() != 1) return bad_args(error, name);
     out.logfile = args[0];
@@ -230,7 +227,6 @@ std::string usage_text() {
          "  client-output-buffer-limit normal <hard> <soft> <secs>\n"
          "                               a client's pending replies at most <hard> (256mb)\n"
          "  workers <n>                  tessera workers (default: one per CPU)\n"
-         "  worker-poll yes|no           workers look for ready connections after each (yes)\n"
          "  logfile <path>               log here instead of stdout\n"
          "\n"
          "Example: tessera-kv-server --port 6380 --workers 2\n"

@@ -27,9 +27,6 @@ struct settings {
   std::uint64_t output_buffer_limit = 256ULL << 20;     ///< per client, then disconnect
   unsigned workers = 0;                                 ///< 0: one per CPU
   std::string logfile;                                  ///< "" : stdout
-  /// Workers that finish with a connection poll epoll (without blocking) for more
-  /// (tessera-specific: `worker-poll no` leaves readiness to the poller thread alone).
-  bool worker_poll = true;
 };
 
 enum class config_outcome : std::uint8_t { ok, help, version, error };

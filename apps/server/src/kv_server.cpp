@@ -118,7 +118,6 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_sweep.visit = &sweep_leaf;
   m_sweep.on_done = &sweep_done;
   m_sweep.user = &m_sweeping;
-  m_worker_poll = s.worker_poll;
 }
 
 kv_server::~kv_server() {
@@ -228,7 +227,7 @@ int kv_server::run() {
   std::int64_t next_tick = steady_ms() + 100;
   while (!m_stopping.load(std::memory_order_relaxed)) {
     const int n = ::epoll_wait(m_epoll, events, 256, 100);
-    for (int i = 0; i < n; ++i) handle_event(events[i], nullptr);
+    for (int i = 0; i < n; ++i) handle_event(events[i]);
     const std::int64_t now = steady_ms();
     if (now >= next_tick) {
       next_tick = now + 100;
@@ -244,7 +243,7 @@ int kv_server::run() {
   return 0;
 }
 
-void kv_server::handle_event(const epoll_event& e, tessera::context* ctx) {
+void kv_server::handle_event(const epoll_event& e) {
   void* tag = e.data.ptr;
   if (tag == &signal_tag) {
     signalfd_siginfo si{};
@@ -256,25 +255,13 @@ void kv_server::handle_event(const epoll_event& e, tessera::context* ctx) {
   } else if (tag == &wake_tag) {
     std::uint64_t v = 0;
     [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
-    // A worker that took the poller's wake-up passes it on: the poller must see m_stopping.
-    if (ctx != nullptr && m_stopping.load(std::memory_order_relaxed)) request_shutdown();
   } else if ((e.data.u64 & 0xFF) == 1) {
     accept_all(static_cast<int>(e.data.u64 >> 8));
   } else {
     auto* c = static_cast<connection*>(tag);
-    if (ctx != nullptr) {
-      ctx->spawn(ctx->make_task<serve_task>(this, c));  // this worker's pool: no wake-up
-    } else {
-      m_rt->spawn(m_rt->make_task<serve_task>(this, c));
-    }
+    // From outside the runtime: each serve task begins an operation of its own (epochs).
+    m_rt->spawn(m_rt->make_task<serve_task>(this, c));
   }
-}
-
-void kv_server::poll_from_worker(tessera::context& ctx) {
-  if (!m_worker_poll || m_stopping.load(std::memory_order_relaxed)) return;
-  epoll_event events[32];
-  const int n = ::epoll_wait(m_epoll, events, 32, 0);
-  for (int i = 0; i < n; ++i) handle_event(events[i], &ctx);
 }
 
 void kv_server::tick() {
@@ -491,23 +478,26 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
       if (c.out_pos < c.out.size()) return rearm(c, true);  // the client reads slowly
     }
   }
+  finish_flow(c);
+}
+
+void kv_server::batch_done(connection& c, tessera::context& /*ctx*/) {
+  complete_batch(c);
+  // The flow ends here, even with requests left in c.in: a task spawned by this one would
+  // belong to the same operation, and a flow that never ends would hold the epoch (and every
+  // retired value and directory) for ever. Requests left over are served by a fresh serve task:
+  // armed for writing, the socket is ready at once and the poller spawns one from outside.
+  finish_flow(c);
+}
+
+void kv_server::finish_flow(connection& c) {
   switch (flush(c)) {
     case flush_outcome::pending: return rearm(c, true);
     case flush_outcome::failed: return close_connection(c);
     case flush_outcome::sent: break;
   }
   if (c.close_after_reply) return close_connection(c);
-  rearm(c, false);
-  poll_from_worker(ctx);  // c is not touched after its re-arm
-}
-
-void kv_server::batch_done(connection& c, tessera::context& ctx) {
-  complete_batch(c);
-  if (c.close_after_reply) {
-    if (flush(c) == flush_outcome::pending) return rearm(c, true);
-    return close_connection(c);
-  }
-  advance(c, ctx);
+  rearm(c, c.in_pos < c.in.size());
 }
 
 bool kv_server::run_batch(connection& c, tessera::context& ctx) {

@@ -81,11 +81,10 @@ class kv_server {
 
  private:
   void accept_all(int listener);
-  /// A readiness event: from the poller (ctx nullptr) or from a worker (poll_from_worker).
-  void handle_event(const epoll_event& e, tessera::context* ctx);
-  /// A worker that has just finished with a connection asks epoll, without blocking, for more
-  /// ready connections and spawns their serve tasks into its own pool.
-  void poll_from_worker(tessera::context& ctx);
+  /// A readiness event on the poller thread.
+  void handle_event(const epoll_event& e);
+  /// Sends what is pending and re-arms the connection (or closes it): the end of a flow.
+  void finish_flow(connection& c);
   void advance(connection& c, tessera::context& ctx);
   bool run_batch(connection& c, tessera::context& ctx);
   void complete_batch(connection& c);
@@ -107,7 +106,6 @@ class kv_server {
   std::vector<int> m_ports;
   std::atomic<bool> m_stopping{false};
   std::atomic<bool> m_sweeping{false};
-  bool m_worker_poll = true;
   std::int64_t m_start_ms = 0;
   std::int64_t m_next_sweep_ms = 0;
   std::atomic<std::uint64_t> m_next_id{1};
