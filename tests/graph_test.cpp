@@ -64,7 +64,8 @@ shape layered(std::uint32_t layers, std::uint32_t width, std::uint64_t seed) {
       const std::uint32_t v = l * width + i;
       const unsigned preds = 1 + static_cast<unsigned>(mix(++r) % 3);
       for (unsigned p = 0; p < preds; ++p) {
-        const std::uint32_t back = mix(++r) % 4 == 0 ? 1 + static_cast<std::uint32_t>(mix(++r) % l) : 1;
+        const std::uint32_t back =
+            mix(++r) % 4 == 0 ? 1 + static_cast<std::uint32_t>(mix(++r) % l) : 1;
         const std::uint32_t u = (l - back) * width + static_cast<std::uint32_t>(mix(++r) % width);
         s.edges.emplace_back(u, v);
       }
@@ -245,8 +246,10 @@ TEST_P(graph_test, a_throwing_node_stops_its_successors_only) {
   thrower.precede(b);
   b.precede(c);
   // an independent chain of 100 and a node after both a and the chain
-  auto first = g.add_many(100, [&independent](context&, std::uint32_t) { independent.fetch_add(1); });
-  for (std::uint32_t i = 0; i + 1 < 100; ++i) g.precede(g.node(first.index() + i), g.node(first.index() + i + 1));
+  auto first =
+      g.add_many(100, [&independent](context&, std::uint32_t) { independent.fetch_add(1); });
+  for (std::uint32_t i = first.index(); i + 1 < first.index() + 100; ++i)
+    g.precede(g.node(i), g.node(i + 1));
   for (int round = 0; round < 3; ++round) {
     independent = 0;
     const group grp = r.make_group();
@@ -270,7 +273,8 @@ TEST_P(graph_test, cancel_drops_the_nodes_not_started) {
   });
   auto body = g.add_many(n, [&ran](context&, std::uint32_t) { ran.fetch_add(1); });
   head.precede(body);
-  for (std::uint32_t i = 0; i + 1 < n; ++i) g.precede(g.node(body.index() + i), g.node(body.index() + i + 1));
+  for (std::uint32_t i = body.index(); i + 1 < body.index() + n; ++i)
+    g.precede(g.node(i), g.node(i + 1));
   // a wide part too: 64 nodes after the head
   auto wide = g.add_many(64, [&ran](context&, std::uint32_t) { ran.fetch_add(1); });
   for (std::uint32_t i = 0; i < 64; ++i) g.precede(head, g.node(wide.index() + i));
@@ -480,7 +484,8 @@ TEST_P(graph_test, annotations_reach_the_node_tasks) {
   for (std::uint32_t i = 0; i < 200; ++i) {
     g.node(writers.index() + i).annotate_resource(res, access::write).annotate(priority::high);
   }
-  for (std::uint32_t i = 0; i < 20; ++i) g.precede(g.node(placed.index() + i), g.node(writers.index() + i));
+  for (std::uint32_t i = 0; i < 20; ++i)
+    g.precede(g.node(placed.index() + i), g.node(writers.index() + i));
   const group grp = r.make_group();
   r.spawn(g, grp);
   r.wait(grp);

@@ -54,7 +54,8 @@ graph compress(shape kind, std::uint32_t n, const edge_list& edges) {
 }
 
 std::uint32_t side_of(std::uint64_t nodes) {
-  return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::ceil(std::sqrt(double(nodes)))));
+  const double side = std::ceil(std::sqrt(static_cast<double>(nodes)));
+  return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(side));
 }
 
 }  // namespace
@@ -148,7 +149,8 @@ void node_work::check(const char* implementation) const {
   if (m_out_of_order.load(std::memory_order_relaxed))
     throw bench_failure(what + "a node started before one of its predecessors finished");
   for (std::uint32_t v = 0; v < m_graph->nodes; ++v) {
-    if (m_done[v] != m_stamp) throw bench_failure(what + "node " + std::to_string(v) + " did not run");
+    if (m_done[v] != m_stamp)
+      throw bench_failure(what + "node " + std::to_string(v) + " did not run");
   }
 }
 

@@ -7,7 +7,8 @@
 //
 //   tessera::task_graph graph;
 //   auto load  = graph.add([](tessera::context&) { load_input(); });
-//   auto left  = graph.add([](tessera::context&) { sort_left(); }).annotate(tessera::priority::high);
+//   auto left  = graph.add([](tessera::context&) { sort_left(); });
+//   left.annotate(tessera::priority::high);
 //   auto right = graph.add([](tessera::context&) { sort_right(); });
 //   auto merge = graph.add([](tessera::context&) { merge_halves(); }).name("merge");
 //   graph.precede(load, left);  graph.precede(load, right);      // left, right after load
@@ -24,7 +25,8 @@
 // does not compile). `add_many(n, body)` adds n nodes that share one body, called with the
 // node's number 0..n-1 among them: a node then costs the graph 12 bytes (its body's index, its
 // successor list's start, its in-degree) and an edge 4 (8 until the next spawn or validate()),
-// and a run 4 bytes per node, so a graph of 10 M nodes fits in a few hundred megabytes. Node handles (graph_node) take the annotations of a task (task.h): data and
+// and a run 4 bytes per node, so a graph of 10 M nodes fits in a few hundred megabytes. Node
+// handles (graph_node) take the annotations of a task (task.h): data and
 // resources (prefetched, and synchronized by the resource's primitive), priority, a worker or a
 // NUMA node to run on, and an optional name for error messages.
 //

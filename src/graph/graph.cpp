@@ -13,7 +13,7 @@
 namespace tessera {
 namespace detail {
 
-// ---- body_arena ----------------------------------------------------------------------------------
+// ---- body_arena ---------------------------------------------------------------------------------
 
 void* body_arena::allocate(std::size_t bytes) {
   constexpr std::size_t align = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
@@ -159,7 +159,7 @@ void graph_data::report_cycle(const std::vector<std::uint32_t>& remaining) const
 
 }  // namespace detail
 
-// ---- task_graph ----------------------------------------------------------------------------------
+// ---- task_graph ---------------------------------------------------------------------------------
 
 task_graph::task_graph() : m_data(std::make_unique<detail::graph_data>()) {}
 task_graph::task_graph(task_graph&&) noexcept = default;
