@@ -74,6 +74,16 @@ class trace_buffer {
   }
   /// Owner thread only.
   void record(const trace_event& e) noexcept { m_events[m_head++ & m_mask] = e; }
+  /// Owner thread only: records `e` and returns its index, for close() and at() while it is
+  /// still in the ring.
+  std::uint64_t record_open(const trace_event& e) noexcept {
+    m_events[m_head & m_mask] = e;
+    return m_head++;
+  }
+  /// The event recorded at `index`, or nullptr if newer ones overwrote it.
+  trace_event* at(std::uint64_t index) noexcept {
+    return m_head - index <= capacity() ? &m_events[index & m_mask] : nullptr;
+  }
 
   std::size_t capacity() const noexcept { return m_mask + 1; }
   /// Events recorded over the ring's life, kept or not.
