@@ -138,8 +138,9 @@ void write_column_file(const std::filesystem::path& path, std::span<const std::i
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) fail(path, std::string("cannot create: ") + std::strerror(errno));
   const bool ok = std::fwrite(&h, sizeof h, 1, f) == 1 &&
-                  std::fwrite(values.data(), sizeof(std::int64_t), values.size(), f) ==
-                      values.size();
+                  (values.empty() ||  // an empty span's data() may be null: fwrite's is not
+                   std::fwrite(values.data(), sizeof(std::int64_t), values.size(), f) ==
+                       values.size());
   if (std::fclose(f) != 0 || !ok) fail(path, "cannot write");
 }
 
