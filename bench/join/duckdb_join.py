@@ -17,7 +17,8 @@ import tpch_common as tc  # noqa: E402
 
 TABLES = {
     "customer-orders": [("customer", ["c_custkey"]), ("orders", ["o_custkey", "o_totalprice"])],
-    "orders-lineitem": [("orders", ["o_orderkey"]), ("lineitem", ["l_orderkey", "l_extendedprice"])],
+    "orders-lineitem": [("orders", ["o_orderkey"]),
+                        ("lineitem", ["l_orderkey", "l_extendedprice"])],
 }
 QUERIES = {
     "customer-orders": "SELECT count(*), sum(o_totalprice) FROM customer JOIN orders "

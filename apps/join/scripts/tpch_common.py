@@ -1,4 +1,4 @@
-"""What the join's Python scripts share: the column cache's format and DuckDB with its tpch extension.
+"""What the join's Python scripts share: the column cache's format, DuckDB and its tpch extension.
 
 The cache holds one file per column under <cache-dir>/sf<N>/ (apps/join/include/join/column_file.h
 reads it). A file is a 64-byte header and the values:

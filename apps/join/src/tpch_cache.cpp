@@ -92,7 +92,7 @@ void require_memory_for(double scale_factor) {
 
 std::filesystem::path ensure_cache(const cache_request& request) {
   check_scale_factor(request.scale_factor);
-  const std::filesystem::path dir = request.root / scale_directory_name(request.scale_factor);
+  std::filesystem::path dir = request.root / scale_directory_name(request.scale_factor);
   std::error_code ec;
   if (std::filesystem::exists(dir / "reference.txt", ec)) return dir;
   if (!request.generate)
@@ -122,7 +122,9 @@ tpch_columns load_tpch(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     throw cache_error("column cache: " + dir.string() + ": missing (no such directory)");
-  const auto col = [&](std::string_view name) { return column_file(dir / (std::string(name) + ".col")); };
+  const auto col = [&](std::string_view name) {
+    return column_file(dir / (std::string(name) + ".col"));
+  };
   tpch_columns t{col("customer.c_custkey"),   col("orders.o_orderkey"),
                  col("orders.o_custkey"),     col("orders.o_totalprice"),
                  col("lineitem.l_orderkey"), col("lineitem.l_extendedprice")};

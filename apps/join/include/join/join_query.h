@@ -10,7 +10,7 @@
 //
 // Prices are integer cents. A build key may repeat: each pair counts (a multiset join).
 //
-//   join::join_kind k = join::parse_join_kind("orders-lineitem");  // std::invalid_argument if unknown
+//   join::join_kind k = join::parse_join_kind("orders-lineitem");  // invalid_argument if unknown
 //   join::join_result r = join::reference_join(input);             // the slow, obvious answer
 #pragma once
 
