@@ -16,7 +16,8 @@ void check_exactly_once(const std::string& who, std::uint64_t items,
   std::vector<std::uint8_t> seen(items, 0);
   for (const auto& list : got) {
     for (const std::uint32_t id : list) {
-      if (id >= items) throw bench_failure(who + ": an item id out of range: " + std::to_string(id));
+      if (id >= items)
+        throw bench_failure(who + ": an item id out of range: " + std::to_string(id));
       if (seen[id]++ != 0) throw bench_failure(who + ": item " + std::to_string(id) + " twice");
     }
   }
