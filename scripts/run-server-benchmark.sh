@@ -88,7 +88,7 @@ for round in $(seq "$ROUNDS"); do
       if [[ $mode == P16 ]]; then n=$N; pipe=16; else n=$NP_N; pipe=1; fi
       taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$TESTS" -P "$pipe" -c 50 \
         -r 1000000 -n "$n" --csv 2>/dev/null | tail -n +2 | tr -d '"' |
-        awk -F, -v s="$s" -v m="$mode" -v r="$round" '{print s, m, r, $1, $2, $5, $7}' \
+        awk -F, -v s="$s" -v m="$mode" -v r="$round" '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7}' \
         >>"$out/results.txt"
       stop_server
     done
@@ -96,6 +96,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # Medians over rounds, then the table.
+cp "$out/results.txt" "${RESULTS:-/tmp/run-server-benchmark.txt}"
 python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
