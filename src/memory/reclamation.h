@@ -87,35 +87,51 @@ inline std::uint8_t epoch_clock::count_in_current_slot(Count count) noexcept {
   }
 }
 
-/// One worker's retired resources, newest first (owner-only).
+/// One worker's retired resources, oldest first (owner-only). A retire is stamped with the
+/// global epoch when it happens, which never decreases, so the list is ordered by epoch: pushes
+/// go to the tail, expired resources come off the head, and take_expired costs the entries it
+/// takes, not those still too young. (Newest first, each call walked every young entry: with
+/// operations queued behind thousands of others the epoch moves slowly, the young part holds
+/// everything retired meanwhile, and a write-heavy server spent 92% of its time in that walk.)
 class retired_list {
  public:
   void push(resource_header* h, std::uint64_t epoch) noexcept {
     h->retired_epoch = epoch;
-    h->retired_next = m_head;
-    m_head = h;
+    h->retired_next = nullptr;
+    if (m_tail != nullptr) {
+      m_tail->retired_next = h;
+    } else {
+      m_head = h;
+    }
+    m_tail = h;
   }
   bool empty() const noexcept { return m_head == nullptr; }
   /// Detaches the resources that may be freed at global epoch `global` (retired at least
   /// epoch_slots epochs before), as a list linked through retired_next, or nullptr.
   resource_header* take_expired(std::uint64_t global) noexcept {
-    // Newest first: cut at the first entry old enough; everything after it is older.
-    resource_header** link = &m_head;
-    while (*link != nullptr && (*link)->retired_epoch + epoch_slots > global)
-      link = &(*link)->retired_next;
-    resource_header* old = *link;
-    *link = nullptr;
+    resource_header* last = nullptr;
+    for (resource_header* h = m_head; h != nullptr && h->retired_epoch + epoch_slots <= global;
+         h = h->retired_next) {
+      last = h;
+    }
+    if (last == nullptr) return nullptr;
+    resource_header* old = m_head;
+    m_head = last->retired_next;
+    last->retired_next = nullptr;
+    if (m_head == nullptr) m_tail = nullptr;
     return old;
   }
   /// Detaches everything.
   resource_header* take_all() noexcept {
     resource_header* all = m_head;
     m_head = nullptr;
+    m_tail = nullptr;
     return all;
   }
 
  private:
   resource_header* m_head = nullptr;
+  resource_header* m_tail = nullptr;
 };
 
 /// Resources retired by threads that are not workers of the runtime (and by a worker being
