@@ -125,7 +125,9 @@ void cmd_set(call& k) {
       }
       const long long ms = seconds ? v * 1000 : v;
       if (opt == "EX" || opt == "PX") {
-        if (ms > LLONG_MAX - steady_ms()) return k.error("ERR invalid expire time in 'set' command");
+        if (ms > LLONG_MAX - steady_ms()) {
+          return k.error("ERR invalid expire time in 'set' command");
+        }
         expire = steady_ms() + ms;
       } else {
         expire = steady_ms() + (ms - unix_ms());

@@ -128,7 +128,8 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
   }
   if (name == "proto-max-bulk-len") {
     return one([&](const std::string& a) {
-      return parse_memory(a, out.proto_max_bulk_len) && out.proto_max_bulk_len >= std::uint64_t{1024} * 1024;
+      return parse_memory(a, out.proto_max_bulk_len) &&
+             out.proto_max_bulk_len >= std::uint64_t{1024} * 1024;
     });
   }
   if (name == "timeout") {

@@ -373,7 +373,8 @@ std::string kv_server::client_list() const {
 
 kv_server::flush_outcome kv_server::flush(connection& c) {
   while (c.out_pos < c.out.size()) {
-    const ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_pos += static_cast<std::size_t>(n);
       m_stats.net_output_bytes.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);

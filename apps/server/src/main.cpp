@@ -11,8 +11,12 @@ int main(int argc, char** argv) {
   server::settings s;
   std::string error;
   switch (server::load_config(argc, argv, s, error)) {
-    case server::config_outcome::help: std::fputs(server::usage_text().c_str(), stdout); return 0;
-    case server::config_outcome::version: std::puts("tessera-kv-server 0.1.0 (Redis 7.0 protocol)"); return 0;
+    case server::config_outcome::help:
+      std::fputs(server::usage_text().c_str(), stdout);
+      return 0;
+    case server::config_outcome::version:
+      std::puts("tessera-kv-server 0.1.0 (Redis 7.0 protocol)");
+      return 0;
     case server::config_outcome::error:
       std::fprintf(stderr, "tessera-kv-server: %s\n", error.c_str());
       return 1;
