@@ -39,7 +39,8 @@ if ((ncpu >= 3)); then
   pin_note="client pinned to CPU $last, servers to CPUs $server_cpus"
 elif [[ $PIN == shared ]]; then
   server_cpus="0-$last"; client_cpus="0-$last"; nserver=$ncpu
-  pin_note="client and servers share CPUs 0-$last (2 CPUs: too few to pin apart and keep 2 for the server)"
+  pin_note="client and servers share CPUs 0-$last"
+  pin_note+=" (2 CPUs: too few to pin apart and keep 2 for the server)"
 else
   server_cpus="0"; client_cpus="$last"; nserver=1
   pin_note="server pinned to CPU 0, client to CPU $last (PIN=shared to share both)"
@@ -80,7 +81,9 @@ stop_server() {
 
 servers=(redis redis-io2 tessera)
 echo "run-server-benchmark: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); $pin_note"
-echo "run-server-benchmark: tessera-kv-server --workers $workers; redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'); io-threads $io_threads"
+redis_version=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')
+echo "run-server-benchmark: tessera-kv-server --workers $workers;" \
+  "redis-server $redis_version; io-threads $io_threads"
 for round in $(seq "$ROUNDS"); do
   for s in "${servers[@]}"; do
     for mode in P16 P1; do
@@ -88,7 +91,8 @@ for round in $(seq "$ROUNDS"); do
       if [[ $mode == P16 ]]; then n=$N; pipe=16; else n=$NP_N; pipe=1; fi
       taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$TESTS" -P "$pipe" -c 50 \
         -r 1000000 -n "$n" --csv 2>/dev/null | tail -n +2 | tr -d '"' |
-        awk -F, -v s="$s" -v m="$mode" -v r="$round" '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7}' \
+        awk -F, -v s="$s" -v m="$mode" -v r="$round" \
+          '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7}' \
         >>"$out/results.txt"
       stop_server
     done
