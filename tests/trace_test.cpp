@@ -268,10 +268,10 @@ TEST_P(trace_test, a_throwing_task_and_a_cancelled_group_still_leave_a_valid_fil
   std::remove(path.c_str());
 }
 
-TEST_P(trace_test, a_tiny_ring_keeps_the_newest_events_and_counts_the_rest) {
-  if (GetParam() != 1) GTEST_SKIP() << "one worker: every task lands in its ring";
+// One worker: every task lands in its ring.
+TEST(trace, a_tiny_ring_keeps_the_newest_events_and_counts_the_rest) {
   const std::string path = trace_path("tiny");
-  auto& r = start({.trace = {.file = path, .events_per_worker = 16}});
+  runtime r({.workers = 1, .trace = {.file = path, .events_per_worker = 16}});
   const group g = r.make_group();
   for (int i = 0; i < 200; ++i) r.spawn([](context&) {}, g);
   r.wait(g);
@@ -282,8 +282,7 @@ TEST_P(trace_test, a_tiny_ring_keeps_the_newest_events_and_counts_the_rest) {
   std::remove(path.c_str());
 }
 
-TEST_P(trace_test, the_environment_turns_it_on_and_runtimes_share_the_file) {
-  if (GetParam() != 2) GTEST_SKIP() << "once is enough";
+TEST(trace, the_environment_turns_it_on_and_runtimes_share_the_file) {
   const std::string path = trace_path("env");
   ASSERT_EQ(::setenv("TESSERA_TRACE", path.c_str(), 1), 0);
   for (int k = 0; k < 2; ++k) {
