@@ -62,7 +62,7 @@ std::uint32_t side_of(std::uint64_t nodes) {
 
 graph make_graph(shape kind, std::uint64_t nodes, std::uint64_t edges) {
   if (nodes == 0 || nodes >= 0xFFFF'FFF0ULL)
-    throw usage_failure("--nodes: between 1 and 4,294,967,280");
+    throw usage_failure("tessera-bench: --nodes: between 1 and 4,294,967,280");
   edge_list e;
   switch (kind) {
     case shape::chain: {
@@ -92,11 +92,11 @@ graph make_graph(shape kind, std::uint64_t nodes, std::uint64_t edges) {
       const std::uint64_t later = n > width ? n - width : 0;  // nodes after the first layer
       const std::uint64_t total = edges == 0 ? 2 * std::uint64_t{n} : edges;
       if (total < later)
-        throw usage_failure("--edges: a layered graph of " + std::to_string(n) +
+        throw usage_failure("tessera-bench: --edges: a layered graph of " + std::to_string(n) +
                             " nodes needs at least " + std::to_string(later));
       const std::uint64_t most = later * width;
       if (total > most)
-        throw usage_failure("--edges: a layered graph of " + std::to_string(n) +
+        throw usage_failure("tessera-bench: --edges: a layered graph of " + std::to_string(n) +
                             " nodes in layers of " + std::to_string(width) + " has room for " +
                             std::to_string(most));
       e.reserve(total);
