@@ -7,6 +7,14 @@ target_sources(tessera-bench PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/onetbb.cpp
   ${CMAKE_CURRENT_LIST_DIR}/openmp.cpp
 )
+# UBSan's vptr check fires inside oneTBB's own flow-graph header: graph_task::finalize calls
+# destruct_and_deallocate, which downcasts a task it has already destroyed
+# (oneapi/tbb/detail/_flow_graph_impl.h). That is oneTBB's code, instantiated in this file; the
+# other checks stay on.
+if(TESSERA_SANITIZER STREQUAL "address")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/onetbb.cpp PROPERTIES
+                              COMPILE_OPTIONS -fno-sanitize=vptr)
+endif()
 
 if(TESSERA_BUILD_TESTS)
   # Smoke run: every shape at a small size, empty and working nodes, both worker counts; every
