@@ -197,19 +197,9 @@ void cmd_getdel(call& k) {
   submit(k);
 }
 
-void apply_mget_one(key_op& op, leaf_access& a) {
-  op_slot& s = slot_of(op);
-  const slot* e = a.find(op.key);
-  count_hit(s, e != nullptr);
-  if (e != nullptr) {
-    writer(s).bulk(e->value->bytes);
-  } else {
-    writer(s).null();
-  }
-}
-
 void cmd_mget(call& k) {
-  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_mget_one);
+  // One GET per key; the replies form the array in order.
+  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_get);
   k.cmd_reply_kind(reply_kind::array_of_parts);
   submit(k);
 }
