@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what tessera needs on Debian 12 (run as root). Installs only what is missing.
 set -euo pipefail
-pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv redis-tools redis-server liburing-dev libconcurrentqueue-dev)
+pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv redis-tools redis-server liburing-dev libconcurrentqueue-dev nutcracker)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
