@@ -61,6 +61,44 @@ std::string to_text(long long v) {
   return std::string(buf, end);
 }
 
+// ---- the log (aof.h): each write's effect, from apply() under the leaf's latch ---------------
+
+aof_log* log_of(const op_slot& s) { return s.conn->srv->aof(); }
+
+/// A steady-clock deadline as Unix ms, the form the log keeps (replays are deterministic).
+std::string_view unix_text(std::int64_t steady_deadline, char (&buf)[24]) {
+  const auto r = std::to_chars(buf, buf + sizeof(buf), steady_deadline + (unix_ms() - steady_ms()));
+  return {buf, static_cast<std::size_t>(r.ptr - buf)};
+}
+
+/// SET key value [PXAT t]: the slot as the write left it.
+void log_value(op_slot& s, const slot& e) {
+  aof_log* log = log_of(s);
+  if (log == nullptr) return;
+  if (e.expire_ms != 0) {
+    char when[24];
+    s.lsn = log->append({"SET", e.key, e.value->bytes, "PXAT", unix_text(e.expire_ms, when)});
+  } else {
+    s.lsn = log->append({"SET", e.key, e.value->bytes});
+  }
+}
+
+void log_del(op_slot& s, std::string_view key) {
+  if (aof_log* log = log_of(s)) s.lsn = log->append({"DEL", key});
+}
+
+/// PEXPIREAT key t, or PERSIST key: the slot's deadline as the write left it.
+void log_deadline(op_slot& s, const slot& e) {
+  aof_log* log = log_of(s);
+  if (log == nullptr) return;
+  if (e.expire_ms != 0) {
+    char when[24];
+    s.lsn = log->append({"PEXPIREAT", e.key, unix_text(e.expire_ms, when)});
+  } else {
+    s.lsn = log->append({"PERSIST", e.key});
+  }
+}
+
 // ---- GET, SET and friends --------------------------------------------------------------------
 
 enum set_flags : unsigned { set_nx = 1, set_xx = 2, set_get = 4, set_keepttl = 8 };
@@ -96,7 +134,7 @@ void apply_set(key_op& op, leaf_access& a) {
   } else {
     writer(s).ok();
   }
-  a.put(op.key, std::string(op.arg), s.expire, (s.flags & set_keepttl) != 0);
+  log_value(s, a.put(op.key, std::string(op.arg), s.expire, (s.flags & set_keepttl) != 0));
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -155,7 +193,7 @@ void apply_setnx(key_op& op, leaf_access& a) {
     writer(s).integer(0);
     return;
   }
-  a.put(op.key, std::string(op.arg), 0, false);
+  log_value(s, a.put(op.key, std::string(op.arg), 0, false));
   writer(s).integer(1);
 }
 
@@ -172,7 +210,7 @@ void apply_getset(key_op& op, leaf_access& a) {
   } else {
     writer(s).null();
   }
-  a.put(op.key, std::string(op.arg), 0, false);
+  log_value(s, a.put(op.key, std::string(op.arg), 0, false));
 }
 
 void cmd_getset(call& k) {
@@ -190,6 +228,7 @@ void apply_getdel(key_op& op, leaf_access& a) {
   }
   writer(s).bulk(e->value->bytes);
   a.erase(op.key);
+  log_del(s, op.key);
 }
 
 void cmd_getdel(call& k) {
@@ -204,7 +243,9 @@ void cmd_mget(call& k) {
   submit(k);
 }
 
-void apply_mset_one(key_op& op, leaf_access& a) { a.put(op.key, std::string(op.arg), 0, false); }
+void apply_mset_one(key_op& op, leaf_access& a) {
+  log_value(slot_of(op), a.put(op.key, std::string(op.arg), 0, false));
+}
 
 void cmd_mset(call& k) {
   if (k.args.size() % 2 == 0) return k.arity_error();
@@ -218,7 +259,11 @@ void cmd_mset(call& k) {
   submit(k);
 }
 
-void apply_del_one(key_op& op, leaf_access& a) { slot_of(op).result = a.erase(op.key) ? 1 : 0; }
+void apply_del_one(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  s.result = a.erase(op.key) ? 1 : 0;
+  if (s.result != 0) log_del(s, op.key);
+}
 
 void cmd_del(call& k) {
   for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], true, &apply_del_one);
@@ -252,7 +297,7 @@ void apply_incrby(key_op& op, leaf_access& a) {
     return;
   }
   v += by;
-  a.put(op.key, to_text(v), 0, true);
+  log_value(s, a.put(op.key, to_text(v), 0, true));
   writer(s).integer(v);
 }
 
@@ -288,7 +333,7 @@ void apply_append(key_op& op, leaf_access& a) {
   }
   v.append(op.arg);
   const auto len = static_cast<long long>(v.size());
-  a.put(op.key, std::move(v), 0, true);
+  log_value(s, a.put(op.key, std::move(v), 0, true));
   writer(s).integer(len);
 }
 
@@ -329,8 +374,10 @@ void apply_expire(key_op& op, leaf_access& a) {
   }
   if (s.expire <= now) {
     a.erase(op.key);  // a deadline in the past deletes the key
+    log_del(s, op.key);
   } else {
     a.set_expire(*e, s.expire);
+    log_deadline(s, *e);
   }
   writer(s).integer(1);
 }
@@ -406,6 +453,7 @@ void apply_persist(key_op& op, leaf_access& a) {
     return;
   }
   a.set_expire(*e, 0);
+  log_deadline(s, *e);
   writer(s).integer(1);
 }
 
@@ -438,6 +486,15 @@ walk_step visit_keys(leaf_walk& w, leaf_access& a, leaf& l) {
 
 walk_step visit_flush(leaf_walk& w, leaf_access& a, leaf& l) {
   auto& st = *static_cast<walk_state*>(w.user);
+  aof_log* log = st.conn->srv->aof();
+  if (log != nullptr && !l.slots.empty()) {
+    // One DEL of the leaf's keys: exact under concurrent writers to leaves not yet flushed.
+    std::vector<std::string_view> args;
+    args.reserve(l.slots.size() + 1);
+    args.emplace_back("DEL");
+    for (const slot& s : l.slots) args.emplace_back(s.key);
+    st.lsn = log->append(args);
+  }
   while (!l.slots.empty()) {
     a.erase(l.slots.back().key);
     ++st.removed;

@@ -42,8 +42,9 @@ bool parse_count(std::string_view s, std::uint64_t& out) {
 /// accepts and ignores.
 bool ignored(std::string_view name) {
   static constexpr std::string_view names[] = {
-      "daemonize", "supervised", "pidfile", "loglevel", "databases", "save", "appendonly",
-      "appendfsync", "dir", "dbfilename", "io-threads", "io-threads-do-reads", "tcp-backlog",
+      "daemonize", "supervised", "pidfile", "loglevel", "databases", "save", "dbfilename",
+      "aof-use-rdb-preamble", "aof-rewrite-incremental-fsync", "no-appendfsync-on-rewrite",
+      "aof-timestamp-enabled", "appenddirname", "io-threads", "io-threads-do-reads", "tcp-backlog",
       "tcp-keepalive", "always-show-logo", "set-proc-title", "stop-writes-on-bgsave-error",
       "rdbcompression", "rdbchecksum", "lazyfree-lazy-eviction", "maxmemory-policy",
       "unixsocket", "unixsocketperm", "hz", "dynamic-hz", "latency-tracking"};
@@ -56,6 +57,15 @@ bool bad_args(std::string& error, std::string_view name) {
 }
 
 }  // namespace
+
+std::string_view to_string(fsync_policy p) noexcept {
+  switch (p) {
+    case fsync_policy::always: return "always";
+    case fsync_policy::everysec: return "everysec";
+    case fsync_policy::no: return "no";
+  }
+  return "everysec";
+}
 
 bool parse_memory(std::string_view s, std::uint64_t& out) noexcept {
   std::size_t digits = 0;
@@ -157,6 +167,45 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
     out.logfile = args[0];
     return true;
   }
+  if (name == "appendonly") {
+    return one([&](const std::string& a) { return parse_yes_no(a, out.appendonly); });
+  }
+  if (name == "appendfsync") {
+    return one([&](const std::string& a) {
+      const std::string l = lower(a);
+      if (l == "always") {
+        out.appendfsync = fsync_policy::always;
+      } else if (l == "everysec") {
+        out.appendfsync = fsync_policy::everysec;
+      } else if (l == "no") {
+        out.appendfsync = fsync_policy::no;
+      } else {
+        return false;
+      }
+      return true;
+    });
+  }
+  if (name == "dir") {
+    return one([&](const std::string& a) {
+      out.dir = a;
+      return !a.empty();
+    });
+  }
+  if (name == "appendfilename") {
+    return one([&](const std::string& a) {
+      out.appendfilename = a;
+      return !a.empty() && a.find('/') == std::string::npos;
+    });
+  }
+  if (name == "aof-load-truncated") {
+    return one([&](const std::string& a) { return parse_yes_no(a, out.aof_load_truncated); });
+  }
+  if (name == "auto-aof-rewrite-percentage") {
+    return one([&](const std::string& a) { return parse_count(a, out.auto_aof_rewrite_percentage); });
+  }
+  if (name == "auto-aof-rewrite-min-size") {
+    return one([&](const std::string& a) { return parse_memory(a, out.auto_aof_rewrite_min_size); });
+  }
   if (ignored(name)) return true;
   return bad_args(error, name);
 }
@@ -229,8 +278,18 @@ std::string usage_text() {
          "                               a client's pending replies at most <hard> (256mb)\n"
          "  workers <n>                  tessera workers (default: one per CPU)\n"
          "  logfile <path>               log here instead of stdout\n"
+         "  appendonly yes|no            keep an append-only log of the writes, replayed at start\n"
+         "  appendfsync always|everysec|no\n"
+         "                               always: a write's reply waits for fdatasync; everysec:\n"
+         "                               for write(), fdatasync once a second (default); no: none\n"
+         "  dir <path>                   the log's directory (default .; created if missing)\n"
+         "  appendfilename <name>        the log's file name (default appendonly.aof)\n"
+         "  aof-load-truncated yes|no    cut a truncated last record off at start (yes), or stop\n"
+         "  auto-aof-rewrite-percentage <n>  rewrite when the log grew n% over its last rewrite\n"
+         "  auto-aof-rewrite-min-size <bytes> ... and is at least this big (default 64mb)\n"
          "\n"
          "Example: tessera-kv-server --port 6380 --workers 2\n"
+         "         tessera-kv-server --appendonly yes --appendfsync always --dir /var/lib/kv\n"
          "         redis-cli -p 6380 set greeting hello\n";
 }
 

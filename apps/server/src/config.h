@@ -15,6 +15,15 @@
 
 namespace server {
 
+/// When the append-only log's writes are on disk before a write's reply goes out (aof.h).
+enum class fsync_policy : std::uint8_t {
+  always,    ///< fdatasync'ed: survives a power loss
+  everysec,  ///< written to the file (survives the process), fdatasync'ed once a second
+  no,        ///< handed to the log at once, written shortly after; the kernel flushes it
+};
+
+std::string_view to_string(fsync_policy p) noexcept;
+
 struct settings {
   int port = 6379;
   std::vector<std::string> bind{"127.0.0.1"};
@@ -27,6 +36,14 @@ struct settings {
   std::uint64_t output_buffer_limit = 256ULL << 20;     ///< per client, then disconnect
   unsigned workers = 0;                                 ///< 0: one per CPU
   std::string logfile;                                  ///< "" : stdout
+  // The append-only log (aof.h), in Redis's spellings.
+  bool appendonly = false;
+  fsync_policy appendfsync = fsync_policy::everysec;
+  std::string dir = ".";                                ///< where the log lives
+  std::string appendfilename = "appendonly.aof";
+  bool aof_load_truncated = true;                       ///< cut a truncated last record off
+  std::uint64_t auto_aof_rewrite_percentage = 100;      ///< growth over the last rewrite; 0: off
+  std::uint64_t auto_aof_rewrite_min_size = 64ULL << 20;
 };
 
 enum class config_outcome : std::uint8_t { ok, help, version, error };

@@ -46,6 +46,7 @@ struct op_slot {
   long long result = 0;      ///< integer replies that a multi-key command sums
   std::int64_t expire = 0;   ///< SET / EXPIRE: the deadline (steady ms) or 0
   unsigned flags = 0;        ///< the command's options
+  std::uint64_t lsn = 0;     ///< the LSN of the record this request logged (aof.h), or 0
 };
 
 /// How a request's reply is made from its tree requests (finalize in commands.cpp).
@@ -80,6 +81,7 @@ struct walk_state {
   std::vector<std::string> keys;
   std::string next_cursor;   ///< SCAN: the key to start from next time; empty: done
   std::size_t removed = 0;   ///< FLUSHALL
+  std::uint64_t lsn = 0;     ///< FLUSHALL: the LSN of its last record (aof.h), or 0
 };
 
 class connection {
@@ -123,6 +125,8 @@ class connection {
   /// it (a happens-before that ThreadSanitizer, which does not model epoll, can see).
   std::atomic<std::uint64_t> handoff{0};
   std::string last_command;   ///< CLIENT LIST's cmd=
+  /// The LSN the replies in `out` wait for (aof.h): the batch's last record; 0: none.
+  std::uint64_t wait_lsn = 0;
 };
 
 }  // namespace server

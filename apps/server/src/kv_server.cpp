@@ -1,6 +1,7 @@
 // server::kv_server — see kv_server.h: the poller thread and the connection flow.
 #include "kv_server.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
@@ -106,6 +107,9 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   sigaddset(&mask, SIGINT);
   ::pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // A log that reaches RLIMIT_FSIZE fails its write with EFBIG (handled as any write error,
+  // aof.h) instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   m_signal_fd = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   m_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
@@ -118,6 +122,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_sweep.visit = &sweep_leaf;
   m_sweep.on_done = &sweep_done;
   m_sweep.user = &m_sweeping;
+  if (s.appendonly) m_aof = std::make_unique<aof_log>(*this, s);
 }
 
 kv_server::~kv_server() {
@@ -130,6 +135,7 @@ kv_server::~kv_server() {
     }
     m_clients.clear();
   }
+  m_aof.reset();
   m_tree.reset();
   m_rt->stop();
   for (const int fd : m_listeners) ::close(fd);
@@ -143,6 +149,32 @@ parse_limits kv_server::limits() const {
   parse_limits l;
   l.max_bulk_len = m_settings.proto_max_bulk_len;
   return l;
+}
+
+load_outcome kv_server::load(std::string& message) {
+  if (!m_aof) return load_outcome::loaded;
+  return m_aof->load(message);
+}
+
+void kv_server::post(std::function<void(tessera::context&)> fn) {
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    m_posted.push_back(std::move(fn));
+  }
+  const std::uint64_t one = 1;
+  // The eventfd write wakes the poller, which takes the list under the mutex (spawn_posted).
+  [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
+}
+
+void kv_server::spawn_posted() {
+  std::vector<std::function<void(tessera::context&)>> posted;
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    posted.swap(m_posted);
+  }
+  for (auto& fn : posted) {
+    m_rt->spawn([f = std::move(fn)](tessera::context& ctx) { f(ctx); });
+  }
 }
 
 listen_outcome kv_server::listen(std::string& error) {
@@ -238,6 +270,8 @@ int kv_server::run() {
   for (const int fd : m_listeners) ::close(fd);
   m_listeners.clear();
   m_rt->wait_idle();
+  // The log: what is buffered written and fdatasync'ed, the replies that waited for it sent.
+  if (m_aof) m_aof->shutdown();
   std::printf("tessera-kv-server: ready to exit, bye bye\n");
   std::fflush(stdout);
   return 0;
@@ -255,6 +289,7 @@ void kv_server::handle_event(const epoll_event& e) {
   } else if (tag == &wake_tag) {
     std::uint64_t v = 0;
     [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
+    if (!m_stopping.load(std::memory_order_relaxed)) spawn_posted();
   } else if ((e.data.u64 & 0xFF) == 1) {
     accept_all(static_cast<int>(e.data.u64 >> 8));
   } else {
@@ -266,6 +301,7 @@ void kv_server::handle_event(const epoll_event& e) {
 
 void kv_server::tick() {
   const std::int64_t now = steady_ms();
+  if (m_aof) m_aof->tick();
   // The expiry sweep, at most every 100 ms and only while keys have deadlines. acquire: the
   // last sweep's writes to m_sweep are done (sweep_done's release).
   if (m_tree->counters().volatile_keys.load(std::memory_order_relaxed) > 0 &&
@@ -474,6 +510,8 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
     const bool had_requests = !c.cmds.empty();
     complete_batch(c);
     if (c.close_after_reply || !had_requests) break;
+    // Replies that wait for the log end the flow (finish_flow parks the connection).
+    if (c.wait_lsn != 0 && !m_aof->is_safe(c.wait_lsn)) break;
     if (c.out.size() - c.out_pos >= std::size_t{64} * 1024) {
       if (flush(c) == flush_outcome::failed) return close_connection(c);
       if (c.out_pos < c.out.size()) return rearm(c, true);  // the client reads slowly
@@ -492,6 +530,20 @@ void kv_server::batch_done(connection& c, tessera::context& /*ctx*/) {
 }
 
 void kv_server::finish_flow(connection& c) {
+  bool kick = false;
+  if (c.wait_lsn != 0) {
+    // The log's leader goes on with the connection once its records are safe (aof.h).
+    if (!m_aof->is_safe(c.wait_lsn)) return m_aof->park(c);
+    c.wait_lsn = 0;
+    kick = m_aof->policy() == fsync_policy::no;
+  }
+  send_and_rearm(c);
+  // appendfsync no: the replies went out at once; the records are written now, by this flow
+  // unless another one is writing (drain() touches no connection of ours).
+  if (kick) m_aof->drain();
+}
+
+void kv_server::send_and_rearm(connection& c) {
   switch (flush(c)) {
     case flush_outcome::pending: return rearm(c, true);
     case flush_outcome::failed: return close_connection(c);
@@ -534,6 +586,10 @@ bool kv_server::run_batch(connection& c, tessera::context& ctx) {
 
 void kv_server::complete_batch(connection& c) {
   for (batch_command& cmd : c.cmds) finalize(*this, c, cmd);
+  if (m_aof) {
+    for (const op_slot& s : c.ops) c.wait_lsn = std::max(c.wait_lsn, s.lsn);
+    if (c.walk) c.wait_lsn = std::max(c.wait_lsn, c.walk->lsn);
+  }
   if (!c.error_reply.empty()) {
     c.out.append(c.error_reply);
     c.error_reply.clear();

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 
 struct epoll_event;
 
+#include "aof.h"
 #include "config.h"
 #include "connection.h"
 #include "string_tree.h"
@@ -51,6 +53,9 @@ class kv_server {
   kv_server& operator=(const kv_server&) = delete;
   ~kv_server();
 
+  /// With appendonly yes: opens the log and replays it (aof.h), before listen(). `message` is
+  /// the line to print either way.
+  load_outcome load(std::string& message);
   /// Opens the listening sockets (protected mode refuses non-loopback addresses without
   /// requirepass). Writes the reason to `error` otherwise.
   listen_outcome listen(std::string& error);
@@ -78,6 +83,13 @@ class kv_server {
   std::vector<int> ports() const { return m_ports; }
   /// Updates the limits every connection's parser applies (CONFIG SET proto-max-bulk-len).
   parse_limits limits() const;
+  /// The append-only log, or nullptr with appendonly no.
+  aof_log* aof() noexcept { return m_aof.get(); }
+  /// Runs `fn` in a task that the poller spawns from outside the runtime (a fresh operation of
+  /// the epoch mechanism). From any thread; dropped once the server stops.
+  void post(std::function<void(tessera::context&)> fn);
+  /// Goes on with a connection whose replies waited for the log (aof_log::park).
+  void resume_flow(connection& c) { finish_flow(c); }
 
  private:
   void accept_all(int listener);
@@ -85,6 +97,7 @@ class kv_server {
   void handle_event(const epoll_event& e);
   /// Sends what is pending and re-arms the connection (or closes it): the end of a flow.
   void finish_flow(connection& c);
+  void send_and_rearm(connection& c);
   void advance(connection& c, tessera::context& ctx);
   bool run_batch(connection& c, tessera::context& ctx);
   void complete_batch(connection& c);
@@ -93,6 +106,7 @@ class kv_server {
   void rearm(connection& c, bool want_write);
   void close_connection(connection& c);
   void tick();
+  void spawn_posted();
 
   settings m_settings;
   mutable std::mutex m_config_mutex;
@@ -113,6 +127,9 @@ class kv_server {
   std::map<std::uint64_t, connection*> m_clients;  // GUARDED_BY(m_clients_mutex)
   std::map<std::uint64_t, std::string> m_names;    // GUARDED_BY(m_clients_mutex)
   leaf_walk m_sweep;
+  std::unique_ptr<aof_log> m_aof;
+  std::mutex m_posted_mutex;
+  std::vector<std::function<void(tessera::context&)>> m_posted;  // GUARDED_BY(m_posted_mutex)
 };
 
 }  // namespace server

@@ -27,6 +27,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   server::kv_server srv(s);
+  std::string loaded;
+  const server::load_outcome lo = srv.load(loaded);
+  if (!loaded.empty()) {
+    std::printf("tessera-kv-server: %s\n", loaded.c_str());
+    std::fflush(stdout);
+  }
+  if (lo == server::load_outcome::failed) {
+    std::fprintf(stderr, "tessera-kv-server: %s\n", loaded.c_str());
+    return 1;
+  }
   switch (srv.listen(error)) {
     case server::listen_outcome::ok: break;
     case server::listen_outcome::protected_mode:

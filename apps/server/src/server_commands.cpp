@@ -289,7 +289,13 @@ std::vector<std::pair<std::string, std::string>> config_values(const settings& s
        "normal " + std::to_string(s.output_buffer_limit) + " 0 0 replica 0 0 0 pubsub 0 0 0"},
       {"workers", std::to_string(s.workers)},
       {"save", ""},
-      {"appendonly", "no"},
+      {"appendonly", s.appendonly ? "yes" : "no"},
+      {"appendfsync", std::string(to_string(s.appendfsync))},
+      {"dir", s.dir},
+      {"appendfilename", s.appendfilename},
+      {"aof-load-truncated", s.aof_load_truncated ? "yes" : "no"},
+      {"auto-aof-rewrite-percentage", std::to_string(s.auto_aof_rewrite_percentage)},
+      {"auto-aof-rewrite-min-size", std::to_string(s.auto_aof_rewrite_min_size)},
       {"databases", "1"},
   };
 }
@@ -320,7 +326,10 @@ void cmd_config(call& k) {
   } else if (sub == "SET" && k.args.size() >= 4 && k.args.size() % 2 == 0) {
     static constexpr std::string_view settable[] = {"requirepass", "maxclients", "maxmemory",
                                                    "proto-max-bulk-len", "timeout",
-                                                   "protected-mode", "save", "appendonly"};
+                                                   "protected-mode", "save", "appendonly",
+                                                   "appendfsync", "aof-load-truncated",
+                                                   "auto-aof-rewrite-percentage",
+                                                   "auto-aof-rewrite-min-size"};
     const std::lock_guard<std::mutex> lock(k.srv->config_mutex());
     settings next = k.srv->config();
     for (std::size_t i = 2; i < k.args.size(); i += 2) {
@@ -338,7 +347,12 @@ void cmd_config(call& k) {
         return k.error(msg);
       }
     }
+    if (next.appendonly != k.srv->config().appendonly) {
+      return k.error("ERR CONFIG SET appendonly is not supported while the server runs: restart "
+                     "it with --appendonly " + std::string(next.appendonly ? "yes" : "no"));
+    }
     k.srv->config() = next;
+    if (aof_log* log = k.srv->aof()) log->set_policy(next.appendfsync);
     w.ok();
   } else if (sub == "RESETSTAT" && k.args.size() == 2) {
     w.ok();
@@ -402,6 +416,20 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     line("maxmemory_policy", "noeviction");
     r += "\r\n";
   }
+  if (want("persistence")) {
+    r += "# Persistence\r\n";
+    line("loading", "0");
+    if (aof_log* log = srv.aof()) {
+      r += log->info();
+    } else {
+      line("aof_enabled", "0");
+      line("aof_rewrite_in_progress", "0");
+      line("aof_last_write_status", "ok");
+    }
+    line("rdb_bgsave_in_progress", "0");
+    line("rdb_last_bgsave_status", "ok");
+    r += "\r\n";
+  }
   if (want("stats")) {
     server_stats& st = srv.stats();
     const auto get = [](const std::atomic<std::uint64_t>& a) {
@@ -460,6 +488,31 @@ void cmd_info(call& k) {
   k.reply().verbatim(info_text(*k.srv, sections));
 }
 
+/// BGREWRITEAOF, and BGSAVE / SAVE, which start the same rewrite (the log is the only
+/// persistence; SAVE does not wait for it).
+void start_rewrite(call& k, std::string_view started) {
+  aof_log* log = k.srv->aof();
+  if (log == nullptr) {
+    return k.error("ERR appendonly is no: there is no log to rewrite (start the server with "
+                   "--appendonly yes)");
+  }
+  std::string error;
+  switch (log->start_rewrite(error)) {
+    case rewrite_start::started: return k.reply().simple(started);
+    case rewrite_start::already_running:
+    case rewrite_start::failed: return k.error(error);
+  }
+}
+
+void cmd_bgrewriteaof(call& k) {
+  start_rewrite(k, "Background append only file rewriting started");
+}
+void cmd_bgsave(call& k) {
+  if (k.args.size() > 2) return k.error(err_syntax);
+  start_rewrite(k, "Background saving started");
+}
+void cmd_save(call& k) { start_rewrite(k, "OK"); }
+
 void cmd_shutdown(call& k) {
   for (std::size_t i = 1; i < k.args.size(); ++i) {
     const std::string opt = upper(k.args[i]);
@@ -486,6 +539,9 @@ const std::vector<command_spec>& server_commands() {
       {"config", -2, 0, 0, 0, 0, &cmd_config},
       {"info", -1, cmd_whole_store, 0, 0, 0, &cmd_info},
       {"shutdown", -1, cmd_ends_batch, 0, 0, 0, &cmd_shutdown},
+      {"bgrewriteaof", 1, 0, 0, 0, 0, &cmd_bgrewriteaof},
+      {"bgsave", -1, 0, 0, 0, 0, &cmd_bgsave},
+      {"save", 1, 0, 0, 0, 0, &cmd_save},
   };
   return table;
 }
@@ -553,6 +609,14 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
           static_cast<std::int64_t>(maxmemory)) {
     k.error("OOM command not allowed when used memory > 'maxmemory'.");
     return dispatch_outcome::next;
+  }
+  // Writes are refused while the log cannot be written; reads go on (aof.h).
+  if ((spec->flags & cmd_write) != 0 && srv.aof() != nullptr) {
+    const std::string refused = srv.aof()->refusal();
+    if (!refused.empty()) {
+      k.error(refused);
+      return dispatch_outcome::next;
+    }
   }
   if (spec->first_key > 0) {
     const bool writes = (spec->flags & cmd_write) != 0;

@@ -272,6 +272,17 @@ void string_tree::submit(key_op& op, tessera::context& ctx) {
   ctx.spawn(t);
 }
 
+void string_tree::apply_exclusive(key_op& op) {
+  leaf* l = leaf_for(op.key);
+  while (beyond(*l, op.key)) l = l->right;
+  leaf_access a(*this, *l, op.writes, steady_ms());
+  op.apply(op, a);
+  if (l->slots.size() > leaf_capacity) {
+    leaf* r = split(*this, *l);
+    link(r->slots.front().key, r);
+  }
+}
+
 void string_tree::walk(leaf_walk& w, tessera::context& ctx) {
   auto* t = ctx.make_task<walk_task>(this, &w);
   t->annotate_resource(leaf_for(w.from), w.writes ? access::write : access::read);

@@ -142,6 +142,9 @@ class string_tree {
 
   void submit(key_op& op, tessera::context& ctx);
   void walk(leaf_walk& w, tessera::context& ctx);
+  /// Runs op.apply on the spot, from any thread, while no task runs on the tree (start-up:
+  /// replaying the log); a split is linked at once. op.on_done is not called.
+  void apply_exclusive(key_op& op);
 
   [[nodiscard]] const tree_counters& counters() const noexcept { return m_counters; }
   [[nodiscard]] tessera::runtime& runtime() noexcept { return m_rt; }

@@ -1,0 +1,354 @@
+// server::aof_log — see aof.h: appending, group commit, the fsync policies, write errors.
+// Loading is in aof_load.cpp, the rewrite in aof_rewrite.cpp.
+#include "aof.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "kv_server.h"
+
+namespace server {
+namespace {
+
+/// Rounds one leader leads before it hands on through the poller.
+constexpr int leader_rounds = 4;
+
+}  // namespace
+
+void log_event(const std::string& line) {
+  std::printf("tessera-kv-server: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void encode_command(std::string& out, std::span<const std::string_view> args) {
+  char num[24];
+  const auto put_len = [&](char lead, std::size_t n) {
+    out += lead;
+    const auto r = std::to_chars(num, num + sizeof(num), n);
+    out.append(num, r.ptr);
+    out += "\r\n";
+  };
+  put_len('*', args.size());
+  for (const std::string_view a : args) {
+    put_len('$', a.size());
+    out.append(a);
+    out += "\r\n";
+  }
+}
+
+std::string log_path(const settings& s) {
+  std::string p = s.dir;
+  if (!p.empty() && p.back() != '/') p += '/';
+  return p + s.appendfilename;
+}
+
+std::uint64_t aof_log::append(std::initializer_list<std::string_view> args) {
+  return append(std::span<const std::string_view>(args.begin(), args.size()));
+}
+
+std::uint64_t aof_log::append(std::span<const std::string_view> args) {
+  const std::lock_guard<std::mutex> lock(m_buf_mutex);
+  const std::size_t at = m_buf.size();
+  encode_command(m_buf, args);
+  if (m_tail_active) m_tail.append(m_buf, at, std::string::npos);
+  m_appended += m_buf.size() - at;
+  return m_appended;
+}
+
+bool aof_log::is_safe(std::uint64_t lsn) const noexcept {
+  switch (m_policy.load(std::memory_order_relaxed)) {
+    case fsync_policy::always: return m_synced.load(std::memory_order_acquire) >= lsn;
+    case fsync_policy::everysec: return m_written.load(std::memory_order_acquire) >= lsn;
+    case fsync_policy::no: return true;
+  }
+  return true;
+}
+
+void aof_log::park(connection& c) {
+  {
+    const std::lock_guard<std::mutex> lock(m_wait_mutex);
+    m_waiters.emplace_back(c.wait_lsn, &c);
+  }
+  drain();
+}
+
+std::vector<connection*> aof_log::take_ready() {
+  std::vector<connection*> ready;
+  const std::lock_guard<std::mutex> lock(m_wait_mutex);
+  std::size_t kept = 0;
+  for (auto& w : m_waiters) {
+    if (is_safe(w.first)) {
+      ready.push_back(w.second);
+    } else {
+      m_waiters[kept++] = w;
+    }
+  }
+  m_waiters.resize(kept);
+  return ready;
+}
+
+bool aof_log::has_work() {
+  if (m_status.load(std::memory_order_relaxed) == write_status::failed ||
+      m_lost.load(std::memory_order_relaxed)) {
+    return false;  // the tick retries
+  }
+  {
+    const std::lock_guard<std::mutex> lock(m_buf_mutex);
+    if (!m_buf.empty()) return true;
+  }
+  const std::lock_guard<std::mutex> lock(m_wait_mutex);
+  for (const auto& w : m_waiters) {
+    if (is_safe(w.first)) return true;
+  }
+  return false;
+}
+
+void aof_log::drain() {
+  // The leader role is a flag, not a lock: whoever fails to take it leaves at once, so a
+  // connection parked while a leader writes must still be seen. park() queues, then exchanges;
+  // the leader clears the flag, then looks for work (has_work, under the same mutexes). Either
+  // the leader's look sees the new waiter, or its clear comes first and the parker's exchange
+  // (seq_cst, as the clear) makes the parker the next leader.
+  for (int round = 0; round < leader_rounds; ++round) {
+    if (m_leading.exchange(true, std::memory_order_seq_cst)) return;
+    lead_round();
+    const std::vector<connection*> ready = take_ready();
+    m_leading.store(false, std::memory_order_seq_cst);
+    for (connection* c : ready) m_srv.resume_flow(*c);
+    if (!has_work()) return;
+  }
+  m_srv.post([this](tessera::context&) { drain(); });
+}
+
+void aof_log::set_failed(int err, const char* what) {
+  m_errno.store(err, std::memory_order_relaxed);
+  if (m_status.exchange(write_status::failed, std::memory_order_relaxed) == write_status::ok) {
+    log_event(std::string("error ") + what + " the append only file " + m_path + ": " +
+        std::strerror(err) + "; writes are refused (-MISCONF) until it works again");
+  }
+}
+
+std::size_t aof_log::write_all(int fd, std::string_view bytes, int& err) {
+  std::size_t done = 0;
+  err = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    err = n < 0 ? errno : ENOSPC;  // a write of 0 bytes: no room
+    break;
+  }
+  return done;
+}
+
+void aof_log::lead_round() {
+  if (m_lost.load(std::memory_order_relaxed)) return;  // only a rewrite brings the log back
+  std::uint64_t end = 0;
+  {
+    const std::lock_guard<std::mutex> lock(m_buf_mutex);
+    if (m_out.empty()) {
+      m_out.swap(m_buf);
+    } else {
+      m_out.append(m_buf);
+      m_buf.clear();
+    }
+    end = m_appended;
+  }
+  if (!m_out.empty()) {
+    int err = 0;
+    const std::size_t done = write_all(m_fd, m_out, err);
+    m_size.fetch_add(done, std::memory_order_relaxed);
+    m_out.erase(0, done);
+    if (err != 0) {
+      // What was written counts; the rest stays for the retry (a record may end half-written
+      // in the file meanwhile: it is completed by the retry, or cut off as a truncated tail).
+      m_written.store(end - m_out.size(), std::memory_order_release);
+      return set_failed(err, "writing");
+    }
+    m_written.store(end, std::memory_order_release);
+  }
+  const std::uint64_t written = m_written.load(std::memory_order_relaxed);
+  if (m_policy.load(std::memory_order_relaxed) == fsync_policy::always &&
+      m_synced.load(std::memory_order_relaxed) < written) {
+    if (::fdatasync(m_fd) != 0) return set_failed(errno, "syncing");
+    m_synced.store(written, std::memory_order_release);
+  }
+  if (m_status.load(std::memory_order_relaxed) == write_status::failed) {
+    m_status.store(write_status::ok, std::memory_order_relaxed);
+    m_errno.store(0, std::memory_order_relaxed);
+    log_event("the append only file " + m_path + " is writable again; writes are accepted");
+  }
+}
+
+void aof_log::fsync_now() {
+  // The rewrite may swap the descriptor meanwhile: sync a duplicate of the current one.
+  int fd = -1;
+  {
+    const std::lock_guard<std::mutex> lock(m_fd_mutex);
+    fd = ::dup(m_fd);
+  }
+  const std::uint64_t written = m_written.load(std::memory_order_acquire);
+  if (fd >= 0 && ::fdatasync(fd) == 0) {
+    // A rewrite that finished meanwhile may have set m_synced further: only move it forward.
+    std::uint64_t cur = m_synced.load(std::memory_order_relaxed);
+    while (cur < written &&
+           !m_synced.compare_exchange_weak(cur, written, std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+    }
+  } else if (fd >= 0) {
+    set_failed(errno, "syncing");
+  }
+  if (fd >= 0) ::close(fd);
+  // release: the next fsync task is spawned after the poller sees the flag cleared.
+  m_fsyncing.store(false, std::memory_order_release);
+}
+
+void aof_log::check_file() {
+  struct stat on_disk {};
+  struct stat open_file {};
+  bool same = false;
+  {
+    const std::lock_guard<std::mutex> lock(m_fd_mutex);
+    same = ::stat(m_path.c_str(), &on_disk) == 0 && ::fstat(m_fd, &open_file) == 0 &&
+           on_disk.st_ino == open_file.st_ino && on_disk.st_dev == open_file.st_dev;
+  }
+  if (same || m_rewriting.load(std::memory_order_acquire)) return;
+  if (!m_lost.exchange(true, std::memory_order_relaxed)) {
+    log_event("the append only file " + m_path +
+        " was removed or replaced; writes are refused (-MISCONF) and the log is rewritten from "
+        "memory once a second until that works");
+  }
+  m_errno.store(ENOENT, std::memory_order_relaxed);
+  m_status.store(write_status::failed, std::memory_order_relaxed);
+}
+
+void aof_log::tick() {
+  const std::int64_t now = steady_ms();
+  if (now - m_last_check_ms >= 1000) {
+    m_last_check_ms = now;
+    check_file();
+    if (m_lost.load(std::memory_order_relaxed)) {
+      std::string error;
+      start_rewrite(error);  // fails (and says so) while the directory is unusable
+    }
+  }
+  const bool failed = m_status.load(std::memory_order_relaxed) == write_status::failed;
+  if (failed && !m_lost.load(std::memory_order_relaxed)) {
+    // Retry: the leader writes what is buffered and clears the state when that works.
+    // Retry: the leader writes what it kept and clears the state when that works.
+    m_srv.post([this](tessera::context&) { drain(); });
+  }
+  if (m_policy.load(std::memory_order_relaxed) == fsync_policy::everysec && now - m_last_fsync_ms >= 1000 &&
+      m_synced.load(std::memory_order_relaxed) < m_written.load(std::memory_order_relaxed) &&
+      !m_fsyncing.load(std::memory_order_acquire)) {
+    m_last_fsync_ms = now;
+    m_fsyncing.store(true, std::memory_order_relaxed);
+    m_srv.post([this](tessera::context&) { fsync_now(); });
+  }
+  // Stragglers: a leader that handed on, or data buffered under `no` with nobody writing.
+  {
+    bool pending = false;
+    {
+      const std::lock_guard<std::mutex> lock(m_buf_mutex);
+      pending = !m_buf.empty();
+    }
+    if (pending && !failed) m_srv.post([this](tessera::context&) { drain(); });
+  }
+  std::uint64_t pct = 0;
+  std::uint64_t min_size = 0;
+  {
+    const std::lock_guard<std::mutex> lock(m_srv.config_mutex());
+    pct = m_srv.config().auto_aof_rewrite_percentage;
+    min_size = m_srv.config().auto_aof_rewrite_min_size;
+  }
+  const std::uint64_t size = m_size.load(std::memory_order_relaxed);
+  const std::uint64_t base = m_base_size.load(std::memory_order_relaxed);
+  if (pct != 0 && !failed && size >= min_size && size > base + base / 100 * pct &&
+      !m_rewriting.load(std::memory_order_acquire)) {
+    std::string error;
+    if (start_rewrite(error) == rewrite_start::started) {
+      log_event("starting automatic rewriting of the append only file (" + std::to_string(size) +
+          " bytes, " + std::to_string(base) + " after the last rewrite)");
+    }
+  }
+}
+
+void aof_log::shutdown() {
+  if (m_rewriting.load(std::memory_order_acquire)) rewrite_abort("the server is shutting down");
+  while (m_leading.exchange(true, std::memory_order_seq_cst)) {
+  }
+  lead_round();
+  if (m_status.load(std::memory_order_relaxed) == write_status::ok &&
+      !m_lost.load(std::memory_order_relaxed) && ::fdatasync(m_fd) == 0) {
+    m_synced.store(m_written.load(std::memory_order_relaxed), std::memory_order_release);
+  }
+  const std::vector<connection*> ready = take_ready();
+  m_leading.store(false, std::memory_order_seq_cst);
+  for (connection* c : ready) m_srv.resume_flow(*c);
+  const std::lock_guard<std::mutex> lock(m_wait_mutex);
+  if (!m_waiters.empty()) {
+    log_event(std::to_string(m_waiters.size()) +
+        " clients' writes could not be logged before the exit; they got no reply");
+  }
+}
+
+std::string aof_log::refusal() const {
+  if (m_status.load(std::memory_order_relaxed) == write_status::ok &&
+      !m_lost.load(std::memory_order_relaxed)) {
+    return {};
+  }
+  const int err = m_errno.load(std::memory_order_relaxed);
+  return std::string("MISCONF Errors writing to the AOF file: ") + std::strerror(err);
+}
+
+std::string aof_log::info() const {
+  std::string r;
+  const auto line = [&r](std::string_view k, const std::string& v) {
+    r.append(k);
+    r += ':';
+    r += v;
+    r += "\r\n";
+  };
+  const bool rewriting = m_rewriting.load(std::memory_order_relaxed);
+  const bool ok = m_status.load(std::memory_order_relaxed) == write_status::ok &&
+                  !m_lost.load(std::memory_order_relaxed);
+  std::size_t buffered = 0;
+  {
+    const std::lock_guard<std::mutex> lock(m_buf_mutex);
+    buffered = m_buf.size();
+  }
+  line("aof_enabled", "1");
+  line("aof_rewrite_in_progress", rewriting ? "1" : "0");
+  line("aof_rewrite_scheduled", "0");
+  line("aof_last_rewrite_time_sec",
+       std::to_string(m_last_rewrite_ms.load(std::memory_order_relaxed) < 0
+                          ? -1
+                          : m_last_rewrite_ms.load(std::memory_order_relaxed) / 1000));
+  line("aof_current_rewrite_time_sec",
+       rewriting ? std::to_string((steady_ms() - m_rewrite_started_ms.load(
+                                                     std::memory_order_relaxed)) / 1000)
+                 : "-1");
+  line("aof_last_bgrewrite_status", m_last_rewrite_ok.load(std::memory_order_relaxed) ? "ok" : "err");
+  line("aof_rewrites", std::to_string(m_rewrites.load(std::memory_order_relaxed)));
+  line("aof_last_write_status", ok ? "ok" : "err");
+  line("aof_last_write_error",
+       ok ? std::string() : std::strerror(m_errno.load(std::memory_order_relaxed)));
+  line("aof_fsync_policy", std::string(to_string(policy())));
+  line("aof_current_size", std::to_string(m_size.load(std::memory_order_relaxed)));
+  line("aof_base_size", std::to_string(m_base_size.load(std::memory_order_relaxed)));
+  line("aof_buffer_length", std::to_string(buffered));
+  line("aof_pending_bio_fsync", m_fsyncing.load(std::memory_order_relaxed) ? "1" : "0");
+  line("aof_delayed_fsync", "0");
+  return r;
+}
+
+}  // namespace server

@@ -1,0 +1,192 @@
+#pragma once
+// server::aof_log — the server's append-only log, in Redis's AOF format (RESP arrays of write
+// commands, one after the other, so redis-check-aof and redis-server read it), replayed at
+// start-up, group-committed, and compacted by a rewrite while the server serves.
+//
+// Records. A write is logged as its effect, from its apply() under the leaf's write latch (so a
+// key's records are in the order its writes took effect) and only when it changed something
+// (an error reply or a no-op logs nothing): SET key value [PXAT unix-ms] (SET, SETNX, GETSET,
+// MSET, and INCR/DECR/INCRBY/DECRBY/APPEND as the value they left), DEL key (DEL, UNLINK,
+// GETDEL, an EXPIRE into the past, FLUSHALL: one DEL per leaf), PEXPIREAT key unix-ms, PERSIST
+// key. Every record assigns what it names outright, so replaying a record on top of a state
+// that already has its effect changes nothing: the rewrite relies on it (below).
+//
+// Group commit. append() copies a record into one buffer (a mutex) and returns its log
+// sequence number (LSN: the log's logical length after it). A batch that logged something
+// finishes its replies but holds them until is_safe(its LSN): `always` — fdatasync'ed;
+// `everysec` — written to the file (it survives the process; fdatasync runs once a second);
+// `no` — at once. It parks the connection and calls drain(): one task at a time is the leader
+// (an atomic flag), which takes the whole buffer, write()s it in one call, fdatasyncs it under
+// `always`, and releases every parked connection whose LSN is now safe; the others' records go
+// in its write. A leader leads a few rounds at most, then hands on through the poller (a task
+// spawned from outside begins a fresh operation of the epoch mechanism).
+//
+// Errors. A failed write or fdatasync (ENOSPC, EFBIG, EIO, ...) keeps the data in the buffer,
+// releases nothing, makes writes answer -MISCONF (reads go on) and is retried every tick (100
+// ms) until it succeeds. A log file that is removed or replaced under the server (found by the
+// tick) is written to no more; the server rewrites the log from memory once a second until
+// that succeeds (e.g. its directory is back).
+//
+// Rewrite (BGREWRITEAOF, BGSAVE, automatically past auto-aof-rewrite-percentage): every
+// record appended from its start on is also kept in a tail buffer; a walk over the tree's
+// leaves (read latches, a few leaves per task, each task spawned from outside) writes SET
+// records of the live keys to a temp file; then the tail is written after them, the file
+// fdatasync'ed, renamed over the log, the directory fsync'ed, and the log goes on in the new
+// file. A write that hit a leaf before the walk did is in the snapshot and in the tail:
+// harmless, records being assignments. A crash at any step leaves the old log or the new one.
+//
+// Memory-ordering contract: once is_safe(lsn) returned true, the log's bytes up to `lsn` were
+// written (and under `always` fdatasync'ed) before it returned (acquire loads of the LSNs that
+// the leader stores with release after its write/fdatasync returned).
+//
+//   aof_log log(srv, settings);
+//   if (log.load(msg) != load_outcome::loaded) ...;      // before serving: replays the file
+//   std::uint64_t lsn = log.append({"SET", key, value}); // from apply(), under the latch
+//   if (!log.is_safe(lsn)) log.park(conn);               // the reply waits (drain())
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tessera/tessera.h>
+
+#include "config.h"
+
+namespace server {
+
+class kv_server;
+class connection;
+
+enum class load_outcome : std::uint8_t {
+  loaded,  ///< replayed (a truncated last record cut off if aof-load-truncated yes)
+  failed,  ///< the server must not start: `message` says what and where
+};
+
+enum class rewrite_start : std::uint8_t { started, already_running, failed };
+
+/// What the last write (or fdatasync) of the log did.
+enum class write_status : std::uint8_t { ok, failed };
+
+/// The log's path for the settings (dir/appendfilename).
+std::string log_path(const settings& s);
+/// Appends one RESP array of bulk strings (a record) to `out`.
+void encode_command(std::string& out, std::span<const std::string_view> args);
+/// Prints "tessera-kv-server: <line>" to the server's log (stdout).
+void log_event(const std::string& line);
+/// fsync()s a directory (after a file in it was created or renamed); errors are ignored.
+void fsync_dir(const std::string& dir);
+
+class aof_log {
+ public:
+  aof_log(kv_server& srv, const settings& s);
+  aof_log(const aof_log&) = delete;
+  aof_log& operator=(const aof_log&) = delete;
+  ~aof_log();
+
+  /// Opens (or creates) the log and replays it into the tree; no task may run on the tree.
+  /// `message` gets the line to print: what was loaded, or what stopped the start and where.
+  load_outcome load(std::string& message);
+
+  /// Appends one record (a command and its arguments); returns its LSN. From apply() under the
+  /// key's leaf latch. Thread-safe.
+  std::uint64_t append(std::initializer_list<std::string_view> args);
+  std::uint64_t append(std::span<const std::string_view> args);
+
+  /// Whether a reply that waits for `lsn` may go out under the current policy.
+  [[nodiscard]] bool is_safe(std::uint64_t lsn) const noexcept;
+  /// Holds `c`'s replies until its LSN (c.wait_lsn) is safe, then hands the connection back
+  /// (kv_server::resume_flow). The caller's flow ends here: it must not touch `c` after.
+  void park(connection& c);
+  /// Writes what is buffered if no other task is writing (the leader; see above).
+  void drain();
+
+  /// From the poller, every 100 ms: everysec's fdatasync, retries after an error, the check
+  /// that the log file is still there, the automatic rewrite.
+  void tick();
+  /// From the main thread once the runtime is idle: writes and fdatasyncs what is left,
+  /// releases the parked connections, abandons a rewrite in progress.
+  void shutdown();
+
+  /// -MISCONF text for writes while the log cannot be written, or "" when writes may go on.
+  [[nodiscard]] std::string refusal() const;
+  rewrite_start start_rewrite(std::string& error);
+  /// INFO's "# Persistence" lines.
+  [[nodiscard]] std::string info() const;
+  void set_policy(fsync_policy p) noexcept { m_policy.store(p, std::memory_order_relaxed); }
+  [[nodiscard]] fsync_policy policy() const noexcept {
+    return m_policy.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] const std::string& path() const noexcept { return m_path; }
+
+ private:
+  struct rewrite_state;
+  class rewrite_walk;
+
+  /// One leader round: the buffer to the file (and fdatasync under `always`).
+  void lead_round();
+  /// Parked connections whose LSN is safe now, removed from the list.
+  std::vector<connection*> take_ready();
+  bool has_work();
+  void set_failed(int err, const char* what);
+  void check_file();
+  void fsync_now();
+  // The rewrite (aof_rewrite.cpp).
+  void rewrite_step(tessera::context& ctx);
+  void rewrite_chunk_done(tessera::context& ctx);
+  void rewrite_finish();
+  void rewrite_abort(const std::string& why);
+  /// Writes `bytes` (EINTR retried); returns how many were written, `err` the error or 0.
+  static std::size_t write_all(int fd, std::string_view bytes, int& err);
+
+  kv_server& m_srv;
+  settings m_settings;  ///< the log's settings as at start (dir, names)
+  std::string m_path;
+  std::atomic<fsync_policy> m_policy;
+
+  /// The buffer appends go to; m_appended is the LSN of its last byte.
+  mutable std::mutex m_buf_mutex;
+  std::string m_buf;              // GUARDED_BY(m_buf_mutex)
+  std::uint64_t m_appended = 0;   // GUARDED_BY(m_buf_mutex)
+  bool m_tail_active = false;     // GUARDED_BY(m_buf_mutex)
+  std::string m_tail;             // GUARDED_BY(m_buf_mutex): records since the rewrite began
+
+  /// The leader role: whoever exchanges false -> true writes the log (seq_cst: see drain()).
+  std::atomic<bool> m_leading{false};
+  std::string m_out;   ///< the leader's bytes not yet written (kept across a failed write)
+  int m_fd = -1;       ///< written by the leader; swapped by the rewrite under m_fd_mutex too
+  std::mutex m_fd_mutex;
+  /// LSNs through which the log is written / fdatasync'ed (release stores, acquire loads).
+  std::atomic<std::uint64_t> m_written{0};
+  std::atomic<std::uint64_t> m_synced{0};
+  std::atomic<bool> m_fsyncing{false};  ///< everysec's fdatasync task is in flight
+  std::int64_t m_last_fsync_ms = 0;     ///< poller thread only
+  std::int64_t m_last_check_ms = 0;     ///< poller thread only
+
+  /// Failure state (relaxed: read for replies and INFO; the leader and the tick write it).
+  std::atomic<write_status> m_status{write_status::ok};
+  std::atomic<int> m_errno{0};
+  std::atomic<bool> m_lost{false};  ///< the file was removed or replaced: only a rewrite helps
+  std::atomic<std::uint64_t> m_size{0};       ///< the file's size
+  std::atomic<std::uint64_t> m_base_size{0};  ///< its size after the last rewrite (or load)
+
+  std::mutex m_wait_mutex;
+  std::vector<std::pair<std::uint64_t, connection*>> m_waiters;  // GUARDED_BY(m_wait_mutex)
+
+  // The rewrite: m_rewriting is the claim (acq_rel exchange); m_rw belongs to the rewrite's
+  // tasks, which run one after the other.
+  std::atomic<bool> m_rewriting{false};
+  std::unique_ptr<rewrite_state> m_rw;
+  std::atomic<std::uint64_t> m_rewrites{0};
+  std::atomic<bool> m_last_rewrite_ok{true};
+  std::atomic<std::int64_t> m_rewrite_started_ms{0};
+  std::atomic<std::int64_t> m_last_rewrite_ms{-1};
+};
+
+}  // namespace server
