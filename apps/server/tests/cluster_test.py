@@ -10,8 +10,8 @@ through the proxy by redis-py and redis-benchmark, each shard also asked directl
 - cluster.sh stop, then start in the same run directory (other ports): every key is back, on
   the same shard (ketama hashes the shards' names, not their addresses);
 - auto_eject_hosts false (cluster.sh's default): while a shard is down (SIGKILL), requests for
-  its keys answer -ERR Connection refused, a multi-key request touching it fails whole, the
-  other shards' keys are served; restarted, it has its data back from its append-only log
+  its keys answer -ERR Connection refused, a multi-key request touching it answers that error
+  (an MSET's live part is written all the same), the other shards' keys are served; restarted, it has its data back from its append-only log
   (appendfsync always: every acknowledged write) when the server has one;
 - auto_eject_hosts true: the dead shard leaves the hash ring, its keys go to the survivor (a
   write there succeeds), and when it returns its keys map back to it: the value written during
@@ -344,6 +344,15 @@ def test_shard_down(c, data, where):
         fail("an MGET touching the dead shard answered")
     except redis.ResponseError as e:
         expect_down_error(e, "MGET touching the dead shard")
+    # A split MSET (or DEL) touching the dead shard answers the error, but its live part is
+    # done: not atomic.
+    try:
+        r.mset({others[0]: b"partial", mine[0]: b"partial"})
+        fail("an MSET touching the dead shard answered OK")
+    except redis.ResponseError as e:
+        expect_down_error(e, "MSET touching the dead shard")
+    expect(c.shard(where[others[0]]).get(others[0]), b"partial",
+           "the live shard's part of a failed MSET is written")
     expect(r.set(others[0], b"written-while-down"), True, "SET on a live shard")
     data[others[0]] = b"written-while-down"
     st = cluster("status", check=False)
