@@ -85,6 +85,10 @@ HAS_AOF = "appendonly" in subprocess.run([ARGS.server, "--help"], capture_output
                                          text=True).stdout
 
 
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                   "runtime error:")
+
+
 def expect(got, want, what):
     if got != want:
         fail(f"{what}: got {got!r}, want {want!r}")
@@ -172,6 +176,14 @@ class Cluster:
 
     def stop(self):
         cluster("stop")
+        # The shards' stderr (sanitizer reports, leaks found at exit) is in shard-I/stdout.log.
+        for i in range(self.shards):
+            path = os.path.join(CLUSTER_DIR, f"shard-{i}", "stdout.log")
+            with open(path, errors="replace") as f:
+                out = f.read()
+            for mark in SANITIZER_MARKS:
+                if mark in out:
+                    fail(f"shard {i} reported {mark!r}: {path}:\n{out[-3000:]}")
 
 
 def wait_for(what, fn, timeout=WAIT_S):
