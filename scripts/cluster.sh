@@ -436,12 +436,14 @@ do_bench() {
   trap '"$root/scripts/cluster.sh" stop --dir "$bench_out/run" >/dev/null 2>&1 || true
         rm -rf "$bench_out"' EXIT
   # Setups: "label shards workers target" (target direct: shard 0's port; proxy: the proxy).
-  setups+=("direct,1-server,W=1 1 1 direct")
-  (($(nproc) > 1)) && setups+=("direct,1-server,W=$(nproc) 1 $(nproc) direct")
-  for s in $bench_shards; do setups+=("proxy,$s-shard(s),W=1 $s 1 proxy"); done
+  setups+=("direct:1:1 1 1 direct")
+  if (($(nproc) > 1)); then setups+=("direct:1:$(nproc) 1 $(nproc) direct"); fi
+  for s in $bench_shards; do setups+=("proxy:$s:1 $s 1 proxy"); done
   note "$(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); load $(cut -d' ' -f1-3 \
     /proc/loadavg); redis-benchmark -t set,get -c 50 -r 1000000, -P 16 -n $bench_n and" \
-    "-P 1 -n $bench_np_n, $bench_rounds round(s), medians"
+    "-P 1 -n $bench_np_n, $bench_rounds round(s), medians; shards with --appendonly" \
+    "$appendonly --appendfsync $appendfsync; shards and proxy pinned only with N*W+1 CPUs," \
+    "the client never"
   if (($(nproc) < 4)); then
     note "on $(nproc) CPUs the proxy, the shards and redis-benchmark share the cores: the" \
       "numbers are bounded by the cores, not by the layout, and other work on the machine" \
@@ -501,9 +503,14 @@ print(f"\nmedians of {sys.argv[3]} round(s); rps = requests/s, p50/p99 in ms; "
 hdr = ("setup", "pipeline", "SET rps", "p50", "p99", "GET rps", "p50", "p99", "keys")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
+def name(s):
+    kind, shards, workers = s.split(":")
+    if kind == "direct":
+        return f"direct to one server, --workers {workers}"
+    return f"proxy, {shards} shard{'s' if shards != '1' else ''} (--workers {workers} each)"
 for m in ("P16", "P1"):
     for s in order:
-        cells = [s.replace(",", " "), "-P 16" if m == "P16" else "none"]
+        cells = [name(s), "-P 16" if m == "P16" else "none"]
         for t in ("SET", "GET"):
             xs = rows.get((s, m, t))
             cells += ([f"{med(xs, 0):,.0f}", f"{med(xs, 1):.3f}", f"{med(xs, 2):.3f}"]

@@ -11,8 +11,9 @@ through the proxy by redis-py and redis-benchmark, each shard also asked directl
   the same shard (ketama hashes the shards' names, not their addresses);
 - auto_eject_hosts false (cluster.sh's default): while a shard is down (SIGKILL), requests for
   its keys answer -ERR Connection refused, a multi-key request touching it answers that error
-  (an MSET's live part is written all the same), the other shards' keys are served; restarted, it has its data back from its append-only log
-  (appendfsync always: every acknowledged write) when the server has one;
+  (an MSET's live part is written all the same), the other shards' keys are served;
+  restarted, it has its data back from its append-only log (appendfsync always: every
+  acknowledged write) when the server has one;
 - auto_eject_hosts true: the dead shard leaves the hash ring, its keys go to the survivor (a
   write there succeeds), and when it returns its keys map back to it: the value written during
   the outage is hidden again (docs/scale-out.md, "consistency").
