@@ -2,8 +2,11 @@
 // Loading is in aof_load.cpp, the rewrite in aof_rewrite.cpp.
 #include "aof.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -99,8 +102,12 @@ bool aof_log::has_work() {
     return false;  // the tick retries
   }
   {
+    // seq_cst with the sync thread's clear of m_sync_busy before its task drains: if that
+    // drain found this leader in the way, this load comes after the clear (drain()).
+    const bool held = m_policy.load(std::memory_order_relaxed) == fsync_policy::always &&
+                      m_sync_busy.load(std::memory_order_seq_cst);
     const std::lock_guard<std::mutex> lock(m_buf_mutex);
-    if (!m_buf.empty()) return true;
+    if (!m_buf.empty() && !held) return true;
   }
   const std::lock_guard<std::mutex> lock(m_wait_mutex);
   for (const auto& w : m_waiters) {
@@ -152,6 +159,12 @@ std::size_t aof_log::write_all(int fd, std::string_view bytes, int& err) {
 
 void aof_log::lead_round() {
   if (m_lost.load(std::memory_order_relaxed)) return;  // only a rewrite brings the log back
+  // `always` while the sync thread syncs: the records wait in the buffer and go out in one
+  // write() when it is done (its task drains), so a group is one write() and one fdatasync.
+  if (m_policy.load(std::memory_order_relaxed) == fsync_policy::always &&
+      m_sync_busy.load(std::memory_order_seq_cst)) {
+    return;
+  }
   std::uint64_t end = 0;
   {
     const std::lock_guard<std::mutex> lock(m_buf_mutex);
@@ -165,6 +178,7 @@ void aof_log::lead_round() {
   }
   if (!m_out.empty()) {
     int err = 0;
+    m_write_calls.fetch_add(1, std::memory_order_relaxed);
     const std::size_t done = write_all(m_fd, m_out, err);
     m_size.fetch_add(done, std::memory_order_relaxed);
     m_out.erase(0, done);
@@ -176,11 +190,11 @@ void aof_log::lead_round() {
     }
     m_written.store(end, std::memory_order_release);
   }
-  const std::uint64_t written = m_written.load(std::memory_order_relaxed);
+  // `always`: the sync thread fdatasyncs what is written now, and releases the waiters.
   if (m_policy.load(std::memory_order_relaxed) == fsync_policy::always &&
-      m_synced.load(std::memory_order_relaxed) < written) {
-    if (::fdatasync(m_fd) != 0) return set_failed(errno, "syncing");
-    m_synced.store(written, std::memory_order_release);
+      m_synced.load(std::memory_order_relaxed) < m_written.load(std::memory_order_relaxed)) {
+    { const std::lock_guard<std::mutex> lock(m_sync_mutex); }  // no lost wake-up: see sync_loop
+    m_sync_cv.notify_one();
   }
   if (m_status.load(std::memory_order_relaxed) == write_status::failed) {
     m_status.store(write_status::ok, std::memory_order_relaxed);
@@ -189,27 +203,80 @@ void aof_log::lead_round() {
   }
 }
 
-void aof_log::fsync_now() {
-  // The rewrite may swap the descriptor meanwhile: sync a duplicate of the current one.
-  int fd = -1;
+void aof_log::start_sync_thread() {
+  m_sync_thread = std::thread([this] { sync_loop(); });
+}
+
+void aof_log::stop_sync_thread() {
+  if (!m_sync_thread.joinable()) return;
   {
-    const std::lock_guard<std::mutex> lock(m_fd_mutex);
-    fd = ::dup(m_fd);
+    const std::lock_guard<std::mutex> lock(m_sync_mutex);
+    m_sync_stop = true;
   }
-  const std::uint64_t written = m_written.load(std::memory_order_acquire);
-  if (fd >= 0 && ::fdatasync(fd) == 0) {
-    // A rewrite that finished meanwhile may have set m_synced further: only move it forward.
-    std::uint64_t cur = m_synced.load(std::memory_order_relaxed);
-    while (cur < written &&
-           !m_synced.compare_exchange_weak(cur, written, std::memory_order_release,
-                                           std::memory_order_relaxed)) {
+  m_sync_cv.notify_one();
+  m_sync_thread.join();
+}
+
+void aof_log::sync_loop() {
+  std::int64_t last_ms = steady_ms();
+  bool last_failed = false;
+  std::unique_lock<std::mutex> lock(m_sync_mutex);
+  while (!m_sync_stop) {
+    // The leader stores m_written, then takes and drops m_sync_mutex before it notifies: this
+    // check (under the mutex) sees the store, or the notification comes after the wait began.
+    const fsync_policy p = m_policy.load(std::memory_order_relaxed);
+    const std::uint64_t written = m_written.load(std::memory_order_acquire);
+    const std::int64_t now = steady_ms();
+    const bool due = written > m_synced.load(std::memory_order_relaxed) &&
+                     (p == fsync_policy::always || (p == fsync_policy::everysec && now - last_ms >= 1000)) &&
+                     (!last_failed || now - last_ms >= 100);
+    if (!due) {
+      m_sync_cv.wait_for(lock, std::chrono::milliseconds(p == fsync_policy::always ? 100 : 50));
+      continue;
     }
-  } else if (fd >= 0) {
-    set_failed(errno, "syncing");
+    lock.unlock();
+    // seq_cst: see lead_round and has_work. What is written from here on waits for the next
+    // round (the leader that wrote it notifies again).
+    m_sync_busy.store(true, std::memory_order_seq_cst);
+    const std::uint64_t target = m_written.load(std::memory_order_acquire);
+    int err = 0;
+    {
+      // The rewrite swaps the descriptor under this mutex: whichever file this is, it holds
+      // `written` once synced (the new one was fdatasync'ed up to at least that much).
+      const std::lock_guard<std::mutex> fd_lock(m_fd_mutex);
+      if (::fdatasync(m_fd) != 0) err = errno;
+    }
+    m_fsync_calls.fetch_add(1, std::memory_order_relaxed);
+    last_ms = steady_ms();
+    last_failed = err != 0;
+    if (err != 0) {
+      m_errno.store(err, std::memory_order_relaxed);
+      if (!m_sync_failed.exchange(true, std::memory_order_relaxed)) {
+        log_event(std::string("error syncing the append only file ") + m_path + ": " +
+                  std::strerror(err) + "; writes are refused (-MISCONF) until it works again");
+      }
+    } else {
+      // A rewrite that finished meanwhile may have moved m_synced further: only forward.
+      std::uint64_t cur = m_synced.load(std::memory_order_relaxed);
+      while (cur < target &&
+             !m_synced.compare_exchange_weak(cur, target, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+      }
+      if (m_sync_failed.exchange(false, std::memory_order_relaxed)) {
+        log_event("the append only file " + m_path + " syncs again; writes are accepted");
+      }
+    }
+    m_sync_busy.store(false, std::memory_order_seq_cst);
+    if (p == fsync_policy::always) {
+      // The replies that waited, and the group that formed meanwhile: a task spawned from this
+      // thread (outside the runtime: a fresh operation) goes on with their connections.
+      m_srv.runtime().spawn([this](tessera::context&) {
+        for (connection* c : take_ready()) m_srv.resume_flow(*c);
+        drain();
+      });
+    }
+    lock.lock();
   }
-  if (fd >= 0) ::close(fd);
-  // release: the next fsync task is spawned after the poller sees the flag cleared.
-  m_fsyncing.store(false, std::memory_order_release);
 }
 
 void aof_log::check_file() {
@@ -247,13 +314,6 @@ void aof_log::tick() {
     // Retry: the leader writes what it kept and clears the state when that works.
     m_srv.post([this](tessera::context&) { drain(); });
   }
-  if (m_policy.load(std::memory_order_relaxed) == fsync_policy::everysec && now - m_last_fsync_ms >= 1000 &&
-      m_synced.load(std::memory_order_relaxed) < m_written.load(std::memory_order_relaxed) &&
-      !m_fsyncing.load(std::memory_order_acquire)) {
-    m_last_fsync_ms = now;
-    m_fsyncing.store(true, std::memory_order_relaxed);
-    m_srv.post([this](tessera::context&) { fsync_now(); });
-  }
   // Stragglers: a leader that handed on, or data buffered under `no` with nobody writing.
   {
     bool pending = false;
@@ -284,6 +344,8 @@ void aof_log::tick() {
 
 void aof_log::shutdown() {
   if (m_rewriting.load(std::memory_order_acquire)) rewrite_abort("the server is shutting down");
+  stop_sync_thread();
+  m_srv.runtime().wait_idle();  // a release task the sync thread spawned before it stopped
   while (m_leading.exchange(true, std::memory_order_seq_cst)) {
   }
   lead_round();
@@ -297,13 +359,13 @@ void aof_log::shutdown() {
   const std::lock_guard<std::mutex> lock(m_wait_mutex);
   if (!m_waiters.empty()) {
     log_event(std::to_string(m_waiters.size()) +
-        " clients' writes could not be logged before the exit; they got no reply");
+              " clients' writes could not be logged before the exit; they got no reply");
   }
 }
 
 std::string aof_log::refusal() const {
   if (m_status.load(std::memory_order_relaxed) == write_status::ok &&
-      !m_lost.load(std::memory_order_relaxed)) {
+      !m_lost.load(std::memory_order_relaxed) && !m_sync_failed.load(std::memory_order_relaxed)) {
     return {};
   }
   const int err = m_errno.load(std::memory_order_relaxed);
@@ -320,7 +382,8 @@ std::string aof_log::info() const {
   };
   const bool rewriting = m_rewriting.load(std::memory_order_relaxed);
   const bool ok = m_status.load(std::memory_order_relaxed) == write_status::ok &&
-                  !m_lost.load(std::memory_order_relaxed);
+                  !m_lost.load(std::memory_order_relaxed) &&
+                  !m_sync_failed.load(std::memory_order_relaxed);
   std::size_t buffered = 0;
   {
     const std::lock_guard<std::mutex> lock(m_buf_mutex);
@@ -346,8 +409,13 @@ std::string aof_log::info() const {
   line("aof_current_size", std::to_string(m_size.load(std::memory_order_relaxed)));
   line("aof_base_size", std::to_string(m_base_size.load(std::memory_order_relaxed)));
   line("aof_buffer_length", std::to_string(buffered));
-  line("aof_pending_bio_fsync", m_fsyncing.load(std::memory_order_relaxed) ? "1" : "0");
+  line("aof_pending_bio_fsync",
+       m_synced.load(std::memory_order_relaxed) < m_written.load(std::memory_order_relaxed)
+           ? "1"
+           : "0");
   line("aof_delayed_fsync", "0");
+  line("aof_write_calls", std::to_string(m_write_calls.load(std::memory_order_relaxed)));
+  line("aof_fsync_calls", std::to_string(m_fsync_calls.load(std::memory_order_relaxed)));
   return r;
 }
 

@@ -16,10 +16,14 @@
 // finishes its replies but holds them until is_safe(its LSN): `always` — fdatasync'ed;
 // `everysec` — written to the file (it survives the process; fdatasync runs once a second);
 // `no` — at once. It parks the connection and calls drain(): one task at a time is the leader
-// (an atomic flag), which takes the whole buffer, write()s it in one call, fdatasyncs it under
-// `always`, and releases every parked connection whose LSN is now safe; the others' records go
-// in its write. A leader leads a few rounds at most, then hands on through the poller (a task
-// spawned from outside begins a fresh operation of the epoch mechanism).
+// (an atomic flag), which takes the whole buffer, write()s it in one call, and releases every
+// parked connection whose LSN is now safe; the others' records go in its write. A leader leads
+// a few rounds at most, then hands on through the poller (a task spawned from outside begins a
+// fresh operation of the epoch mechanism). fdatasync runs on one sync thread (a tessera task
+// never blocks for milliseconds): under `always` the leader wakes it, it syncs everything
+// written so far (all the groups written meanwhile: the next group commit forms while the
+// disk works) and spawns a task that releases the connections now safe; under everysec it
+// syncs once a second.
 //
 // Errors. A failed write or fdatasync (ENOSPC, EFBIG, EIO, ...) keeps the data in the buffer,
 // releases nothing, makes writes answer -MISCONF (reads go on) and is retried every tick (100
@@ -45,6 +49,7 @@
 //   if (!log.is_safe(lsn)) log.park(conn);               // the reply waits (drain())
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -53,6 +58,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <tessera/tessera.h>
@@ -107,8 +113,8 @@ class aof_log {
   /// Writes what is buffered if no other task is writing (the leader; see above).
   void drain();
 
-  /// From the poller, every 100 ms: everysec's fdatasync, retries after an error, the check
-  /// that the log file is still there, the automatic rewrite.
+  /// From the poller, every 100 ms: retries after an error, the check that the log file is
+  /// still there (once a second), the automatic rewrite.
   void tick();
   /// From the main thread once the runtime is idle: writes and fdatasyncs what is left,
   /// releases the parked connections, abandons a rewrite in progress.
@@ -129,6 +135,7 @@ class aof_log {
   struct rewrite_state;
   class rewrite_walk;
 
+  load_outcome load_file(std::string& message);
   /// One leader round: the buffer to the file (and fdatasync under `always`).
   void lead_round();
   /// Parked connections whose LSN is safe now, removed from the list.
@@ -136,7 +143,9 @@ class aof_log {
   bool has_work();
   void set_failed(int err, const char* what);
   void check_file();
-  void fsync_now();
+  void start_sync_thread();
+  void stop_sync_thread();
+  void sync_loop();
   // The rewrite (aof_rewrite.cpp).
   void rewrite_step(tessera::context& ctx);
   void rewrite_chunk_done(tessera::context& ctx);
@@ -165,19 +174,29 @@ class aof_log {
   /// LSNs through which the log is written / fdatasync'ed (release stores, acquire loads).
   std::atomic<std::uint64_t> m_written{0};
   std::atomic<std::uint64_t> m_synced{0};
-  std::atomic<bool> m_fsyncing{false};  ///< everysec's fdatasync task is in flight
-  std::int64_t m_last_fsync_ms = 0;     ///< poller thread only
+  /// The sync thread: fdatasync blocks for milliseconds, and a tessera task never blocks (a
+  /// worker stuck in it strands the tasks queued on its pool), so one thread does it, as
+  /// Redis's bio thread: woken by the leader under `always`, once a second under everysec.
+  std::thread m_sync_thread;
+  std::mutex m_sync_mutex;
+  std::condition_variable m_sync_cv;
+  bool m_sync_stop = false;  // GUARDED_BY(m_sync_mutex)
+  std::atomic<bool> m_sync_failed{false};  ///< the last fdatasync failed (relaxed)
+  std::atomic<bool> m_sync_busy{false};    ///< an fdatasync is running (seq_cst: lead_round)
   std::int64_t m_last_check_ms = 0;     ///< poller thread only
 
   /// Failure state (relaxed: read for replies and INFO; the leader and the tick write it).
   std::atomic<write_status> m_status{write_status::ok};
   std::atomic<int> m_errno{0};
   std::atomic<bool> m_lost{false};  ///< the file was removed or replaced: only a rewrite helps
+  std::atomic<std::uint64_t> m_write_calls{0};  ///< write()s of the log (group commits)
+  std::atomic<std::uint64_t> m_fsync_calls{0};  ///< fdatasync()s of the log
   std::atomic<std::uint64_t> m_size{0};       ///< the file's size
   std::atomic<std::uint64_t> m_base_size{0};  ///< its size after the last rewrite (or load)
 
   std::mutex m_wait_mutex;
   std::vector<std::pair<std::uint64_t, connection*>> m_waiters;  // GUARDED_BY(m_wait_mutex)
+
 
   // The rewrite: m_rewriting is the claim (acq_rel exchange); m_rw belongs to the rewrite's
   // tasks, which run one after the other.

@@ -291,6 +291,12 @@ void fsync_dir(const std::string& dir) {
 }
 
 load_outcome aof_log::load(std::string& message) {
+  const load_outcome o = load_file(message);
+  if (o == load_outcome::loaded) start_sync_thread();
+  return o;
+}
+
+load_outcome aof_log::load_file(std::string& message) {
   const std::string& dir = m_settings.dir;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {

@@ -92,6 +92,7 @@ aof_log::aof_log(kv_server& srv, const settings& s)
     : m_srv(srv), m_settings(s), m_path(log_path(s)), m_policy(s.appendfsync) {}
 
 aof_log::~aof_log() {
+  stop_sync_thread();
   if (m_rw && m_rw->fd >= 0) ::close(m_rw->fd);
   if (m_fd >= 0) ::close(m_fd);
 }
