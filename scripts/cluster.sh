@@ -479,13 +479,14 @@ do_bench() {
         is_uint "$k" && ((k > 0)) || die "$label: shard $i holds no keys after the benchmark"
         keys+="${keys:+/}$k" total=$((total + k))
       done
-      echo "$label keys $round $keys" >>"$out/keys.txt"
+      echo "$label $round $keys $total" >>"$out/keys.txt"
       "$root/scripts/cluster.sh" stop --dir "$out/run" >/dev/null 2>&1
       rm -rf "$out/run"
     done
   done
-  python3 - "$out/results.txt" "$out/keys.txt" "$bench_rounds" <<'EOF'
-import collections, statistics, sys
+  python3 - "$out/results.txt" "$out/keys.txt" "$bench_rounds" "$((bench_n + bench_np_n))" \
+    <<'EOF'
+import collections, math, statistics, sys
 rows = collections.defaultdict(list)
 order = []
 for line in open(sys.argv[1]):
@@ -493,10 +494,11 @@ for line in open(sys.argv[1]):
     rows[(s, m, test)].append((float(rps), float(p50), float(p99)))
     if s not in order:
         order.append(s)
-keys = {}
+keys, totals = {}, collections.defaultdict(list)
 for line in open(sys.argv[2]):
-    s, _, r, k = line.split()
+    s, r, k, total = line.split()
     keys[s] = k  # the last round's
+    totals[s].append(int(total))
 med = lambda xs, i: statistics.median(x[i] for x in xs)
 print(f"\nmedians of {sys.argv[3]} round(s); rps = requests/s, p50/p99 in ms; "
       "keys = per shard after the last round")
@@ -517,6 +519,18 @@ for m in ("P16", "P1"):
                       if xs else ["-", "-", "-"])
         cells.append(keys.get(s, "-"))
         print("| " + " | ".join(cells) + " |")
+# The result check: SETs of uniformly random keys out of R = 1,000,000 leave R(1 - e^(-S/R))
+# distinct keys (S the SETs of both runs), within a fraction of a percent; a setup that lost
+# (or invented) keys is off by more.
+sets = int(sys.argv[4])
+want = 1e6 * (1 - math.exp(-sets / 1e6))
+bad = {s: t for s, t in totals.items() if any(abs(x - want) > 0.01 * want for x in t)}
+print(f"\nkeys after {sets:,} SETs of random keys, expected {want:,.0f} +- 1%: "
+      + ("every setup, every round" if not bad else "NOT MET"))
+for s, t in bad.items():
+    print(f"  {name(s)}: {', '.join(f'{x:,}' for x in t)} in rounds 1-{len(t)}")
+if bad:
+    sys.exit(1)
 EOF
 }
 
