@@ -365,30 +365,30 @@ TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
 
 TESSERA_NOINLINE void worker::execute_traced(task* t, pool* p) {
   // Read before the run: t may be destroyed by it, or be another worker's once forwarded.
-  trace_event e{.type = &typeid(*t)};
+  const void* resource = nullptr;
+  std::uint8_t prim = 0;
   if (hdr(t).m_is_resource != 0) {
-    e.resource = hdr(t).m_data;
-    e.primitive = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->prim);
+    resource = hdr(t).m_data;
+    prim = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->prim);
   }
+  const std::uint16_t type = m_trace->types().id_of(&typeid(*t));
   const std::uint64_t retries = m_guard.retries();
   context_access::current(m_ctx) = nullptr;  // set again by a run: still nullptr if forwarded
-  // One clock read per task: this start ends the span before it (a TSC read is ~10 ns in a
-  // VM, a YCSB task ~75 ns). A span thus also holds the picking of the task after it.
-  e.start = trace_clock::now();
-  if (m_trace_open != no_open_span) {
-    if (trace_event* before = m_trace->at(m_trace_open)) before->end = e.start;
-  }
-  e.end = e.start;
-  const std::uint64_t index = m_trace->record_open(e);
-  m_trace_open = index;
+  // One clock read and one 16-byte store per task: this start also ends the span before it
+  // (the writer's rule), so a span holds the picking of the task after it.
+  const std::uint64_t index =
+      m_trace->record_indexed(trace_event::task(trace_clock::now(), type, resource, prim));
   execute_plain(t, p);
-  if (trace_event* mine = m_trace->at(index)) {
-    if (context_access::current(m_ctx) == nullptr) {  // passed to its resource's pool, not run
-      mine->kind = trace_kind::forwarded;
-      mine->type = nullptr;
-      m_trace_open = no_open_span;
-    } else {
-      mine->value = static_cast<std::uint32_t>(m_guard.retries() - retries);
+  const bool forwarded = context_access::current(m_ctx) == nullptr;  // to its resource's pool
+  m_trace_span_open = !forwarded;
+  const std::uint64_t retried = m_guard.retries() - retries;
+  if (forwarded || retried != 0) [[unlikely]] {
+    if (trace_event* mine = m_trace->at(index)) {
+      if (forwarded) {
+        mine->set_kind(trace_kind::forwarded);
+      } else {
+        mine->set_retries(retried);
+      }
     }
   }
 }

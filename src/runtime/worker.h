@@ -314,19 +314,18 @@ class worker {
   TESSERA_ALWAYS_INLINE void execute_plain(task* t, pool* p);
   /// execute() while tracing: the task's span around execute_plain (out of line).
   void execute_traced(task* t, pool* p);
-  /// Tracing on: the open task span (the last task's), if any, ends now. A span is closed by
+  /// Tracing on: the open task span (the last task's), if any, ends now. A span is ended by
   /// the next task's start (one clock read per task) or here, where the worker leaves its run
   /// of tasks (periodic(), the end of a run, idling).
   void trace_close_span() noexcept {
-    if (m_trace_open != no_open_span) {
-      if (trace_event* e = m_trace->at(m_trace_open)) e->end = trace_clock::now();
-      m_trace_open = no_open_span;
+    if (m_trace_span_open) {
+      m_trace->record(trace_event::instant(trace_clock::now(), trace_kind::span_end, 0));
+      m_trace_span_open = false;
     }
   }
-  static constexpr std::uint64_t no_open_span = ~std::uint64_t{0};
   /// An event at this moment (tracing on only).
   void trace_instant(trace_kind kind, std::uint32_t value, std::uint16_t peer = 0) noexcept {
-    m_trace->record({.start = trace_clock::now(), .value = value, .peer = peer, .kind = kind});
+    m_trace->record(trace_event::instant(trace_clock::now(), kind, value, peer));
   }
   /// try_advance_epoch, and with tracing on an instant if it advanced the epoch.
   void advance_epoch(std::uint64_t now) noexcept;
@@ -447,7 +446,7 @@ class worker {
   std::uint32_t m_spawns_until_offer = 2;
   group_batch m_gbatch;  // the running tasks' changes to one group's count
   trace_buffer* m_trace = nullptr;  // this worker's trace ring; nullptr: tracing off
-  std::uint64_t m_trace_open = no_open_span;  // the ring index of the task span still open
+  bool m_trace_span_open = false;   // the last task event's span has not ended yet
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).

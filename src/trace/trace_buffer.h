@@ -1,15 +1,21 @@
 // src/trace/trace_buffer.h — one worker's ring of trace events (tessera/trace.h).
 //
-// Owner-only: the worker writes its ring with plain stores (no atomic, no lock, no allocation:
-// the ring is allocated when the runtime starts). When it is full, a new event overwrites the
-// oldest one; how many were overwritten is head - capacity. Nobody else reads the ring while
-// the worker runs: the writer (trace_session::finish) reads it after the worker thread was
-// joined, and the join orders every store of the worker before those reads.
+// An event is 16 bytes, four to a cache line: 48 bits of clock ticks, a 16-bit id of the
+// task's type (trace_types), 48 bits of payload (a task's resource address, or an instant's
+// value and peer) and 16 bits of kind, primitive and retries. Nothing is formatted, looked up
+// by name or allocated while the worker runs: trace_session::finish does that after it stopped.
+// A task span has no end of its own: it ends where the worker's next task, forwarded task or
+// span_end event begins, so a task costs one clock read and one 16-byte store.
+//
+// Owner-only: the worker writes its ring with plain stores (no atomic, no lock; the ring is
+// allocated when the runtime starts). When it is full, a new event overwrites the oldest one;
+// how many were overwritten is head - capacity. Nobody else reads the ring while the worker
+// runs: the writer (trace_session::finish) reads it after the worker thread was joined, and the
+// join orders every store of the worker before those reads.
 //
 //   trace_buffer b(1024);
-//   const std::uint64_t t0 = trace_clock::now();
-//   …
-//   b.record({.start = t0, .end = trace_clock::now(), .kind = trace_kind::task});
+//   b.record(trace_event::instant(trace_clock::now(), trace_kind::park, 0));
+//   b.for_each([](const trace_event& e) { … });                  // after the owner stopped
 #pragma once
 
 #include <cstddef>
@@ -26,8 +32,9 @@ namespace tessera::detail {
 
 /// What an event stands for; the writer gives each its Chrome phase and name.
 enum class trace_kind : std::uint8_t {
-  task,            ///< a task ran from start to end (a complete span)
+  task,            ///< a task began to run (a span until the next task, forwarded or span_end)
   forwarded,       ///< a task was passed to its resource's pool instead of running here
+  span_end,        ///< the worker left its run of tasks: the open task span ends here
   pool_handed,     ///< `value` pools went from this worker (`worker`) to `peer`
   tasks_stolen,    ///< `value` queued tasks went from this worker to thief `peer`
   park,            ///< the worker went to sleep
@@ -38,9 +45,9 @@ enum class trace_kind : std::uint8_t {
 };
 
 /// Ticks of a clock shared by all CPUs: the TSC on x86 (invariant on every CPU this runtime is
-/// meant for; a read is a few nanoseconds, a tenth of a vDSO clock_gettime in a VM), the
-/// steady clock elsewhere. The writer converts ticks to nanoseconds with a rate it measures
-/// against the steady clock over the runtime's life.
+/// meant for; a read is 10-20 ns on AMD Zen, less on Intel, and not trapped by KVM), the steady
+/// clock's nanoseconds elsewhere. The writer converts ticks to nanoseconds with a rate it
+/// measures against the steady clock over the runtime's life.
 struct trace_clock {
   static std::uint64_t now() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,15 +59,97 @@ struct trace_clock {
   }
 };
 
+/// One event. Ticks are kept modulo 2^48 (a day at 3 GHz; the writer restores the high bits,
+/// walking back from the time it writes: a worker records at least a wake every park timeout,
+/// so two of its events are never that far apart). Addresses keep their low 48 bits (user
+/// space on x86-64 and AArch64; a tag in the top byte is dropped).
 struct trace_event {
-  std::uint64_t start = 0;              ///< ticks
-  std::uint64_t end = 0;                ///< ticks (task spans only)
-  const void* type = nullptr;           ///< task: its std::type_info
-  const void* resource = nullptr;       ///< task: the resource it ran on, or nullptr
-  std::uint32_t value = 0;              ///< task: optimistic retries; else see trace_kind
-  std::uint16_t peer = 0;               ///< see trace_kind
-  trace_kind kind = trace_kind::task;
-  std::uint8_t primitive = 0;           ///< task: tessera::primitive it ran under
+  static constexpr unsigned low_bits = 48;
+  static constexpr std::uint64_t low_mask = (std::uint64_t{1} << low_bits) - 1;
+
+  std::uint64_t stamp = 0;    ///< ticks (low 48 bits) | type id << 48 (task, forwarded)
+  std::uint64_t payload = 0;  ///< see below (low 48 bits) | kind << 48 | primitive << 52 |
+                              ///< retries << 56 (task)
+
+  /// A task span's start: its type's id (trace_types), the resource it runs on (nullptr:
+  /// none) and that resource's primitive.
+  static trace_event task(std::uint64_t ticks, std::uint16_t type_id, const void* resource,
+                          std::uint8_t primitive) noexcept {
+    return {(ticks & low_mask) | (std::uint64_t{type_id} << 48),
+            (reinterpret_cast<std::uintptr_t>(resource) & low_mask) |
+                (std::uint64_t{primitive & 0xFu} << 52)};
+  }
+  /// Any other kind: `value` and `peer` as trace_kind says.
+  static trace_event instant(std::uint64_t ticks, trace_kind kind, std::uint32_t value,
+                             std::uint16_t peer = 0) noexcept {
+    return {ticks & low_mask, std::uint64_t{value} | (std::uint64_t{peer} << 32) |
+                                  (std::uint64_t{static_cast<std::uint8_t>(kind)} << 48)};
+  }
+
+  std::uint64_t ticks_low() const noexcept { return stamp & low_mask; }
+  std::uint16_t type_id() const noexcept { return static_cast<std::uint16_t>(stamp >> 48); }
+  trace_kind kind() const noexcept { return static_cast<trace_kind>((payload >> 48) & 0xFu); }
+  std::uint8_t primitive() const noexcept { return (payload >> 52) & 0xFu; }
+  std::uint8_t retries() const noexcept { return static_cast<std::uint8_t>(payload >> 56); }
+  std::uint64_t resource() const noexcept { return payload & low_mask; }
+  std::uint32_t value() const noexcept { return static_cast<std::uint32_t>(payload); }
+  std::uint16_t peer() const noexcept { return static_cast<std::uint16_t>(payload >> 32); }
+
+  void set_kind(trace_kind k) noexcept {
+    payload = (payload & ~(std::uint64_t{0xF} << 48)) |
+              (std::uint64_t{static_cast<std::uint8_t>(k)} << 48);
+  }
+  /// Optimistic retries, 255 for 255 or more (a read falls back to a latch long before).
+  void set_retries(std::uint64_t r) noexcept {
+    payload = (payload & ~(std::uint64_t{0xFF} << 56)) | ((r < 255 ? r : 255) << 56);
+  }
+};
+static_assert(sizeof(trace_event) == 16);
+
+/// The task types a worker has seen, each with a 16-bit id: an open-addressed table of a fixed
+/// size, owner-only, allocated once. id_of is a hash, a load and a compare for a type seen
+/// before; the id is the type's slot, so the writer reads the type back from it. Id 0: no type
+/// (the table is full, a case for programs with thousands of task types).
+class trace_types {
+ public:
+  static constexpr std::size_t slots = 1024;
+
+  std::uint16_t id_of(const void* type) noexcept {
+    std::size_t i = slot_for(type);
+    for (;;) {
+      const void* there = m_types[i];
+      if (there == type) [[likely]] return static_cast<std::uint16_t>(i);
+      if (there == nullptr) return insert(i, type);
+      i = next(i);
+    }
+  }
+  /// The type of id `id`, or nullptr for 0. After the owner stopped.
+  const void* type(std::uint16_t id) const noexcept {
+    return id < slots ? m_types[id] : nullptr;
+  }
+
+ private:
+  static std::size_t next(std::size_t i) noexcept {
+    i = (i + 1) & (slots - 1);
+    return i == 0 ? 1 : i;  // slot 0 stays empty: id 0 means "no type"
+  }
+  static std::size_t slot_for(const void* type) noexcept {
+    const std::uint64_t h =
+        (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(type)) >> 3) *
+        0x9E3779B97F4A7C15ull;
+    const std::size_t i = static_cast<std::size_t>(h >> 54);  // 10 bits: slots
+    return i == 0 ? 1 : i;
+  }
+  std::uint16_t insert(std::size_t i, const void* type) noexcept {
+    if (m_used >= slots * 3 / 4) return 0;  // keeps probe runs short
+    ++m_used;
+    m_types[i] = type;
+    return static_cast<std::uint16_t>(i);
+  }
+  static_assert(slots == std::size_t{1} << 10);
+
+  const void* m_types[slots] = {};  // NOLINT(*-avoid-c-arrays): 8 KiB inside the ring's object
+  std::size_t m_used = 0;
 };
 
 class trace_buffer {
@@ -74,9 +163,8 @@ class trace_buffer {
   }
   /// Owner thread only.
   void record(const trace_event& e) noexcept { m_events[m_head++ & m_mask] = e; }
-  /// Owner thread only: records `e` and returns its index, for close() and at() while it is
-  /// still in the ring.
-  std::uint64_t record_open(const trace_event& e) noexcept {
+  /// Owner thread only: records `e` and returns its index, for at() while it is in the ring.
+  std::uint64_t record_indexed(const trace_event& e) noexcept {
     m_events[m_head & m_mask] = e;
     return m_head++;
   }
@@ -96,11 +184,21 @@ class trace_buffer {
   void for_each(F&& f) const {
     for (std::uint64_t i = dropped(); i < m_head; ++i) f(m_events[i & m_mask]);
   }
+  /// The i-th event kept (0: the oldest). After the owner stopped.
+  const trace_event& kept(std::uint64_t i) const noexcept {
+    return m_events[(dropped() + i) & m_mask];
+  }
+  std::uint64_t kept_count() const noexcept { return m_head - dropped(); }
+
+  /// The worker's task types (the ids in its task events).
+  trace_types& types() noexcept { return m_types; }
+  const trace_types& types() const noexcept { return m_types; }
 
  private:
   std::unique_ptr<trace_event[]> m_events;
   std::size_t m_mask = 0;
   std::uint64_t m_head = 0;
+  trace_types m_types;
 };
 
 }  // namespace tessera::detail

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -85,7 +86,19 @@ std::unique_ptr<trace_session> trace_session::from_options(const trace_options& 
     if (const char* env = std::getenv("TESSERA_TRACE"); env != nullptr) file = env;
   }
   if (file.empty()) return nullptr;
-  return std::make_unique<trace_session>(std::move(file), options.events_per_worker, workers);
+  std::size_t events = options.events_per_worker;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once per runtime, nobody here sets it
+  if (const char* env = std::getenv("TESSERA_TRACE_EVENTS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(env, &end, 10);
+    if (*end == '\0' && n > 0 && n <= (std::size_t{1} << 32)) {
+      events = static_cast<std::size_t>(n);
+    } else {
+      std::fprintf(stderr, "tessera: trace: TESSERA_TRACE_EVENTS='%s' ignored (events per "
+                   "worker, 1 to 2^32)\n", env);
+    }
+  }
+  return std::make_unique<trace_session>(std::move(file), events, workers);
 }
 
 trace_session::trace_session(std::string file, std::size_t events_per_worker, unsigned workers)
@@ -123,6 +136,31 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
       const double ns = offset_ns + since * rate;
       return ns <= 0 ? 0 : static_cast<std::uint64_t>(ns);
     };
+    // Events keep 48 bits of ticks: walking from the newest back, each is the latest time at
+    // or before the one after it (at or before now, for the newest) with those bits. The
+    // slack covers a TSC a little ahead on another CPU; min() keeps a worker's times ordered.
+    constexpr std::uint64_t slack = std::uint64_t{1} << 32;
+    std::vector<std::uint64_t> ticks;  // per kept event of one worker
+    std::vector<std::uint64_t> ends;   // task events: where their span ends
+    const auto restore = [&](const trace_buffer& b) {
+      const std::uint64_t n = b.kept_count();
+      ticks.assign(n, 0);
+      ends.assign(n, 0);
+      std::uint64_t after = ticks1;
+      std::uint64_t boundary = ~std::uint64_t{0};  // the next span boundary's ticks, if any
+      for (std::uint64_t i = n; i-- > 0;) {
+        const trace_event& e = b.kept(i);
+        const std::uint64_t bound = after + slack;
+        const std::uint64_t t = std::min(bound - ((bound - e.ticks_low()) & trace_event::low_mask),
+                                         after);
+        ticks[i] = t;
+        after = t;
+        const trace_kind k = e.kind();
+        if (k == trace_kind::task) ends[i] = boundary == ~std::uint64_t{0} ? t : boundary;
+        if (k == trace_kind::task || k == trace_kind::forwarded || k == trace_kind::span_end)
+          boundary = t;
+      }
+    };
     std::map<const void*, std::string> names;
     std::string out;
     char text[256];
@@ -146,8 +184,10 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
                     "\"args\":{\"sort_index\":%u}}",
                     pid, w, w);
       out += text;
-      b.for_each([&](const trace_event& e) {
-        const std::uint64_t ts = to_ns(e.start);
+      restore(b);
+      for (std::uint64_t i = 0; i < b.kept_count(); ++i) {
+        const trace_event& e = b.kept(i);
+        const std::uint64_t ts = to_ns(ticks[i]);
         const auto instant = [&](const char* cat, const char* name) {
           std::snprintf(text, sizeof text,
                         ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"%s\",\"name\":\"%s\",\"pid\":%u,"
@@ -156,24 +196,26 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
           out += text;
           append_us(out, ts);
         };
-        switch (e.kind) {
+        switch (e.kind()) {
           case trace_kind::task: {
-            auto it = names.find(e.type);
-            if (it == names.end()) it = names.emplace(e.type, demangled(e.type)).first;
+            const void* type = b.types().type(e.type_id());
+            auto it = names.find(type);
+            if (it == names.end()) it = names.emplace(type, demangled(type)).first;
             out += ",\n{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"";
             append_escaped(out, it->second);
             std::snprintf(text, sizeof text, "\",\"pid\":%u,\"tid\":%u,\"ts\":", pid, w);
             out += text;
             append_us(out, ts);
             out += ",\"dur\":";
-            const std::uint64_t end = to_ns(e.end);
+            const std::uint64_t end = to_ns(ends[i]);
             append_us(out, end > ts ? end - ts : 0);
-            if (e.resource != nullptr) {
+            if (e.resource() != 0) {
+              const std::string_view prim = primitive_name(e.primitive());
               std::snprintf(text, sizeof text,
-                            ",\"args\":{\"resource\":\"%p\",\"primitive\":\"%.*s\","
+                            ",\"args\":{\"resource\":\"0x%" PRIx64 "\",\"primitive\":\"%.*s\","
                             "\"retries\":%u}}",
-                            e.resource, static_cast<int>(primitive_name(e.primitive).size()),
-                            primitive_name(e.primitive).data(), e.value);
+                            e.resource(), static_cast<int>(prim.size()), prim.data(),
+                            static_cast<unsigned>(e.retries()));
               out += text;
             } else {
               out += ",\"args\":{\"resource\":null,\"primitive\":\"none\",\"retries\":0}}";
@@ -184,12 +226,14 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
             instant("task", "forwarded to its resource's pool");
             out += "}";
             break;
+          case trace_kind::span_end:  // the end of the span before it; no event of its own
+            break;
           case trace_kind::pool_handed:
           case trace_kind::tasks_stolen:
             instant("steal",
-                    e.kind == trace_kind::pool_handed ? "pool handed over" : "tasks stolen");
+                    e.kind() == trace_kind::pool_handed ? "pool handed over" : "tasks stolen");
             std::snprintf(text, sizeof text, ",\"args\":{\"from\":%u,\"to\":%u,\"count\":%u}}",
-                          w, static_cast<unsigned>(e.peer), e.value);
+                          w, static_cast<unsigned>(e.peer()), e.value());
             out += text;
             break;
           case trace_kind::park:
@@ -198,17 +242,17 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
             break;
           case trace_kind::wake:
             instant("idle", "wake");
-            out += e.value != 0 ? ",\"args\":{\"timed_out\":true}}"
+            out += e.value() != 0 ? ",\"args\":{\"timed_out\":true}}"
                                 : ",\"args\":{\"timed_out\":false}}";
             break;
           case trace_kind::epoch_advanced:
             instant("epoch", "epoch advanced");
-            std::snprintf(text, sizeof text, ",\"args\":{\"epoch\":%u}}", e.value);
+            std::snprintf(text, sizeof text, ",\"args\":{\"epoch\":%u}}", e.value());
             out += text;
             break;
           case trace_kind::group_completed:
             instant("group", "group completed");
-            std::snprintf(text, sizeof text, ",\"args\":{\"group\":%u}}", e.value);
+            std::snprintf(text, sizeof text, ",\"args\":{\"group\":%u}}", e.value());
             out += text;
             break;
           case trace_kind::queue_length:
@@ -219,11 +263,11 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
             out += text;
             append_us(out, ts);
             std::snprintf(text, sizeof text, ",\"args\":{\"queued\":%u,\"window\":%u}}",
-                          e.value, static_cast<unsigned>(e.peer));
+                          e.value(), static_cast<unsigned>(e.peer()));
             out += text;
             break;
         }
-      });
+      }
     }
     contents.runtimes.push_back(std::move(out));
 
