@@ -16,6 +16,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 me="cluster.sh"
+PATH="$PATH:/usr/sbin"  # Debian installs nutcracker there
 
 usage() {
   cat <<'EOF'
@@ -158,7 +159,17 @@ state="$dir/cluster.state"
 # A pid counts as ours only while its command line still names the program: a pid file left by
 # a crashed run must not make us signal whatever process reused the number.
 alive() {  # pid program
-  [[ -n $1 && -r /proc/$1/cmdline ]] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$2"
+  [[ -n $1 && -r /proc/$1/cmdline ]] || return 1
+  local cmdline
+  cmdline=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"$2"* ]]
+}
+# A process this script has just started: alive until it exits (a zombie counts as exited), even
+# before it has exec'ed the program's name into its command line.
+running() {  # pid
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ ${stat##*) } != Z* ]]
 }
 answers_ping() { [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -197,17 +208,17 @@ start_shard() {  # i: starts shard i from the state's settings (no wait)
   echo $! >"$sdir/pid"
 }
 
-wait_ping() {  # port what pidfile program logfile
+wait_ping() {  # port what pidfile logfile
   local deadline=$((SECONDS + startup_s))
   while ! answers_ping "$1"; do
-    if ! alive "$(read_pid "$3")" "$4"; then
-      note "$2 exited at start; the end of $5:"
-      tail -n 20 "$5" >&2 2>/dev/null || true
+    if ! running "$(read_pid "$3")"; then
+      note "$2 exited at start; the end of $4:"
+      tail -n 20 "$4" >&2 2>/dev/null || true
       return 1
     fi
     if ((SECONDS >= deadline)); then
-      note "$2 did not answer PING on port $1 within ${startup_s} s; the end of $5:"
-      tail -n 20 "$5" >&2 2>/dev/null || true
+      note "$2 did not answer PING on port $1 within ${startup_s} s; the end of $4:"
+      tail -n 20 "$4" >&2 2>/dev/null || true
       return 1
     fi
     sleep 0.1
@@ -341,13 +352,12 @@ do_start() {
   } >"$state"
   for ((i = 0; i < N; i++)); do start_shard "$i" || start_failed; done
   for ((i = 0; i < N; i++)); do
-    wait_ping "$((PORT + 1 + i))" "shard $i" "$dir/shard-$i/pid" tessera-kv-server \
-      "$dir/shard-$i/server.log" || start_failed
+    wait_ping "$((PORT + 1 + i))" "shard $i" "$dir/shard-$i/pid" "$dir/shard-$i/server.log" ||
+      start_failed
   done
   write_proxy_config
   start_proxy || start_failed
-  wait_ping "$PORT" nutcracker "$dir/nutcracker.pid" nutcracker "$dir/nutcracker.log" ||
-    start_failed
+  wait_ping "$PORT" nutcracker "$dir/nutcracker.pid" "$dir/nutcracker.log" || start_failed
   local pinned="not pinned (pinning needs N*W+1 = $((N * WORKERS + 1)) CPUs, $(nproc) here)"
   if [[ -n $(shard_cpus 0) ]]; then
     pinned="shard I on CPUs I*W..I*W+W-1, the proxy on CPU $((N * WORKERS))"
@@ -418,7 +428,7 @@ do_restart() {
     die "shard $count is running: scripts/cluster.sh kill $count first"
   fi
   start_shard "$count" || exit 1
-  wait_ping "$((PORT + 1 + count))" "shard $count" "$dir/shard-$count/pid" tessera-kv-server \
+  wait_ping "$((PORT + 1 + count))" "shard $count" "$dir/shard-$count/pid" \
     "$dir/shard-$count/server.log" || exit 1
   note "shard $count restarted on port $((PORT + 1 + count))" \
     "($(redis-cli -p $((PORT + 1 + count)) dbsize) keys)"
