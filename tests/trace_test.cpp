@@ -1,6 +1,8 @@
 // Trace (tessera/trace.h): the file is Chrome trace-event JSON of the documented shape; per
 // worker the task spans are ordered and apart; one span per executed task; a program whose task
-// throws, or whose group is cancelled, still writes a valid file; a tiny ring drops and counts.
+// throws, or whose group is cancelled, still writes a valid file; a tiny ring drops and counts
+// (also when TESSERA_TRACE_EVENTS sets it); the 16-byte event keeps what the file shows, and
+// the table of task types gives each type one id.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "trace/trace_buffer.h"
 
 namespace tessera::test {
 namespace {
@@ -295,6 +298,68 @@ TEST(trace, the_environment_turns_it_on_and_runtimes_share_the_file) {
   EXPECT_EQ(s.runtimes, 2u);
   EXPECT_EQ(s.spans, 2u);
   std::remove(path.c_str());
+}
+
+TEST(trace, the_environment_sets_the_ring_size) {
+  const std::string path = trace_path("events");
+  ASSERT_EQ(::setenv("TESSERA_TRACE_EVENTS", "16", 1), 0);
+  {
+    runtime r({.workers = 1, .trace = {.file = path}});
+    const group g = r.make_group();
+    for (int i = 0; i < 200; ++i) r.spawn([](context&) {}, g);
+    r.wait(g);
+  }
+  ASSERT_EQ(::unsetenv("TESSERA_TRACE_EVENTS"), 0);
+  const trace_summary s = check_trace(path);
+  EXPECT_LE(s.spans, 16u);
+  EXPECT_GE(s.dropped, 200u - 16u);
+  std::remove(path.c_str());
+}
+
+TEST(trace, an_event_keeps_ticks_type_resource_primitive_and_retries) {
+  using detail::trace_event;
+  using detail::trace_kind;
+  int object = 0;
+  const std::uint64_t ticks = (std::uint64_t{0xABCD} << 48) | 0x123456789ABCull;
+  trace_event e = trace_event::task(ticks, 777, &object, 5);
+  EXPECT_EQ(e.ticks_low(), 0x123456789ABCull);
+  EXPECT_EQ(e.type_id(), 777u);
+  EXPECT_EQ(e.kind(), trace_kind::task);
+  EXPECT_EQ(e.resource(), reinterpret_cast<std::uintptr_t>(&object) & trace_event::low_mask);
+  EXPECT_EQ(e.primitive(), 5u);
+  EXPECT_EQ(e.retries(), 0u);
+  e.set_retries(3);
+  EXPECT_EQ(e.retries(), 3u);
+  e.set_retries(100000);  // saturates
+  EXPECT_EQ(e.retries(), 255u);
+  e.set_kind(trace_kind::forwarded);
+  EXPECT_EQ(e.kind(), trace_kind::forwarded);
+  EXPECT_EQ(e.primitive(), 5u);
+  EXPECT_EQ(e.type_id(), 777u);
+
+  const trace_event i = trace_event::instant(ticks, trace_kind::queue_length, 0xFFFFFFFFu, 0xBEEF);
+  EXPECT_EQ(i.kind(), trace_kind::queue_length);
+  EXPECT_EQ(i.value(), 0xFFFFFFFFu);
+  EXPECT_EQ(i.peer(), 0xBEEFu);
+  EXPECT_EQ(i.ticks_low(), 0x123456789ABCull);
+}
+
+TEST(trace, the_type_table_gives_each_type_one_id_and_zero_when_full) {
+  auto types = std::make_unique<detail::trace_types>();
+  std::vector<std::uint64_t> fake(detail::trace_types::slots);  // distinct addresses
+  std::map<std::uint16_t, const void*> seen;
+  std::size_t named = 0;
+  for (const std::uint64_t& f : fake) {
+    const std::uint16_t id = types->id_of(&f);
+    if (id == 0) continue;  // the table is full
+    ++named;
+    EXPECT_TRUE(seen.emplace(id, &f).second) << "id " << id << " given twice";
+    EXPECT_EQ(types->id_of(&f), id);  // the same id again
+    EXPECT_EQ(types->type(id), &f);
+  }
+  EXPECT_EQ(named, detail::trace_types::slots * 3 / 4);
+  EXPECT_EQ(types->type(0), nullptr);
+  for (const auto& [id, type] : seen) EXPECT_EQ(types->id_of(type), id);  // still found
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(trace_test);
