@@ -6,6 +6,13 @@
 #
 #   scripts/run-server-benchmark.sh                 # N = 1000000 pipelined, 200000 not
 #   N=200000 NP_N=50000 ROUNDS=3 scripts/run-server-benchmark.sh
+#   AOF=1 scripts/run-server-benchmark.sh           # durability: SET with the log, below
+#
+# AOF=1: SET only, tessera-kv-server without the log, with --appendonly yes --appendfsync
+# everysec and always, and redis-server with appendonly yes + appendfsync everysec and always,
+# each log in a fresh directory under AOF_DIR (default: a temp directory under build/, on the
+# repository's disk). Defaults N=200000, NP_N=50000. Prints everysec / log off and always /
+# redis-server always.
 #
 # Pinning: with 3 or more CPUs the client runs alone on the last CPU and every server on the
 # others (taskset); with 2 CPUs, PIN=apart (the default) gives the server CPU 0 and the client
@@ -14,6 +21,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+AOF=${AOF:-}
+if [[ -n $AOF ]]; then
+  N=${N:-200000}
+  NP_N=${NP_N:-50000}
+  TESTS=set
+fi
 N=${N:-1000000}
 NP_N=${NP_N:-200000}
 ROUNDS=${ROUNDS:-3}
@@ -50,13 +63,24 @@ io_threads=2
 
 port=$((20000 + RANDOM % 20000))
 out=$(mktemp -d)
-trap 'rm -rf "$out"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null || true' EXIT
+mkdir -p build
+aof_root=${AOF_DIR:-$(mktemp -d "$root/build/server-bench-aof.XXXXXX")}
+trap 'rm -rf "$out" "$aof_root"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null || true' EXIT
 
 start_server() {  # name -> sets pid
+  local dir="$aof_root/$1"
+  rm -rf "$dir" && mkdir -p "$dir"
   case $1 in
     tessera)
       taskset -c "$server_cpus" "$server_bin" --port "$port" --workers "$workers" \
         >"$out/server.log" 2>&1 & ;;
+    tessera-everysec|tessera-always)
+      taskset -c "$server_cpus" "$server_bin" --port "$port" --workers "$workers" \
+        --appendonly yes --appendfsync "${1#tessera-}" --dir "$dir" >"$out/server.log" 2>&1 & ;;
+    redis-everysec|redis-always)
+      taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+        --appendonly yes --appendfsync "${1#redis-}" --dir "$dir" --daemonize no \
+        --logfile "$out/server.log" & ;;
     redis)
       taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
         --appendonly no --daemonize no --logfile "$out/server.log" & ;;
@@ -80,6 +104,7 @@ stop_server() {
 }
 
 servers=(redis redis-io2 tessera)
+[[ -n $AOF ]] && servers=(tessera tessera-everysec tessera-always redis-everysec redis-always)
 echo "run-server-benchmark: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); $pin_note"
 redis_version=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')
 echo "run-server-benchmark: tessera-kv-server --workers $workers;" \
@@ -101,6 +126,35 @@ done
 
 # Medians over rounds, then the table.
 cp "$out/results.txt" "${RESULTS:-/tmp/run-server-benchmark.txt}"
+if [[ -n $AOF ]]; then
+  echo "run-server-benchmark: logs under $aof_root (on $(df "$aof_root" | awk 'NR==2 {print $1}'))"
+  python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    s, m, r, test, rps, p50, p99 = line.split()
+    rows[(s, m)].append((float(rps), float(p50), float(p99)))
+def med(s, m, i):
+    xs = rows.get((s, m))
+    return statistics.median(x[i] for x in xs) if xs else float("nan")
+print(f"\nSET, medians of {sys.argv[2]} rounds; rps = requests/s, p50/p99 in ms")
+names = ("tessera", "tessera-everysec", "tessera-always", "redis-everysec", "redis-always")
+heads = ("tessera log off", "tessera everysec", "tessera always", "redis everysec",
+         "redis always")
+print("| mode | " + " | ".join(f"{h} rps (p50/p99)" for h in heads) +
+      " | everysec / off | always / redis always | everysec / redis everysec |")
+print("|" + "---|" * (len(heads) + 4))
+for m in ("P16", "P1"):
+    cells = ["-P 16" if m == "P16" else "no pipelining"]
+    for s in names:
+        cells.append(f"{med(s, m, 0):,.0f} ({med(s, m, 1):.2f}/{med(s, m, 2):.2f})")
+    cells.append(f"{med('tessera-everysec', m, 0) / med('tessera', m, 0):.2f}x")
+    cells.append(f"{med('tessera-always', m, 0) / med('redis-always', m, 0):.2f}x")
+    cells.append(f"{med('tessera-everysec', m, 0) / med('redis-everysec', m, 0):.2f}x")
+    print("| " + " | ".join(cells) + " |")
+EOF
+  exit 0
+fi
 python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
 import collections, statistics, sys
 rows = collections.defaultdict(list)

@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include "connection.h"
@@ -203,6 +203,13 @@ void aof_log::lead_round() {
   }
 }
 
+void aof_log::note_file(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;
+  m_file_ino.store(st.st_ino, std::memory_order_relaxed);
+  m_file_dev.store(st.st_dev, std::memory_order_relaxed);
+}
+
 void aof_log::start_sync_thread() {
   m_sync_thread = std::thread([this] { sync_loop(); });
 }
@@ -227,8 +234,9 @@ void aof_log::sync_loop() {
     const fsync_policy p = m_policy.load(std::memory_order_relaxed);
     const std::uint64_t written = m_written.load(std::memory_order_acquire);
     const std::int64_t now = steady_ms();
-    const bool due = written > m_synced.load(std::memory_order_relaxed) &&
-                     (p == fsync_policy::always || (p == fsync_policy::everysec && now - last_ms >= 1000)) &&
+    const bool policy_due = p == fsync_policy::always ||
+                            (p == fsync_policy::everysec && now - last_ms >= 1000);
+    const bool due = written > m_synced.load(std::memory_order_relaxed) && policy_due &&
                      (!last_failed || now - last_ms >= 100);
     if (!due) {
       m_sync_cv.wait_for(lock, std::chrono::milliseconds(p == fsync_policy::always ? 100 : 50));
@@ -280,15 +288,18 @@ void aof_log::sync_loop() {
 }
 
 void aof_log::check_file() {
+  // acquire: a finished rewrite's note_file (before its release of the flag) is seen. A
+  // rewrite that switches files while we look is seen by the second look (flag or count).
+  if (m_rewriting.load(std::memory_order_acquire)) return;
+  const std::uint64_t rewrites = m_rewrites.load(std::memory_order_relaxed);
   struct stat on_disk {};
-  struct stat open_file {};
-  bool same = false;
-  {
-    const std::lock_guard<std::mutex> lock(m_fd_mutex);
-    same = ::stat(m_path.c_str(), &on_disk) == 0 && ::fstat(m_fd, &open_file) == 0 &&
-           on_disk.st_ino == open_file.st_ino && on_disk.st_dev == open_file.st_dev;
+  const bool same = ::stat(m_path.c_str(), &on_disk) == 0 &&
+                    on_disk.st_ino == m_file_ino.load(std::memory_order_relaxed) &&
+                    on_disk.st_dev == m_file_dev.load(std::memory_order_relaxed);
+  if (same || m_rewriting.load(std::memory_order_acquire) ||
+      m_rewrites.load(std::memory_order_relaxed) != rewrites) {
+    return;
   }
-  if (same || m_rewriting.load(std::memory_order_acquire)) return;
   if (!m_lost.exchange(true, std::memory_order_relaxed)) {
     log_event("the append only file " + m_path +
         " was removed or replaced; writes are refused (-MISCONF) and the log is rewritten from "
@@ -343,9 +354,10 @@ void aof_log::tick() {
 }
 
 void aof_log::shutdown() {
-  if (m_rewriting.load(std::memory_order_acquire)) rewrite_abort("the server is shutting down");
   stop_sync_thread();
   m_srv.runtime().wait_idle();  // a release task the sync thread spawned before it stopped
+  // Its next step was posted to a poller that has stopped.
+  if (m_rewriting.load(std::memory_order_acquire)) rewrite_abort("the server is shutting down");
   while (m_leading.exchange(true, std::memory_order_seq_cst)) {
   }
   lead_round();
@@ -400,7 +412,8 @@ std::string aof_log::info() const {
        rewriting ? std::to_string((steady_ms() - m_rewrite_started_ms.load(
                                                      std::memory_order_relaxed)) / 1000)
                  : "-1");
-  line("aof_last_bgrewrite_status", m_last_rewrite_ok.load(std::memory_order_relaxed) ? "ok" : "err");
+  line("aof_last_bgrewrite_status",
+       m_last_rewrite_ok.load(std::memory_order_relaxed) ? "ok" : "err");
   line("aof_rewrites", std::to_string(m_rewrites.load(std::memory_order_relaxed)));
   line("aof_last_write_status", ok ? "ok" : "err");
   line("aof_last_write_error",

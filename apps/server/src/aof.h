@@ -143,6 +143,8 @@ class aof_log {
   bool has_work();
   void set_failed(int err, const char* what);
   void check_file();
+  /// Remembers which file `fd` is (check_file compares the path's with it).
+  void note_file(int fd);
   void start_sync_thread();
   void stop_sync_thread();
   void sync_loop();
@@ -184,6 +186,10 @@ class aof_log {
   std::atomic<bool> m_sync_failed{false};  ///< the last fdatasync failed (relaxed)
   std::atomic<bool> m_sync_busy{false};    ///< an fdatasync is running (seq_cst: lead_round)
   std::int64_t m_last_check_ms = 0;     ///< poller thread only
+  /// The open log's inode and device (relaxed: the open and the rewrite's switch store them
+  /// before the rewrite flag clears, which check_file acquires first).
+  std::atomic<std::uint64_t> m_file_ino{0};
+  std::atomic<std::uint64_t> m_file_dev{0};
 
   /// Failure state (relaxed: read for replies and INFO; the leader and the tick write it).
   std::atomic<write_status> m_status{write_status::ok};

@@ -316,6 +316,7 @@ load_outcome aof_log::load_file(std::string& message) {
     message = "cannot open the append only file " + m_path + ": " + std::strerror(errno);
     return load_outcome::failed;
   }
+  note_file(m_fd);
   if (!existed) {
     fsync_dir(dir);
     message = "created the append only file " + m_path + " (appendfsync " +

@@ -201,6 +201,7 @@ void aof_log::rewrite_finish() {
     return drain();
   }
   fsync_dir(m_settings.dir);
+  note_file(st.fd);
   int old = -1;
   {
     const std::lock_guard<std::mutex> lock(m_fd_mutex);

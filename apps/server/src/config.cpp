@@ -201,10 +201,12 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
     return one([&](const std::string& a) { return parse_yes_no(a, out.aof_load_truncated); });
   }
   if (name == "auto-aof-rewrite-percentage") {
-    return one([&](const std::string& a) { return parse_count(a, out.auto_aof_rewrite_percentage); });
+    return one(
+        [&](const std::string& a) { return parse_count(a, out.auto_aof_rewrite_percentage); });
   }
   if (name == "auto-aof-rewrite-min-size") {
-    return one([&](const std::string& a) { return parse_memory(a, out.auto_aof_rewrite_min_size); });
+    return one(
+        [&](const std::string& a) { return parse_memory(a, out.auto_aof_rewrite_min_size); });
   }
   if (ignored(name)) return true;
   return bad_args(error, name);
