@@ -208,20 +208,20 @@ start_shard() {  # i: starts shard i from the state's settings (no wait)
   echo $! >"$sdir/pid"
 }
 
-wait_ping() {  # port what pidfile logfile
-  local deadline=$((SECONDS + startup_s))
+wait_ping() {  # port what pidfile logfile stderr-file
+  local deadline=$((SECONDS + startup_s)) why=""
   while ! answers_ping "$1"; do
     if ! running "$(read_pid "$3")"; then
-      note "$2 exited at start; the end of $4:"
-      tail -n 20 "$4" >&2 2>/dev/null || true
-      return 1
+      why="exited at start"
+    elif ((SECONDS >= deadline)); then
+      why="did not answer PING on port $1 within ${startup_s} s"
+    else
+      sleep 0.1
+      continue
     fi
-    if ((SECONDS >= deadline)); then
-      note "$2 did not answer PING on port $1 within ${startup_s} s; the end of $4:"
-      tail -n 20 "$4" >&2 2>/dev/null || true
-      return 1
-    fi
-    sleep 0.1
+    note "$2 $why; the end of $4 and $5:"
+    tail -n 20 "$4" "$5" >&2 2>/dev/null || true
+    return 1
   done
 }
 
@@ -352,12 +352,13 @@ do_start() {
   } >"$state"
   for ((i = 0; i < N; i++)); do start_shard "$i" || start_failed; done
   for ((i = 0; i < N; i++)); do
-    wait_ping "$((PORT + 1 + i))" "shard $i" "$dir/shard-$i/pid" "$dir/shard-$i/server.log" ||
-      start_failed
+    wait_ping "$((PORT + 1 + i))" "shard $i" "$dir/shard-$i/pid" "$dir/shard-$i/server.log" \
+      "$dir/shard-$i/stdout.log" || start_failed
   done
   write_proxy_config
   start_proxy || start_failed
-  wait_ping "$PORT" nutcracker "$dir/nutcracker.pid" "$dir/nutcracker.log" || start_failed
+  wait_ping "$PORT" nutcracker "$dir/nutcracker.pid" "$dir/nutcracker.log" \
+    "$dir/nutcracker.out" || start_failed
   local pinned="not pinned (pinning needs N*W+1 = $((N * WORKERS + 1)) CPUs, $(nproc) here)"
   if [[ -n $(shard_cpus 0) ]]; then
     pinned="shard I on CPUs I*W..I*W+W-1, the proxy on CPU $((N * WORKERS))"
@@ -429,7 +430,7 @@ do_restart() {
   fi
   start_shard "$count" || exit 1
   wait_ping "$((PORT + 1 + count))" "shard $count" "$dir/shard-$count/pid" \
-    "$dir/shard-$count/server.log" || exit 1
+    "$dir/shard-$count/server.log" "$dir/shard-$count/stdout.log" || exit 1
   note "shard $count restarted on port $((PORT + 1 + count))" \
     "($(redis-cli -p $((PORT + 1 + count)) dbsize) keys)"
 }
