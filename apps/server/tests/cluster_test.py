@@ -117,10 +117,19 @@ def dump_logs():
 
 
 def port_block(n):
-    """A base port with base..base+n-1 all free (they are bound right after, by cluster.sh)."""
+    """A base port with base..base+n-1 all free (they are bound right after, by cluster.sh),
+    below the kernel's ephemeral range, where other tests' client connections take theirs."""
+    lo = 20000
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            hi = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        hi = 32768
+    if hi - lo < 1000:
+        lo, hi = 1024, hi
     rng = random.Random(os.getpid() ^ int(time.time()))
     for _ in range(200):
-        base = rng.randrange(30000, 60000 - n)
+        base = rng.randrange(lo, hi - n)
         try:
             socks = []
             for p in range(base, base + n):
@@ -133,7 +142,7 @@ def port_block(n):
         finally:
             for s in socks:
                 s.close()
-    fail(f"no {n} consecutive free ports between 30000 and 60000")
+    fail(f"no {n} consecutive free ports between {lo} and {hi}")
 
 
 class Cluster:
