@@ -31,7 +31,7 @@ Usage: scripts/cluster.sh start N [options]    start N shards and a nutcracker i
                                                to 1, 2, 3 shards; prints a table
        scripts/cluster.sh --help
 
-Options of start (and bench):
+Options of start (all but --dir also of bench, which runs in a directory of its own):
   --dir DIR            run directory: config, pids, logs, shard-I/ (default build/cluster)
   --port P             the proxy's port (default 22121, bench 23121); shard I listens on
                        P+1+I, the proxy's statistics on P+N+1
@@ -48,7 +48,8 @@ Options of start (and bench):
   --appendfsync always|everysec|no
                        when shards fsync their log (default everysec)
   --startup-s S        how long to wait for everything to answer PING (default 30)
-Options of bench only:
+Options of bench only (it measures one server directly, with W and with all CPUs' workers,
+and the proxy in front of each shard count; every shard with W workers):
   --shards "1 2 3"     the shard counts to measure (default "1 2 3")
   -n N                 requests per pipelined run (default 200000); --np-n N without
                        pipelining (default 50000); --rounds R (default 3, medians)
@@ -111,7 +112,7 @@ only_for() {  # option, commands...
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
-    --dir) need_value "$@"; dir=$2; shift ;;
+    --dir) only_for "$1" start stop status kill restart; need_value "$@"; dir=$2; shift ;;
     --port) only_for "$1" start bench; need_value "$@"; port=$2; port_given=1; shift ;;
     --workers) only_for "$1" start bench; need_value "$@"; workers=$2; shift ;;
     --server) only_for "$1" start bench; need_value "$@"; server=$2; shift ;;
@@ -447,9 +448,9 @@ do_bench() {
   trap '"$root/scripts/cluster.sh" stop --dir "$bench_out/run" >/dev/null 2>&1 || true
         rm -rf "$bench_out"' EXIT
   # Setups: "label shards workers target" (target direct: shard 0's port; proxy: the proxy).
-  setups+=("direct:1:1 1 1 direct")
-  if (($(nproc) > 1)); then setups+=("direct:1:$(nproc) 1 $(nproc) direct"); fi
-  for s in $bench_shards; do setups+=("proxy:$s:1 $s 1 proxy"); done
+  setups+=("direct:1:$workers 1 $workers direct")
+  if (($(nproc) != workers)); then setups+=("direct:1:$(nproc) 1 $(nproc) direct"); fi
+  for s in $bench_shards; do setups+=("proxy:$s:$workers $s $workers proxy"); done
   note "$(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); load $(cut -d' ' -f1-3 \
     /proc/loadavg); redis-benchmark -t set,get -c 50 -r 1000000, -P 16 -n $bench_n and" \
     "-P 1 -n $bench_np_n, $bench_rounds round(s), medians; shards with --appendonly" \
