@@ -514,5 +514,8 @@ if __name__ == "__main__":
             if not only or test.__name__ in only:
                 test()
     finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+        if os.environ.get("KEEP_TEST_FILES"):
+            print("persistence: files and server logs kept in " + ROOT, flush=True)
+        else:
+            shutil.rmtree(ROOT, ignore_errors=True)
     print(f"persistence: all passed in {time.time() - t0:.1f} s", flush=True)
