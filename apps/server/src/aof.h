@@ -159,7 +159,7 @@ class aof_log {
   kv_server& m_srv;
   settings m_settings;  ///< the log's settings as at start (dir, names)
   std::string m_path;
-  std::atomic<fsync_policy> m_policy;
+  std::atomic<fsync_policy> m_policy;  ///< relaxed: CONFIG SET applies to later checks
 
   /// The buffer appends go to; m_appended is the LSN of its last byte.
   mutable std::mutex m_buf_mutex;
@@ -195,6 +195,7 @@ class aof_log {
   std::atomic<write_status> m_status{write_status::ok};
   std::atomic<int> m_errno{0};
   std::atomic<bool> m_lost{false};  ///< the file was removed or replaced: only a rewrite helps
+  // Statistics and sizes (relaxed: INFO and the automatic rewrite's check read estimates).
   std::atomic<std::uint64_t> m_write_calls{0};  ///< write()s of the log (group commits)
   std::atomic<std::uint64_t> m_fsync_calls{0};  ///< fdatasync()s of the log
   std::atomic<std::uint64_t> m_size{0};       ///< the file's size
@@ -208,7 +209,7 @@ class aof_log {
   // tasks, which run one after the other.
   std::atomic<bool> m_rewriting{false};
   std::unique_ptr<rewrite_state> m_rw;
-  std::atomic<std::uint64_t> m_rewrites{0};
+  std::atomic<std::uint64_t> m_rewrites{0};  ///< done; check_file compares it (see there)
   std::atomic<bool> m_last_rewrite_ok{true};
   std::atomic<std::int64_t> m_rewrite_started_ms{0};
   std::atomic<std::int64_t> m_last_rewrite_ms{-1};
