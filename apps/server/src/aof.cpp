@@ -137,7 +137,7 @@ void aof_log::set_failed(int err, const char* what) {
   m_errno.store(err, std::memory_order_relaxed);
   if (m_status.exchange(write_status::failed, std::memory_order_relaxed) == write_status::ok) {
     log_event(std::string("error ") + what + " the append only file " + m_path + ": " +
-        std::strerror(err) + "; writes are refused (-MISCONF) until it works again");
+              std::strerror(err) + "; writes are refused (-MISCONF) until it works again");
   }
 }
 
@@ -302,8 +302,8 @@ void aof_log::check_file() {
   }
   if (!m_lost.exchange(true, std::memory_order_relaxed)) {
     log_event("the append only file " + m_path +
-        " was removed or replaced; writes are refused (-MISCONF) and the log is rewritten from "
-        "memory once a second until that works");
+              " was removed or replaced; writes are refused (-MISCONF) and the log is rewritten "
+              "from memory once a second until that works");
   }
   m_errno.store(ENOENT, std::memory_order_relaxed);
   m_status.store(write_status::failed, std::memory_order_relaxed);
@@ -321,7 +321,6 @@ void aof_log::tick() {
   }
   const bool failed = m_status.load(std::memory_order_relaxed) == write_status::failed;
   if (failed && !m_lost.load(std::memory_order_relaxed)) {
-    // Retry: the leader writes what is buffered and clears the state when that works.
     // Retry: the leader writes what it kept and clears the state when that works.
     m_srv.post([this](tessera::context&) { drain(); });
   }
@@ -347,8 +346,9 @@ void aof_log::tick() {
       !m_rewriting.load(std::memory_order_acquire)) {
     std::string error;
     if (start_rewrite(error) == rewrite_start::started) {
-      log_event("starting automatic rewriting of the append only file (" + std::to_string(size) +
-          " bytes, " + std::to_string(base) + " after the last rewrite)");
+      log_event("starting automatic rewriting of the append only file (" +
+                std::to_string(size) + " bytes, " + std::to_string(base) +
+                " after the last rewrite)");
     }
   }
 }
