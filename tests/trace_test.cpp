@@ -161,6 +161,7 @@ std::string trace_path(const char* what) {
 
 struct trace_summary {
   std::size_t spans = 0;
+  std::size_t untimed = 0;  // spans placed between clock reads ("timed": false)
   std::uint64_t dropped = 0;
   std::size_t runtimes = 0;
 };
@@ -199,6 +200,8 @@ trace_summary check_trace(const std::string& path) {
       EXPECT_TRUE(e["args"].has("resource"));
       EXPECT_TRUE(e["args"].has("primitive"));
       EXPECT_TRUE(e["args"].has("retries"));
+      EXPECT_TRUE(e["args"].has("timed"));
+      if (e["args"].has("timed") && !std::get<bool>(e["args"]["timed"].v)) ++s.untimed;
       // ts and dur are exact to the nanosecond: compare in whole nanoseconds
       const auto ns = [](double us) { return static_cast<long long>(us * 1000.0 + 0.5); };
       auto it = last_end.find(track);
@@ -316,6 +319,49 @@ TEST(trace, the_environment_sets_the_ring_size) {
   std::remove(path.c_str());
 }
 
+TEST(trace, time_every_task_reads_the_clock_for_every_span) {
+  const std::string path = trace_path("exact");
+  {
+    runtime r({.workers = 1, .trace = {.file = path, .time_every_task = true}});
+    const group g = r.make_group();
+    for (int i = 0; i < 2000; ++i) r.spawn([](context&) {}, g);
+    r.wait(g);
+  }
+  const trace_summary s = check_trace(path);
+  EXPECT_EQ(s.spans, 2000u);
+  EXPECT_EQ(s.untimed, 0u);
+  std::remove(path.c_str());
+}
+
+TEST(trace, the_clock_sampler_reads_less_often_while_reads_are_close_and_again_when_not) {
+  detail::trace_clock_sampler c(false);
+  std::uint64_t now = 1;
+  const auto run = [&](int tasks, std::uint64_t ticks_each) {
+    int reads = 0;
+    for (int i = 0; i < tasks; ++i) {
+      now += ticks_each;
+      if (c.due()) {
+        c.read(now);
+        ++reads;
+      }
+    }
+    return reads;
+  };
+  EXPECT_EQ(run(1000, 10), 1000 / 16 + 4);  // short tasks: down to every 16th
+  EXPECT_EQ(c.every(), detail::trace_clock_sampler::max_every);
+  run(1000, 100000);  // long tasks: back to every task
+  EXPECT_EQ(c.every(), 1u);
+  EXPECT_EQ(run(10, 100000), 10);
+  c.restart();
+  EXPECT_TRUE(c.due());  // the first task after a restart reads
+  detail::trace_clock_sampler exact(true);
+  now = 1;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(exact.due());
+    exact.read(now += 10);
+  }
+}
+
 TEST(trace, an_event_keeps_ticks_type_resource_primitive_and_retries) {
   using detail::trace_event;
   using detail::trace_kind;
@@ -328,6 +374,11 @@ TEST(trace, an_event_keeps_ticks_type_resource_primitive_and_retries) {
   EXPECT_EQ(e.resource(), reinterpret_cast<std::uintptr_t>(&object) & trace_event::low_mask);
   EXPECT_EQ(e.primitive(), 5u);
   EXPECT_EQ(e.retries(), 0u);
+  EXPECT_TRUE(e.timed());
+  const trace_event u = trace_event::untimed_task(777, &object, 5);
+  EXPECT_FALSE(u.timed());
+  EXPECT_EQ(u.type_id(), 777u);
+  EXPECT_EQ(u.resource(), e.resource());
   e.set_retries(3);
   EXPECT_EQ(e.retries(), 3u);
   e.set_retries(100000);  // saturates

@@ -374,10 +374,19 @@ TESSERA_NOINLINE void worker::execute_traced(task* t, pool* p) {
   const std::uint16_t type = m_trace->types().id_of(&typeid(*t));
   const std::uint64_t retries = m_guard.retries();
   context_access::current(m_ctx) = nullptr;  // set again by a run: still nullptr if forwarded
-  // One clock read and one 16-byte store per task: this start also ends the span before it
-  // (the writer's rule), so a span holds the picking of the task after it.
-  const std::uint64_t index =
-      m_trace->record_indexed(trace_event::task(trace_clock::now(), type, resource, prim));
+  // At most one clock read and one 16-byte store per task: this start also ends the span
+  // before it (the writer's rule), so a span holds the picking of the task after it. Short
+  // tasks read the clock only every few tasks (trace_clock_sampler).
+  trace_clock_sampler& clock = m_trace->sampler();
+  trace_event e;
+  if (clock.due()) {
+    const std::uint64_t now = trace_clock::now();
+    clock.read(now);
+    e = trace_event::task(now, type, resource, prim);
+  } else {
+    e = trace_event::untimed_task(type, resource, prim);
+  }
+  const std::uint64_t index = m_trace->record_indexed(e);
   execute_plain(t, p);
   const bool forwarded = context_access::current(m_ctx) == nullptr;  // to its resource's pool
   m_trace_span_open = !forwarded;

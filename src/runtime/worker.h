@@ -322,6 +322,7 @@ class worker {
       m_trace->record(trace_event::instant(trace_clock::now(), trace_kind::span_end, 0));
       m_trace_span_open = false;
     }
+    m_trace->sampler().restart();
   }
   /// An event at this moment (tracing on only).
   void trace_instant(trace_kind kind, std::uint32_t value, std::uint16_t peer = 0) noexcept {

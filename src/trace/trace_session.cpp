@@ -98,14 +98,19 @@ std::unique_ptr<trace_session> trace_session::from_options(const trace_options& 
                    "worker, 1 to 2^32)\n", env);
     }
   }
-  return std::make_unique<trace_session>(std::move(file), events, workers);
+  bool every_task = options.time_every_task;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once per runtime, nobody here sets it
+  if (const char* env = std::getenv("TESSERA_TRACE_TIME_EVERY_TASK"); env != nullptr)
+    every_task = every_task || std::strcmp(env, "1") == 0;
+  return std::make_unique<trace_session>(std::move(file), events, workers, every_task);
 }
 
-trace_session::trace_session(std::string file, std::size_t events_per_worker, unsigned workers)
+trace_session::trace_session(std::string file, std::size_t events_per_worker, unsigned workers,
+                             bool time_every_task)
     : m_file(std::move(file)) {
   (void)files();  // fixes the origin no later than the first session
   for (unsigned i = 0; i < workers; ++i)
-    m_buffers.push_back(std::make_unique<trace_buffer>(events_per_worker));
+    m_buffers.push_back(std::make_unique<trace_buffer>(events_per_worker, time_every_task));
   m_steady0 = std::chrono::steady_clock::now();
   m_ticks0 = trace_clock::now();
 }
@@ -139,26 +144,46 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
     // Events keep 48 bits of ticks: walking from the newest back, each is the latest time at
     // or before the one after it (at or before now, for the newest) with those bits. The
     // slack covers a TSC a little ahead on another CPU; min() keeps a worker's times ordered.
+    // Untimed tasks (trace_clock_sampler) are then spaced evenly between the timed events
+    // around them.
     constexpr std::uint64_t slack = std::uint64_t{1} << 32;
+    constexpr std::uint64_t none = ~std::uint64_t{0};
     std::vector<std::uint64_t> ticks;  // per kept event of one worker
     std::vector<std::uint64_t> ends;   // task events: where their span ends
     const auto restore = [&](const trace_buffer& b) {
       const std::uint64_t n = b.kept_count();
-      ticks.assign(n, 0);
+      ticks.assign(n, none);
       ends.assign(n, 0);
       std::uint64_t after = ticks1;
-      std::uint64_t boundary = ~std::uint64_t{0};  // the next span boundary's ticks, if any
       for (std::uint64_t i = n; i-- > 0;) {
         const trace_event& e = b.kept(i);
+        if (!e.timed()) continue;
         const std::uint64_t bound = after + slack;
-        const std::uint64_t t = std::min(bound - ((bound - e.ticks_low()) & trace_event::low_mask),
-                                         after);
-        ticks[i] = t;
-        after = t;
-        const trace_kind k = e.kind();
-        if (k == trace_kind::task) ends[i] = boundary == ~std::uint64_t{0} ? t : boundary;
+        after = std::min(bound - ((bound - e.ticks_low()) & trace_event::low_mask), after);
+        ticks[i] = after;
+      }
+      std::uint64_t before = none;  // the last timed event's index
+      for (std::uint64_t i = 0; i < n; ++i) {
+        if (ticks[i] == none) continue;
+        if (before == none) {
+          for (std::uint64_t j = 0; j < i; ++j) ticks[j] = ticks[i];  // the oldest: untimed
+        } else if (i > before + 1) {
+          const double step = static_cast<double>(ticks[i] - ticks[before]) /
+                              static_cast<double>(i - before);
+          for (std::uint64_t j = before + 1; j < i; ++j)
+            ticks[j] = ticks[before] +
+                       static_cast<std::uint64_t>(step * static_cast<double>(j - before));
+        }
+        before = i;
+      }
+      for (std::uint64_t j = before == none ? 0 : before + 1; j < n; ++j)
+        ticks[j] = before == none ? ticks1 : ticks[before];
+      std::uint64_t boundary = none;  // the next span boundary's ticks, if any
+      for (std::uint64_t i = n; i-- > 0;) {
+        const trace_kind k = b.kept(i).kind();
+        if (k == trace_kind::task) ends[i] = boundary == none ? ticks[i] : boundary;
         if (k == trace_kind::task || k == trace_kind::forwarded || k == trace_kind::span_end)
-          boundary = t;
+          boundary = ticks[i];
       }
     };
     std::map<const void*, std::string> names;
@@ -213,12 +238,15 @@ void trace_session::finish(const std::vector<unsigned>& cpus) noexcept {
               const std::string_view prim = primitive_name(e.primitive());
               std::snprintf(text, sizeof text,
                             ",\"args\":{\"resource\":\"0x%" PRIx64 "\",\"primitive\":\"%.*s\","
-                            "\"retries\":%u}}",
+                            "\"retries\":%u,\"timed\":%s}}",
                             e.resource(), static_cast<int>(prim.size()), prim.data(),
-                            static_cast<unsigned>(e.retries()));
+                            static_cast<unsigned>(e.retries()), e.timed() ? "true" : "false");
               out += text;
             } else {
-              out += ",\"args\":{\"resource\":null,\"primitive\":\"none\",\"retries\":0}}";
+              out += e.timed() ? ",\"args\":{\"resource\":null,\"primitive\":\"none\","
+                                 "\"retries\":0,\"timed\":true}}"
+                               : ",\"args\":{\"resource\":null,\"primitive\":\"none\","
+                                 "\"retries\":0,\"timed\":false}}";
             }
             break;
           }

@@ -29,7 +29,8 @@ class trace_session {
   /// asks for, or nullptr when tracing is off.
   static std::unique_ptr<trace_session> from_options(const trace_options& options,
                                                      unsigned workers);
-  trace_session(std::string file, std::size_t events_per_worker, unsigned workers);
+  trace_session(std::string file, std::size_t events_per_worker, unsigned workers,
+                bool time_every_task = false);
 
   trace_buffer& buffer(unsigned worker) noexcept { return *m_buffers[worker]; }
   const std::string& file() const noexcept { return m_file; }
