@@ -12,6 +12,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
+  if [[ $arg == --json || $arg == --json=* ]]; then
+    echo "scripts/run-benchmark.sh: --json is this script's own: the rows go to" \
+      "results/<date-time>/results.json" >&2
+    exit 2
+  fi
   if [[ $arg == -h || $arg == --help ]]; then
     echo "usage: scripts/run-benchmark.sh [tessera-bench ycsb flags]"
     echo "Installs what is missing, builds the bench preset and runs tessera-bench ycsb"
@@ -42,5 +47,8 @@ mkdir -p "$out"
 echo "run-benchmark: tessera-bench ycsb ${defaults[*]} $* --json $out/results.json" >&2
 build/bench/bench/tessera-bench ycsb "${defaults[@]}" "$@" --json "$out/results.json" |
   tee "$out/table.txt"
-.venv/bin/python scripts/plot.py "$out/results.json" --out "$out" >/dev/null
+if ! .venv/bin/python scripts/plot.py "$out/results.json" --out "$out" >/dev/null; then
+  echo "run-benchmark: table and JSON in $out/ (table.txt, results.json); scripts/plot.py failed" >&2
+  exit 1
+fi
 echo "run-benchmark: table, JSON and figures in $out/ (table.txt, results.json, *.svg, *.png)"
