@@ -13,15 +13,14 @@ target_link_libraries(tessera-bench PRIVATE tessera_ycsb tessera_kv_baselines te
 if(TESSERA_BUILD_TESTS)
   # Unit tests of the answer checks (verify.h: scan completeness above all) and of the stable keys
   # prepare_workload() hands them.
-  include(GoogleTest)
   add_executable(tessera_ycsb_bench_tests ${CMAKE_CURRENT_LIST_DIR}/tests/verify_test.cpp
                                           ${CMAKE_CURRENT_LIST_DIR}/workload.cpp)
   target_include_directories(tessera_ycsb_bench_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
   target_link_libraries(tessera_ycsb_bench_tests PRIVATE tessera_ycsb tessera_kv_baselines
                                                          tessera_kv_tasks GTest::gtest_main)
   tessera_configure_target(tessera_ycsb_bench_tests)
-  gtest_discover_tests(tessera_ycsb_bench_tests DISCOVERY_TIMEOUT 120
-                       PROPERTIES TIMEOUT 120 LABELS "bench;fast")
+  tessera_add_test_suites(tessera_ycsb_bench_tests PREFIX "bench.ycsb." PROPERTIES TIMEOUT 300
+                          LABELS "bench;fast")
 
   # Smoke runs: every implementation, both worker counts, every answer and both trees checked;
   # workload a in two rounds, so that the implementations take turns.
