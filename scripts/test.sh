@@ -3,6 +3,11 @@
 # ThreadSanitizer, then runs clang-tidy (`tidy`). PRESETS="dev" scripts/test.sh runs a subset;
 # JOBS=1 builds and tests with one job (default: one per CPU).
 #
+# The presets overlap: a preset's tests run while the next preset builds (or clang-tidy runs),
+# since tests leave the CPUs idle part of the time (sockets, sleeps, one-thread phases) and a
+# build fills them. A preset's test output is printed when its tests end; the script fails at
+# the end if any preset's tests failed, and at once if a build fails.
+#
 # `tidy` configures the clang preset (configure only: clang-tidy needs its compile_commands.json,
 # no objects) and runs clang-tidy (.clang-tidy) over the library's and the apps' sources
 # (src/**/*.cpp, apps/*/src/*.cpp, and the headers they include); any finding fails. The clang
@@ -43,15 +48,49 @@ run_tidy() {
     { grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$' || true; }
 }
 
+# The tests in flight in the background: their preset, process and output file.
+testing_preset=""
+testing_pid=""
+testing_log=""
+failed=()
+logs=$(mktemp -d)
+trap 'if [[ -n $testing_pid ]]; then kill "$testing_pid" 2>/dev/null || true; fi; rm -rf "$logs"' EXIT
+
+# Waits for the tests in flight, prints their output and records a failure.
+finish_tests() {
+  [[ -n $testing_pid ]] || return 0
+  local status=0
+  wait "$testing_pid" || status=$?
+  echo "=== tessera tests: preset ${testing_preset}: tests ==="
+  cat "$testing_log"
+  if ((status != 0)); then failed+=("ctest --preset ${testing_preset}"); fi
+  testing_pid=""
+}
+
 scripts/install-deps.sh
 for preset in ${PRESETS:-dev asan tsan tidy}; do
   if [[ $preset == tidy ]]; then
     echo "=== tessera tests: clang-tidy ==="
-    run_tidy
+    run_tidy || failed+=("clang-tidy")
     continue
   fi
-  echo "=== tessera tests: preset ${preset} ==="
+  echo "=== tessera tests: preset ${preset}: build ==="
   cmake --preset "${preset}" >/dev/null
-  cmake --build --preset "${preset}" -j "${jobs}"
-  ctest --preset "${preset}" -j "${jobs}"
+  if ! cmake --build --preset "${preset}" -j "${jobs}"; then
+    finish_tests
+    echo "scripts/test.sh: the ${preset} build failed" >&2
+    exit 1
+  fi
+  finish_tests
+  echo "=== tessera tests: preset ${preset}: tests start (output when they end) ==="
+  testing_preset=$preset
+  testing_log="$logs/${preset}.log"
+  ctest --preset "${preset}" -j "${jobs}" >"$testing_log" 2>&1 &
+  testing_pid=$!
 done
+finish_tests
+if ((${#failed[@]})); then
+  echo "scripts/test.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "scripts/test.sh: every preset passed (${PRESETS:-dev asan tsan tidy})"
