@@ -121,7 +121,6 @@ class kv_server {
   std::atomic<bool> m_stopping{false};
   std::atomic<bool> m_sweeping{false};
   std::int64_t m_start_ms = 0;
-  std::int64_t m_next_sweep_ms = 0;
   std::atomic<std::uint64_t> m_next_id{1};
   mutable std::mutex m_clients_mutex;
   std::map<std::uint64_t, connection*> m_clients;  // GUARDED_BY(m_clients_mutex)
