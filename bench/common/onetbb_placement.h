@@ -5,10 +5,18 @@
 //   tbb::task_arena arena(workers);
 //   const onetbb_placement place(arena, cfg.tessera.pin);  // observes until destroyed
 //   ... inside the arena: counts.add(this_worker);
+//
+// onetbb_arena is how every oneTBB competitor runs: at most `workers` threads in the process
+// (global_control), an arena of that many slots (the caller of execute takes one), placed so.
+//
+//   onetbb_arena arena(cfg.workers, cfg.tessera.pin);
+//   arena.execute([&] { ... });
 #pragma once
 
 #include <optional>
+#include <utility>
 
+#include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 #include <tbb/task_scheduler_observer.h>
 
@@ -47,6 +55,26 @@ class onetbb_placement final : public tbb::task_scheduler_observer {
   bool m_pin;
   // The caller's mask, saved on entry: one thread (the caller of execute) enters as a non-worker.
   std::optional<saved_cpu_mask> m_caller;
+};
+
+class onetbb_arena {
+ public:
+  onetbb_arena(unsigned workers, bool pin)
+      : m_limit(tbb::global_control::max_allowed_parallelism, workers),
+        m_arena(static_cast<int>(workers)),
+        m_place(m_arena, pin) {}
+  onetbb_arena(const onetbb_arena&) = delete;
+  onetbb_arena& operator=(const onetbb_arena&) = delete;
+
+  template <class F>
+  decltype(auto) execute(F&& f) {
+    return m_arena.execute(std::forward<F>(f));
+  }
+
+ private:
+  tbb::global_control m_limit;
+  tbb::task_arena m_arena;
+  onetbb_placement m_place;  // observes m_arena: declared after it, destroyed before it
 };
 
 }  // namespace tessera::bench

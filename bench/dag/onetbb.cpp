@@ -2,8 +2,6 @@
 // once inside the arena; a run puts a continue_msg to every node without predecessors and
 // waits for the graph (continue_nodes count their predecessors afresh for the next run).
 #include <tbb/flow_graph.h>
-#include <tbb/global_control.h>
-#include <tbb/task_arena.h>
 
 #include <cstdint>
 #include <memory>
@@ -17,9 +15,7 @@ namespace tessera::bench::dag {
 measurement run_onetbb(const config& cfg) {
   using node_type = tbb::flow::continue_node<tbb::flow::continue_msg>;
   const graph& d = *cfg.dag;
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
-  tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_placement place(arena, cfg.tessera.pin);  // this_worker, and --pin
+  onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
   node_work work(d, cfg.workers, cfg.work);
   std::unique_ptr<tbb::flow::graph> fg;
   std::vector<std::unique_ptr<node_type>> nodes;

@@ -1,7 +1,5 @@
 // fib on oneTBB: the textbook recursive tbb::task_group, both calls run as tasks, inside a
 // tbb::task_arena of `workers` slots (the calling thread takes one of them).
-#include <tbb/global_control.h>
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
 #include <cstdint>
@@ -27,9 +25,7 @@ std::uint64_t fib(int n) {
 }  // namespace
 
 measurement run_onetbb(const config& cfg) {
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
-  tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
   return measure(cfg.label, cfg.repeat, [&] {
     std::uint64_t result = 0;
     stopwatch clock;

@@ -5,10 +5,8 @@
 // tbb::task_arena of W slots (the calling thread takes one).
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
-#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 
 #include <cstddef>
 
@@ -55,9 +53,7 @@ namespace {
 }  // namespace
 
 measurement run_onetbb(const config& cfg) {
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
-  tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
   return measure(cfg.label, cfg.repeat, [&] {
     ::join::join_result r;
     stopwatch clock;

@@ -2,10 +2,8 @@
 // (auto_partitioner, the default) inside a tbb::task_arena of `workers` slots (the calling thread
 // takes one of them).
 #include <tbb/blocked_range.h>
-#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
-#include <tbb/task_arena.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +16,7 @@
 namespace tessera::bench::loop {
 
 measurement run_onetbb(const config& cfg) {
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
-  tbb::task_arena arena(static_cast<int>(cfg.workers));
-  const onetbb_placement place(arena, cfg.tessera.pin);  // slot i on tessera's CPU of worker i
+  onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
   const std::uint32_t* in = cfg.input->in.data();
   return measure(cfg.label, cfg.repeat, [&] {
     if (cfg.op == operation::sum) {

@@ -1,8 +1,6 @@
 // spawn on oneTBB: one tbb::task_group; chain tasks tg.run their successor, tree tasks tg.run
 // both children. Counters are indexed by the arena slot of the running thread
 // (this_worker, recorded by onetbb_placement when the thread enters the arena).
-#include <tbb/global_control.h>
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
 #include <cstdint>
@@ -39,10 +37,7 @@ void node(shared& s, std::uint64_t index) {
 }  // namespace
 
 measurement run_onetbb(const config& cfg) {
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cfg.workers);
-  tbb::task_arena arena(static_cast<int>(cfg.workers));
-  // this_worker: the arena slot; with --pin slot i on tessera's CPU of worker i
-  const onetbb_placement place(arena, cfg.tessera.pin);
+  onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
   worker_counters counts(cfg.workers);
   return measure(cfg.label, cfg.repeat, [&] {
     counts.reset();
