@@ -84,6 +84,11 @@ if not os.access(ARGS.cluster, os.X_OK):
 SLOW = any(s in ARGS.server for s in ("asan", "tsan"))
 STARTUP_S = 90 if SLOW else 30
 WAIT_S = 30  # the longest any bounded wait below lasts
+# The proxy's timeout for a shard's reply (cluster.sh's default is 2 s). Nothing here tests it,
+# and with appendfsync always every write waits for an fdatasync: on the loaded 2-core VM a
+# sanitizer build's shard took over 2 s for the last of 200 pipelined INCRs, and the proxy
+# answered it "-ERR Connection timed out" (and dropped its connection to the live shard).
+PROXY_TIMEOUT_MS = 20000  # below the clients' socket_timeout (30 s): the proxy answers first
 HAS_AOF = "appendonly" in subprocess.run([ARGS.server, "--help"], capture_output=True,
                                          text=True).stdout
 
@@ -155,7 +160,8 @@ class Cluster:
         for attempt in range(3):
             self.port = port_block(shards + 2)
             r = cluster("start", str(shards), "--server", ARGS.server, "--port", str(self.port),
-                        "--workers", "1", "--startup-s", str(STARTUP_S), *flags, check=False)
+                        "--workers", "1", "--startup-s", str(STARTUP_S), "--timeout",
+                        str(PROXY_TIMEOUT_MS), *flags, check=False)
             if r.returncode == 0:
                 break
             if "in use" not in r.stderr or attempt == 2:
