@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+import harness
+
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -57,26 +59,14 @@ def parse_args():
 ARGS = parse_args()
 CLUSTER_DIR = None
 
-# redis-py lives in the project's virtual environment: run under its python.
-venv_python = os.path.join(ARGS.venv, "bin", "python")
-if os.path.realpath(sys.prefix) != os.path.realpath(ARGS.venv):
-    if not os.path.exists(venv_python):
-        fail(f"{venv_python} is missing: run scripts/install-deps.sh (it creates .venv/ from "
-             "requirements.txt, which has redis-py)")
-    os.execv(venv_python, [venv_python] + sys.argv)
-
-try:
-    import redis  # noqa: E402
-    from redis.backoff import NoBackoff  # noqa: E402
-    from redis.retry import Retry  # noqa: E402
-except ImportError:
-    fail("redis-py is not installed in " + ARGS.venv + ": run scripts/install-deps.sh")
+harness.use_venv(ARGS.venv)  # redis-py lives in the project's virtual environment
+redis = harness.import_redis(ARGS.venv)
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
 
 os.environ["PATH"] = os.environ.get("PATH", "") + ":/usr/sbin"  # Debian puts nutcracker there
-for tool, package in (("nutcracker", "nutcracker"), ("redis-cli", "redis-tools"),
-                      ("redis-benchmark", "redis-tools")):
-    if shutil.which(tool) is None:
-        fail(f"{tool} not found: run scripts/install-deps.sh (apt-get install {package})")
+harness.require_tools({"nutcracker": "nutcracker", "redis-cli": "redis-tools",
+                       "redis-benchmark": "redis-tools"})
 if not os.access(ARGS.cluster, os.X_OK):
     fail(f"{ARGS.cluster} is not an executable script")
 

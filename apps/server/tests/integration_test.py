@@ -21,9 +21,8 @@ import threading
 import time
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
+from harness import fail, free_port
+import harness
 
 
 def parse_args():
@@ -37,32 +36,13 @@ def parse_args():
 
 ARGS = parse_args()
 
-# redis-py lives in the project's virtual environment: run under its python.
-venv_python = os.path.join(ARGS.venv, "bin", "python")
-if os.path.realpath(sys.prefix) != os.path.realpath(ARGS.venv):
-    if not os.path.exists(venv_python):
-        fail(f"{venv_python} is missing: run scripts/install-deps.sh (it creates .venv/ from "
-             "requirements.txt, which has redis-py)")
-    os.execv(venv_python, [venv_python] + sys.argv)
-
-try:
-    import redis  # noqa: E402
-except ImportError:
-    fail("redis-py is not installed in " + ARGS.venv + ": run scripts/install-deps.sh")
-
-for tool in ("redis-cli", "redis-benchmark"):
-    if shutil.which(tool) is None:
-        fail(tool + " not found: run scripts/install-deps.sh (apt-get install redis-tools)")
+harness.use_venv(ARGS.venv)  # redis-py lives in the project's virtual environment
+redis = harness.import_redis(ARGS.venv)
+harness.require_tools({"redis-cli": "redis-tools", "redis-benchmark": "redis-tools"})
 
 # Sanitizer builds run the server several times slower.
 SLOW = any(s in ARGS.server for s in ("asan", "tsan"))
 STARTUP_S = 60 if SLOW else 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -24,9 +24,8 @@ import threading
 import time
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
+from harness import fail, free_port
+import harness
 
 
 def parse_args():
@@ -39,29 +38,14 @@ def parse_args():
 
 ARGS = parse_args()
 
-venv_python = os.path.join(ARGS.venv, "bin", "python")
-if os.path.realpath(sys.prefix) != os.path.realpath(ARGS.venv):
-    if not os.path.exists(venv_python):
-        fail(f"{venv_python} is missing: run scripts/install-deps.sh (it creates .venv/ from "
-             "requirements.txt, which has redis-py)")
-    os.execv(venv_python, [venv_python] + sys.argv)
-
-try:
-    import redis  # noqa: E402
-    from redis.backoff import NoBackoff  # noqa: E402
-    from redis.retry import Retry  # noqa: E402
-except ImportError:
-    fail("redis-py is not installed in " + ARGS.venv + ": run scripts/install-deps.sh")
+harness.use_venv(ARGS.venv)  # redis-py lives in the project's virtual environment
+redis = harness.import_redis(ARGS.venv)
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
 
 SLOW = any(s in ARGS.server for s in ("asan", "tsan"))
 STARTUP_S = 60 if SLOW else 20
 ROOT = tempfile.mkdtemp(prefix="tessera-aof-test-")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -1,0 +1,51 @@
+"""What the server's Python tests (integration_test.py, persistence_test.py, cluster_test.py)
+share: failing with a message, running under the project's .venv (where redis-py is), checking
+that the command-line tools are installed, and a free port.
+
+    import harness
+    ARGS = parse_args()
+    harness.use_venv(ARGS.venv)          # re-executes the test under .venv/bin/python
+    redis = harness.import_redis(ARGS.venv)
+    harness.require_tools({"redis-cli": "redis-tools"})
+"""
+import importlib
+import os
+import shutil
+import socket
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def use_venv(venv):
+    """Returns only under the virtual environment's python: re-executes the test there first."""
+    python = os.path.join(venv, "bin", "python")
+    if os.path.realpath(sys.prefix) == os.path.realpath(venv):
+        return
+    if not os.path.exists(python):
+        fail(f"{python} is missing: run scripts/install-deps.sh (it creates .venv/ from "
+             "requirements.txt, which has redis-py)")
+    os.execv(python, [python] + sys.argv)
+
+
+def import_redis(venv):
+    try:
+        return importlib.import_module("redis")
+    except ImportError:
+        fail("redis-py is not installed in " + venv + ": run scripts/install-deps.sh")
+
+
+def require_tools(packages):
+    """packages: {tool: the Debian package that has it}. A missing tool fails, never skips."""
+    for tool, package in packages.items():
+        if shutil.which(tool) is None:
+            fail(f"{tool} not found: run scripts/install-deps.sh (apt-get install {package})")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
