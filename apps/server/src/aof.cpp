@@ -1,6 +1,7 @@
 // server::aof_log — see aof.h: appending, group commit, the fsync policies, write errors.
 // Loading is in aof_load.cpp, the rewrite in aof_rewrite.cpp.
 #include "aof.h"
+#include "resp_writer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -386,12 +387,7 @@ std::string aof_log::refusal() const {
 
 std::string aof_log::info() const {
   std::string r;
-  const auto line = [&r](std::string_view k, const std::string& v) {
-    r.append(k);
-    r += ':';
-    r += v;
-    r += "\r\n";
-  };
+  const auto line = [&r](std::string_view k, std::string_view v) { append_info_field(r, k, v); };
   const bool rewriting = m_rewriting.load(std::memory_order_relaxed);
   const bool ok = m_status.load(std::memory_order_relaxed) == write_status::ok &&
                   !m_lost.load(std::memory_order_relaxed) &&

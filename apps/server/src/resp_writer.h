@@ -49,4 +49,12 @@ class reply_writer {
   protocol m_proto;
 };
 
+/// One `key:value` line of INFO's text (the body of its bulk reply).
+inline void append_info_field(std::string& out, std::string_view key, std::string_view value) {
+  out.append(key);
+  out += ':';
+  out.append(value);
+  out += "\r\n";
+}
+
 }  // namespace server

@@ -373,12 +373,7 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     return false;
   };
   std::string r;
-  const auto line = [&r](std::string_view k, const std::string& v) {
-    r.append(k);
-    r += ':';
-    r += v;
-    r += "\r\n";
-  };
+  const auto line = [&r](std::string_view k, std::string_view v) { append_info_field(r, k, v); };
   const std::int64_t up = (steady_ms() - srv.start_ms()) / 1000;
   if (want("server")) {
     r += "# Server\r\n";
