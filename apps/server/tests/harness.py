@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 
 
 def fail(msg):
@@ -49,3 +50,18 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_listening(proc, port, seconds, output):
+    """Waits until the server started as `proc` accepts on 127.0.0.1:`port`; fails, with its
+    output (`output()`), if it exits first or `seconds` pass."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            fail(f"server exited at start ({proc.returncode}): {output()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.02)
+    fail("server did not start listening: " + output())

@@ -53,17 +53,7 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         if not expect_start:
             return
-        deadline = time.time() + STARTUP_S
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                fail(f"server exited at start ({self.proc.returncode}): {self.output()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            fail("server did not start listening: " + self.output())
+        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
         if "listening on 127.0.0.1 port" not in self.output():
             fail("no start-up log line saying where it listens: " + self.output())
 

@@ -54,17 +54,7 @@ class Server:
         self.log = open(os.path.join(ROOT, f"server-{self.port}.log"), "w+")
         cmd = [ARGS.server, "--port", str(self.port), "--workers", "2", *flags]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + STARTUP_S
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                fail(f"server exited at start ({self.proc.returncode}): {self.output()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.02)
-        else:
-            fail("server did not start listening: " + self.output())
+        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
 
     def output(self):
         self.log.flush()
