@@ -36,7 +36,7 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 if(NOT suites)
-  message(FATAL_ERROR "${EXECUTABLE} lists no tests${FILTER}:\n${listing}")
+  message(FATAL_ERROR "${EXECUTABLE} lists no tests (filter '${FILTER}'):\n${listing}")
 endif()
 
 # Values are written in bracket arguments, so that no character of a filter needs escaping.
