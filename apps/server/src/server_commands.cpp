@@ -459,6 +459,8 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     line("workers", std::to_string(rs.workers.size()));
     line("tree_leaves", std::to_string(tc.leaves.load(std::memory_order_relaxed)));
     line("tree_splits", std::to_string(tc.splits.load(std::memory_order_relaxed)));
+    line("tree_inner_nodes", std::to_string(tc.inner_nodes.load(std::memory_order_relaxed)));
+    line("tree_height", std::to_string(srv.tree().height()));
     line("spawned_external", std::to_string(rs.spawned_external));
     for (std::size_t i = 0; i < rs.workers.size(); ++i) {
       const tessera::worker_statistics& w = rs.workers[i];

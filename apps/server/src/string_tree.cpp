@@ -11,68 +11,223 @@ namespace {
 using tessera::access;
 
 constexpr tessera::resource_hints leaf_hints{.primitive = tessera::primitive::rwlatch};
+/// Inner nodes: read by every operation, written once per split of a child; optimistic readers
+/// (the node's storage is its own, inner_node.h). As kv::task_tree's inner nodes, by the hints:
+/// optimistic_scheduled.
+constexpr tessera::resource_hints inner_hints{.read_ratio = 0.99,
+                                              .frequency = tessera::frequency::high};
 constexpr tessera::resource_hints plain_hints{.primitive = tessera::primitive::none};
 
 bool beyond(const leaf& l, std::string_view key) noexcept {
   return !l.high_infinite && key >= std::string_view(l.high);
 }
 
-/// Splits `l` (over capacity) in two halves; returns the new right leaf, linked as l's sibling.
-leaf* split(string_tree& tree, leaf& l) {
+/// The shortest separator s with left_last < s <= right_first: a prefix of right_first.
+std::string shortest_separator(std::string_view left_last, std::string_view right_first) {
+  std::size_t i = 0;
+  while (i < left_last.size() && left_last[i] == right_first[i]) ++i;
+  return std::string(right_first.substr(0, i + 1));
+}
+
+/// Splits `l` (over capacity) in two halves; links the new right leaf as l's sibling and
+/// returns it with its separator (l's new high key).
+string_tree::pending_link split(string_tree& tree, leaf& l) {
   leaf* r = tree.make_leaf();
   const std::size_t half = l.slots.size() / 2;
+  std::string sep = shortest_separator(l.slots[half - 1].key, l.slots[half].key);
   r->slots.assign(std::make_move_iterator(l.slots.begin() + static_cast<std::ptrdiff_t>(half)),
                   std::make_move_iterator(l.slots.end()));
   l.slots.resize(half);
   r->high = std::move(l.high);
   r->high_infinite = l.high_infinite;
   r->right = l.right;
-  l.high = r->slots.front().key;
+  l.high = sep;
   l.high_infinite = false;
   l.right = r;  // published to other tasks by the leaf's latch, released after this task
-  return r;
+  tree.mutable_counters().leaves.fetch_add(1, std::memory_order_relaxed);
+  tree.mutable_counters().splits.fetch_add(1, std::memory_order_relaxed);
+  return {std::move(sep), r};
 }
 
-/// Publishes a split in the directory. Serialized by the directory lock (a spinlock resource).
+/// Where a descending task is: the level of the node it is annotated with (0: a leaf), the
+/// right links followed since its last descent from the root, and the level-1 node it came
+/// down from to a leaf (where a split of that leaf posts its separator; nullptr: unknown).
+struct route {
+  std::uint8_t level = 0;
+  std::uint8_t right_moves = 0;
+  inner_node* parent = nullptr;
+};
+
+/// Annotates `t` for `node` on `level`: the mode if that is the target level, a read above it.
+void visit(tessera::task& t, route& r, void* node, std::uint8_t level, std::uint8_t target,
+           access mode) noexcept {
+  r.level = level;
+  if (level == 0) {
+    t.annotate_resource(static_cast<leaf*>(node), mode);
+  } else {
+    t.annotate_resource(static_cast<inner_node*>(node), level == target ? mode : access::read);
+  }
+}
+
+void start_at_root(const string_tree& tree, tessera::task& t, route& r, std::uint8_t target,
+                   access mode) noexcept {
+  inner_node* root = tree.load_root();
+  r.right_moves = 0;
+  r.parent = nullptr;
+  visit(t, r, root, root->level(), target, mode);
+}
+
+enum class step : std::uint8_t {
+  arrived,  ///< the node is on the target level and covers the key: work on it
+  moved,    ///< the task is annotated with the next node: return `this`
+  torn,     ///< the read did not validate, nothing changed: return `this` (rerun as is)
+};
+
+/// One step of `t`, annotated with inner node `n`, towards the node on level `target` whose
+/// range holds `key`: right if the key is at or beyond n's high key, else down. Reads `n`,
+/// validates, then changes `t` and `r` (the order `validates_first` promises, tessera/task.h).
+step descend(const string_tree& tree, tessera::task& t, tessera::context& ctx, inner_node* n,
+             route& r, std::string_view key, std::uint8_t target, access mode) noexcept {
+  const std::uint8_t here = r.level;
+  void* next = nullptr;
+  std::uint8_t next_level = here;
+  if (n->beyond(key)) {
+    next = n->right();
+  } else if (here > target) {
+    next = n->child_for(key);
+    next_level = static_cast<std::uint8_t>(here - 1);
+  } else {
+    return step::arrived;
+  }
+  if (!ctx.validate()) return step::torn;  // nothing changed yet
+  if (next == nullptr) {
+    // A validated read of a node has its links; kept as a guard: read it again.
+    next = n;
+    next_level = here;
+  }
+  if (next_level == here) {
+    if (++r.right_moves > string_tree::max_right_moves) {
+      start_at_root(tree, t, r, target, mode);
+      return step::moved;
+    }
+  } else if (here == 1) {
+    r.parent = n;
+  }
+  visit(t, r, next, next_level, target, mode);
+  return step::moved;
+}
+
+/// At a leaf the key lies beyond: follow the right link, or start again at the root.
+void move_right(const string_tree& tree, tessera::task& t, route& r, const leaf& l,
+                access mode) noexcept {
+  if (++r.right_moves > string_tree::max_right_moves || l.right == nullptr) {
+    start_at_root(tree, t, r, 0, mode);
+    return;
+  }
+  visit(t, r, l.right, 0, 0, mode);
+}
+
+/// Posts a split (separator `sep`, new right node `right` of level `child_level`) to the node
+/// on the level above that covers `sep`, splitting upward as needed; creates a new root when
+/// the split node was the root. Started at the parent the splitting operation came down from
+/// (a node on the parent level whose low fence is below `sep`: right links lead from it to the
+/// covering node; nodes are never freed), or without data: from the root.
 class link_task final : public tessera::task {
  public:
-  link_task(string_tree* tree, std::string sep, leaf* right)
-      : m_tree(tree), m_sep(std::move(sep)), m_right(right) {
+  static constexpr bool validates_first = true;
+
+  link_task(string_tree* tree, void* left, string_tree::pending_link link,
+            std::uint8_t child_level, inner_node* parent)
+      : m_tree(tree), m_left(left), m_link(std::move(link)), m_level(child_level) {
+    // High: until the parent holds the separator, operations routed to `left` for keys now in
+    // `right` take a detour through the right link.
     annotate(tessera::priority::high);
+    if (parent != nullptr) visit(*this, m_route, parent, parent->level(), parent->level(),
+                                 access::write);
   }
-  tessera::task* execute(tessera::context&) override {
-    m_tree->link(m_sep, m_right);
-    return nullptr;
+
+  tessera::task* execute(tessera::context& ctx) override {
+    if (data() == nullptr) return start();
+    auto* n = static_cast<inner_node*>(const_cast<void*>(data()));
+    const auto target = static_cast<std::uint8_t>(m_level + 1);
+    if (descend(*m_tree, *this, ctx, n, m_route, m_link.sep, target, access::write) !=
+        step::arrived)
+      return this;  // moved on, or torn
+    std::optional<string_tree::pending_link> up =
+        m_tree->insert_separator(*n, std::move(m_link.sep), m_link.right);
+    if (!up) return nullptr;
+    // n split too: post that one level up, from the root.
+    m_left = n;
+    m_link = std::move(*up);
+    m_level = target;
+    return start();
   }
 
  private:
+  tessera::task* start() {
+    inner_node* root = m_tree->load_root();
+    if (root->level() > m_level) {
+      annotate(tessera::priority::high);  // (again, after waiting for a new root at low)
+      start_at_root(*m_tree, *this, m_route, static_cast<std::uint8_t>(m_level + 1),
+                    access::write);
+      return this;
+    }
+    clear_annotations();  // (after a split one level below: still annotated with that node)
+    if (root != m_left) {
+      // A right sibling of the root split, and the root's own split has not grown the tree
+      // yet (its link task will): try again later.
+      annotate(tessera::priority::low);
+      return this;
+    }
+    inner_node* fresh = m_tree->make_root(m_left, m_link.sep, m_link.right,
+                                          static_cast<std::uint8_t>(m_level + 1));
+    if (m_tree->replace_root(root, fresh)) return nullptr;
+    m_tree->runtime().destroy_resource(fresh);  // never published
+    m_tree->mutable_counters().inner_nodes.fetch_sub(1, std::memory_order_relaxed);
+    m_tree->mutable_counters().bytes.fetch_sub(string_tree::inner_bytes,
+                                               std::memory_order_relaxed);
+    return this;
+  }
+
   string_tree* m_tree;
-  std::string m_sep;
-  leaf* m_right;
+  void* m_left;
+  string_tree::pending_link m_link;
+  std::uint8_t m_level;  ///< the level of m_left and m_link.right
+  route m_route;
 };
 
-/// One key_op: find the leaf (right links), apply under its latch, then on_done without it.
+/// One key_op: descend (one inner node per run, read optimistically), apply under the leaf's
+/// latch, then on_done without it.
 class op_task final : public tessera::task {
  public:
-  op_task(string_tree* tree, key_op* op) : m_tree(tree), m_op(op) {}
+  /// Every change on an inner node follows a successful validate() (descend): an optimistic
+  /// read takes no copy of the task. At a leaf the task holds the latch.
+  static constexpr bool validates_first = true;
+
+  op_task(string_tree* tree, key_op* op) : m_tree(tree), m_op(op) {
+    start_at_root(*tree, *this, m_route, 0, op->writes ? access::write : access::read);
+  }
 
   tessera::task* execute(tessera::context& ctx) override {
     if (m_applied) {
       m_op->on_done(*m_op, ctx);
       return nullptr;
     }
+    const access mode = m_op->writes ? access::write : access::read;
+    if (m_route.level > 0) {
+      auto* n = static_cast<inner_node*>(const_cast<void*>(data()));
+      descend(*m_tree, *this, ctx, n, m_route, m_op->key, 0, mode);
+      return this;  // moved on, or torn (never arrives: the target is a leaf)
+    }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     if (beyond(*l, m_op->key)) {
-      annotate_resource(l->right, m_op->writes ? access::write : access::read);
+      move_right(*m_tree, *this, m_route, *l, mode);
       return this;
     }
     leaf_access a(*m_tree, *l, m_op->writes, steady_ms());
     m_op->apply(*m_op, a);
     if (l->slots.size() > string_tree::leaf_capacity) {
-      leaf* r = split(*m_tree, *l);
-      auto* link = ctx.make_task<link_task>(m_tree, r->slots.front().key, r);
-      link->annotate_resource(m_tree->directory_lock(), access::write);
-      ctx.spawn(link);
+      ctx.spawn(ctx.make_task<link_task>(m_tree, l, split(*m_tree, *l), 0, m_route.parent));
     }
     if (m_op->on_done == nullptr) return nullptr;
     m_applied = true;
@@ -83,30 +238,40 @@ class op_task final : public tessera::task {
  private:
   string_tree* m_tree;
   key_op* m_op;
+  route m_route;
   bool m_applied = false;
 };
 
-/// A leaf_walk: one leaf per run, left to right.
+/// A leaf_walk: descend to the leaf covering `from`, then one leaf per run, left to right.
 class walk_task final : public tessera::task {
  public:
-  walk_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {}
+  static constexpr bool validates_first = true;
+
+  walk_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {
+    start_at_root(*tree, *this, m_route, 0, mode());
+  }
 
   tessera::task* execute(tessera::context& ctx) override {
     if (m_done) {
       if (m_walk->on_done != nullptr) m_walk->on_done(*m_walk, ctx);
       return nullptr;
     }
+    if (m_route.level > 0) {
+      auto* n = static_cast<inner_node*>(const_cast<void*>(data()));
+      descend(*m_tree, *this, ctx, n, m_route, m_walk->from, 0, mode());
+      return this;  // moved on, or torn
+    }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
-    const access mode = m_walk->writes ? access::write : access::read;
     if (beyond(*l, m_walk->from)) {
-      annotate_resource(l->right, mode);
+      move_right(*m_tree, *this, m_route, *l, mode());
       return this;
     }
     leaf_access a(*m_tree, *l, m_walk->writes, steady_ms());
     const walk_step s = m_walk->visit(*m_walk, a, *l);
     if (s == walk_step::next_leaf && l->right != nullptr) {
       m_walk->from = l->high;
-      annotate_resource(l->right, mode);
+      m_route.right_moves = 0;  // a walk moves right by design
+      visit(*this, m_route, l->right, 0, 0, mode());
       return this;
     }
     m_done = true;
@@ -115,8 +280,13 @@ class walk_task final : public tessera::task {
   }
 
  private:
+  [[nodiscard]] access mode() const noexcept {
+    return m_walk->writes ? access::write : access::read;
+  }
+
   string_tree* m_tree;
   leaf_walk* m_walk;
+  route m_route;
   bool m_done = false;
 };
 
@@ -206,37 +376,90 @@ void leaf_access::set_expire(slot& s, std::int64_t expire_ms) noexcept {
 
 // ---- string_tree ----------------------------------------------------------------------------
 
-string_tree::string_tree(tessera::runtime& rt)
-    : m_rt(rt),
-      m_dir(nullptr),
-      m_dir_lock(rt.make_resource<dir_lock>({.primitive = tessera::primitive::spinlock})) {
-  auto* d = rt.make_resource<directory>(plain_hints);
-  d->leaves.push_back(make_leaf());
-  m_dir.store(d, std::memory_order_release);
+string_tree::string_tree(tessera::runtime& rt) : m_rt(rt), m_root(nullptr) {
+  leaf* first = make_leaf();
+  inner_node* root = m_rt.make_resource<inner_node>(inner_hints, std::uint8_t{1});
+  inner_image img;
+  img.level = 1;
+  img.children.push_back(first);
+  encode(*root, img, m_long);
+  m_counters.bytes.fetch_add(inner_bytes, std::memory_order_relaxed);
+  m_root.store(root, std::memory_order_release);
 }
 
 string_tree::~string_tree() {
-  directory* d = m_dir.load(std::memory_order_acquire);
-  for (leaf* l = d->leaves.front(); l != nullptr;) {
-    leaf* next = l->right;
-    for (slot& s : l->slots) m_rt.destroy_resource(s.value);
-    m_rt.destroy_resource(l);
-    l = next;
+  // Every node is reachable from the leftmost node of its level through right links (the
+  // runtime is idle, so no split is half linked), and the leftmost nodes from the root through
+  // child 0.
+  inner_node* head = m_root.load(std::memory_order_acquire);
+  while (head != nullptr) {
+    const std::uint8_t level = head->level();
+    void* first_child = head->child(0);
+    for (inner_node* n = head; n != nullptr;) {
+      inner_node* next = n->right();
+      m_rt.destroy_resource(n);
+      n = next;
+    }
+    if (level > 1) {
+      head = static_cast<inner_node*>(first_child);
+      continue;
+    }
+    for (auto* l = static_cast<leaf*>(first_child); l != nullptr;) {
+      leaf* next = l->right;
+      for (slot& s : l->slots) m_rt.destroy_resource(s.value);
+      m_rt.destroy_resource(l);
+      l = next;
+    }
+    head = nullptr;
   }
-  m_rt.destroy_resource(d);
-  m_rt.destroy_resource(m_dir_lock);
+}
+
+std::size_t string_tree::height() const noexcept {
+  return static_cast<std::size_t>(load_root()->level()) + 1;
 }
 
 leaf* string_tree::leaf_for(std::string_view key) const noexcept {
-  // acquire: the directory's contents (and the leaves it names) were written before it was
-  // published with the release store in link().
-  const directory* d = m_dir.load(std::memory_order_acquire);
-  const auto it = std::upper_bound(d->seps.begin(), d->seps.end(), key,
-                                   [](std::string_view k, const std::string& s) { return k < s; });
-  return d->leaves[static_cast<std::size_t>(it - d->seps.begin())];
+  inner_node* n = load_root();
+  for (;;) {
+    if (n->beyond(key)) {
+      n = n->right();
+      continue;
+    }
+    void* c = n->child_for(key);
+    if (n->level() > 1) {
+      n = static_cast<inner_node*>(c);
+      continue;
+    }
+    auto* l = static_cast<leaf*>(c);
+    while (beyond(*l, key)) l = l->right;
+    return l;
+  }
+}
+
+bool string_tree::replace_root(inner_node* old, inner_node* fresh) noexcept {
+  // release: the new root's contents before a reader's acquire in load_root().
+  return m_root.compare_exchange_strong(old, fresh, std::memory_order_acq_rel,
+                                        std::memory_order_acquire);
 }
 
 leaf* string_tree::make_leaf() { return m_rt.make_resource<leaf>(leaf_hints); }
+
+inner_node* string_tree::make_inner(std::uint8_t level) {
+  m_counters.inner_nodes.fetch_add(1, std::memory_order_relaxed);
+  m_counters.bytes.fetch_add(inner_bytes, std::memory_order_relaxed);
+  return m_rt.make_resource<inner_node>(inner_hints, level);
+}
+
+inner_node* string_tree::make_root(void* left, const std::string& sep, void* right,
+                                   std::uint8_t level) {
+  inner_node* n = make_inner(level);
+  inner_image img;
+  img.level = level;
+  img.seps.push_back(image_separator{sep, nullptr});
+  img.children = {left, right};
+  encode(*n, img, m_long);
+  return n;
+}
 
 value_blob* string_tree::make_value(std::string bytes) {
   return m_rt.make_resource<value_blob>(plain_hints, value_blob{std::move(bytes)});
@@ -244,49 +467,65 @@ value_blob* string_tree::make_value(std::string bytes) {
 
 void string_tree::retire_value(value_blob* v) { m_rt.retire_resource(v); }
 
-void string_tree::link(const std::string& sep, leaf* right) {
-  directory* old = m_dir.load(std::memory_order_relaxed);  // only link() stores, serialized
-  auto* d = m_rt.make_resource<directory>(plain_hints);
-  d->seps.reserve(old->seps.size() + 1);
-  d->leaves.reserve(old->leaves.size() + 1);
-  const auto pos = std::upper_bound(old->seps.begin(), old->seps.end(), sep);
-  const auto at = static_cast<std::size_t>(pos - old->seps.begin());
-  d->seps.assign(old->seps.begin(), pos);
-  d->seps.push_back(sep);
-  d->seps.insert(d->seps.end(), pos, old->seps.end());
-  d->leaves.assign(old->leaves.begin(),
-                   old->leaves.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-  d->leaves.push_back(right);
-  d->leaves.insert(d->leaves.end(), old->leaves.begin() + static_cast<std::ptrdiff_t>(at) + 1,
-                   old->leaves.end());
-  // release: the copy is complete before a reader can load it (leaf_for's acquire).
-  m_dir.store(d, std::memory_order_release);
-  m_rt.retire_resource(old);
-  m_counters.leaves.fetch_add(1, std::memory_order_relaxed);
-  m_counters.splits.fetch_add(1, std::memory_order_relaxed);
+std::optional<string_tree::pending_link> string_tree::insert_separator(inner_node& n,
+                                                                       std::string sep,
+                                                                       void* right) {
+  inner_image img = decode(n);
+  img.insert(std::move(sep), right);
+  if (fits(img)) {
+    encode(n, img, m_long);
+    return std::nullopt;
+  }
+  inner_image right_half;
+  image_separator up = img.split(right_half);
+  inner_node* sibling = make_inner(img.level);
+  img.right = sibling;
+  encode(*sibling, right_half, m_long);  // complete before n links it
+  encode(n, img, m_long);
+  m_counters.inner_splits.fetch_add(1, std::memory_order_relaxed);
+  return pending_link{std::move(up.bytes), sibling};
+}
+
+void string_tree::link_exclusive(pending_link link, std::uint8_t child_level) {
+  for (;;) {
+    inner_node* root = load_root();
+    if (root->level() == child_level) {
+      // The node that split is the root (alone on its level, no task running).
+      m_root.store(make_root(root, link.sep, link.right,
+                             static_cast<std::uint8_t>(child_level + 1)),
+                   std::memory_order_release);
+      return;
+    }
+    inner_node* n = root;
+    for (;;) {
+      if (n->beyond(link.sep)) {
+        n = n->right();
+      } else if (n->level() > child_level + 1) {
+        n = static_cast<inner_node*>(n->child_for(link.sep));
+      } else {
+        break;
+      }
+    }
+    std::optional<pending_link> up = insert_separator(*n, std::move(link.sep), link.right);
+    if (!up) return;
+    link = std::move(*up);
+    child_level = static_cast<std::uint8_t>(child_level + 1);
+  }
 }
 
 void string_tree::submit(key_op& op, tessera::context& ctx) {
-  auto* t = ctx.make_task<op_task>(this, &op);
-  t->annotate_resource(leaf_for(op.key), op.writes ? access::write : access::read);
-  ctx.spawn(t);
+  ctx.spawn(ctx.make_task<op_task>(this, &op));
 }
 
 void string_tree::apply_exclusive(key_op& op) {
   leaf* l = leaf_for(op.key);
-  while (beyond(*l, op.key)) l = l->right;
   leaf_access a(*this, *l, op.writes, steady_ms());
   op.apply(op, a);
-  if (l->slots.size() > leaf_capacity) {
-    leaf* r = split(*this, *l);
-    link(r->slots.front().key, r);
-  }
+  if (l->slots.size() > leaf_capacity) link_exclusive(split(*this, *l), 0);
 }
 
 void string_tree::walk(leaf_walk& w, tessera::context& ctx) {
-  auto* t = ctx.make_task<walk_task>(this, &w);
-  t->annotate_resource(leaf_for(w.from), w.writes ? access::write : access::read);
-  ctx.spawn(t);
+  ctx.spawn(ctx.make_task<walk_task>(this, &w));
 }
 
 }  // namespace server

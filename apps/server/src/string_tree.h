@@ -3,29 +3,34 @@
 // built out of tessera tasks beside kv::task_tree (whose 64-bit keys, node layout and YCSB
 // figures stay as they are).
 //
-// Shape: a B-link tree of two levels. Leaves are tessera resources (reader/writer latch: a leaf
-// owns memory its writers free, so optimistic readers are ruled out, tessera/resource.h); each
-// holds up to `leaf_capacity` sorted slots and covers [low, high) with a right link, as
-// kv::node does. Above them a directory (separators and leaf pointers) that is immutable once
-// published: a split publishes a copy with the new separator and retires the old one through
-// the runtime's epochs, so a task reads the directory without any latch. A stale directory
-// routes a key to a leaf left of the right one; the right links lead on (B-link), so splits
-// need no coordination with operations in flight. Leaves are never merged or freed before the
-// tree is (FLUSHALL empties them).
+// Shape: a B-link tree of any height [B-link]. Leaves (level 0) are tessera resources under a
+// reader/writer latch (a leaf owns memory its writers free: std::string keys, a std::vector of
+// slots, so optimistic readers are ruled out, tessera/resource.h); each holds up to
+// `leaf_capacity` sorted slots and covers [low, high) with a right link. Inner nodes (levels >= 1,
+// server::inner_node) keep their separators in their own fixed storage (a key heap inside the
+// node), so tasks read them optimistically and validate. A split links the new right node at
+// once (right link, high key) and posts its separator to the parent from a follow-up task; a
+// split of the root grows the tree by one level (a new root swapped in with a CAS). Until the
+// separator is posted, the right links lead a search on. Nodes are never merged or freed before
+// the tree is (FLUSHALL empties the leaves). Separators are the shortest prefix of the right
+// node's first key above the left node's last (suffix truncation), so keys of a KiB rarely
+// make separators of a KiB; longer than inner_node::inline_max they go out of line.
 //
-// A request (server::key_op) becomes one task: it reads the directory, annotates the leaf
-// (reader or writer), follows right links while the key is at or beyond the leaf's high key,
-// runs the request's `apply` under the leaf's latch, then, with the latch released (the task
-// returns itself without data: it runs next on its worker, nothing queued), calls `on_done`.
+// A request (server::key_op) becomes one task that descends one node per execution, annotated
+// with the node it reads (the runtime prefetches it and injects the synchronization: optimistic
+// reads of inner nodes, the leaf's latch), writers annotated as such one level early; at the
+// leaf it follows right links while the key is at or beyond the high key, runs the request's
+// `apply` under the latch, then, with the latch released (the task returns itself without data:
+// it runs next on its worker, nothing queued), calls `on_done`.
 //
 // Values live out of line (server::value_blob, a tessera resource): an overwrite or delete
 // retires the old value (rt.retire_resource), freed once no task that could hold it is left.
 // Expiry: a slot may carry a deadline (milliseconds of a steady clock); leaf_access never
-// returns an expired slot (lazy check) and a writer removes it; sweep() walks the leaves as one
-// task and removes the expired ones (background reclamation).
+// returns an expired slot (lazy check) and a writer removes it; a walk of the leaves removes
+// the expired ones (background reclamation).
 //
-// Thread-safety: submit() and sweep() from tasks only (the directory's epoch protection needs a
-// running operation); counters are relaxed atomics (approximate while requests run).
+// Thread-safety: submit() and walk() from tasks only; counters are relaxed atomics
+// (approximate while requests run).
 //
 //   server::key_op op{.key = "k", .writes = true, .apply = put_fn, .on_done = done_fn};
 //   tree.submit(op, ctx);   // apply(op, leaf_access&) under the latch, then on_done(op)
@@ -33,11 +38,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <tessera/tessera.h>
+
+#include "inner_node.h"
 
 namespace server {
 
@@ -58,12 +66,6 @@ struct leaf {
   std::string high;
   bool high_infinite = true;
   leaf* right = nullptr;
-};
-
-/// The directory: leaves[i] covers [seps[i-1], seps[i]); immutable once published.
-struct directory {
-  std::vector<std::string> seps;
-  std::vector<leaf*> leaves;
 };
 
 class string_tree;
@@ -125,7 +127,9 @@ struct tree_counters {
   std::atomic<std::int64_t> volatile_keys{0};  ///< slots with a deadline
   std::atomic<std::uint64_t> expired{0};
   std::atomic<std::uint64_t> leaves{1};
-  std::atomic<std::uint64_t> splits{0};
+  std::atomic<std::uint64_t> splits{0};  ///< of leaves
+  std::atomic<std::uint64_t> inner_nodes{1};
+  std::atomic<std::uint64_t> inner_splits{0};
 };
 
 class string_tree {
@@ -133,6 +137,12 @@ class string_tree {
   static constexpr std::size_t leaf_capacity = 256;
   /// Bytes counted per slot on top of key and value (the slot, the blob, the resource header).
   static constexpr std::int64_t slot_overhead = 128;
+  /// Bytes counted per inner node (its block and the resource header).
+  static constexpr std::int64_t inner_bytes = sizeof(inner_node) + 64;
+  /// Right links an operation follows before it starts again at the root: a task that waited
+  /// long in a queue may land left of a run of nodes split since; a fresh descent costs the
+  /// height, a walk along the run one execution per node.
+  static constexpr std::uint8_t max_right_moves = 2;
 
   explicit string_tree(tessera::runtime& rt);
   string_tree(const string_tree&) = delete;
@@ -148,25 +158,41 @@ class string_tree {
 
   [[nodiscard]] const tree_counters& counters() const noexcept { return m_counters; }
   [[nodiscard]] tessera::runtime& runtime() noexcept { return m_rt; }
+  /// Levels, leaves included (2 for a new tree: a root above one leaf).
+  [[nodiscard]] std::size_t height() const noexcept;
 
   // ---- internal, used by the tree's tasks and leaf_access --------------------------------------
   tree_counters& mutable_counters() noexcept { return m_counters; }
+  /// The leaf covering `key`, by a plain descent: only while no task runs on the tree.
   [[nodiscard]] leaf* leaf_for(std::string_view key) const noexcept;
+  [[nodiscard]] inner_node* load_root() const noexcept {
+    // acquire: the root's contents were written before replace_root's release.
+    return m_root.load(std::memory_order_acquire);
+  }
+  /// Installs `fresh` as the root if `old` still is; false if another did first.
+  bool replace_root(inner_node* old, inner_node* fresh) noexcept;
   leaf* make_leaf();
+  inner_node* make_inner(std::uint8_t level);
   value_blob* make_value(std::string bytes);
   void retire_value(value_blob* v);
-  /// Publishes `right` (split off a leaf at separator `sep`) in a new directory.
-  void link(const std::string& sep, leaf* right);
-  /// What link tasks annotate as writers: a spinlock resource that serializes them.
-  struct dir_lock {
-    int unused = 0;
+  /// A new inner node above `left` and `right` (split at `sep`), for a new root.
+  inner_node* make_root(void* left, const std::string& sep, void* right, std::uint8_t level);
+
+  /// A split to post one level up: the new right node and its separator.
+  struct pending_link {
+    std::string sep;
+    void* right = nullptr;
   };
-  dir_lock* directory_lock() noexcept { return m_dir_lock; }
+  /// Inserts `sep` and its right child into `n` (the caller writes it exclusively); if `n`
+  /// splits, returns the split to post to n's parent.
+  std::optional<pending_link> insert_separator(inner_node& n, std::string sep, void* right);
 
  private:
+  void link_exclusive(pending_link link, std::uint8_t child_level);
+
   tessera::runtime& m_rt;
-  std::atomic<directory*> m_dir;
-  dir_lock* m_dir_lock;
+  std::atomic<inner_node*> m_root;
+  long_separator_store m_long;
   tree_counters m_counters;
 };
 
