@@ -10,6 +10,28 @@ target_sources(tessera-bench PRIVATE
 )
 target_link_libraries(tessera-bench PRIVATE tessera_ycsb tessera_kv_baselines tessera_kv_tasks)
 
+# The external competitors `btreeolc` and `artolc` (bench/ycsb/external.cpp): off unless given a
+# checkout of https://github.com/wangziqi2016/index-microbench, kept outside this repository
+# (scripts/compare-external.sh fetches one). Its code is compiled with the benchmark's flags
+# (-O3, -march=native and LTO under the bench preset) and never committed here.
+set(TESSERA_INDEX_MICROBENCH_DIR "" CACHE PATH
+    "index-microbench source tree: adds its BTreeOLC and ART-OLC to tessera-bench ycsb")
+if(TESSERA_INDEX_MICROBENCH_DIR)
+  if(NOT EXISTS "${TESSERA_INDEX_MICROBENCH_DIR}/BTreeOLC/BTreeOLC.h"
+     OR NOT EXISTS "${TESSERA_INDEX_MICROBENCH_DIR}/ARTOLC/Tree.cpp")
+    message(FATAL_ERROR "TESSERA_INDEX_MICROBENCH_DIR=${TESSERA_INDEX_MICROBENCH_DIR} holds no "
+                        "BTreeOLC/BTreeOLC.h and ARTOLC/Tree.cpp (an index-microbench checkout)")
+  endif()
+  # ART-OLC's Tree.cpp includes its other sources; their warnings are not ours (-w).
+  add_library(tessera_ext_artolc STATIC ${TESSERA_INDEX_MICROBENCH_DIR}/ARTOLC/Tree.cpp)
+  target_include_directories(tessera_ext_artolc SYSTEM PUBLIC ${TESSERA_INDEX_MICROBENCH_DIR})
+  target_compile_options(tessera_ext_artolc PRIVATE -w $<$<BOOL:${TESSERA_NATIVE}>:-march=native>)
+  target_link_libraries(tessera_ext_artolc PUBLIC TBB::tbb)
+  target_sources(tessera-bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/external.cpp)
+  target_compile_definitions(tessera-bench PRIVATE TESSERA_YCSB_EXTERNAL=1)
+  target_link_libraries(tessera-bench PRIVATE tessera_ext_artolc)
+endif()
+
 if(TESSERA_BUILD_TESTS)
   # Unit tests of the answer checks (verify.h: scan completeness above all) and of the stable keys
   # prepare_workload() hands them.

@@ -98,6 +98,15 @@ class store {
   [[nodiscard]] virtual std::size_t size() const = 0;
   /// After the last run of a configuration: runtime statistics on stderr, if asked for.
   virtual void report_statistics(const std::string& /*label*/) const {}
+  /// A store whose tree is not made of kv::node (root() == nullptr: the external competitors,
+  /// external.cpp) checks the quiescent tree after `phase` through its own lookups instead of
+  /// kv::check_tree and content_error: every key of its load phase present, with the value the
+  /// phase must have left. Counts the keys found into `keys`; returns what is wrong, if anything.
+  [[nodiscard]] virtual wrong_answer check_by_lookups(const phase_data& /*phase*/,
+                                                      std::uint64_t& keys) const {
+    keys = 0;
+    return "this store cannot check itself by lookups";
+  }
 };
 
 /// How the tessera store runs: the shared runtime flags (--pin, --runtime-stats) and its own.
@@ -114,5 +123,11 @@ std::unique_ptr<store> make_tessera_store(const tessera_config& config);
 /// `pin`: worker i on the CPU of tessera's worker i (--pin), like tessera's.
 std::unique_ptr<store> make_threads_store(unsigned workers, std::size_t batch, bool pin);
 std::unique_ptr<store> make_tbb_store(unsigned workers, std::size_t batch, bool pin);
+#if defined(TESSERA_YCSB_EXTERNAL)
+/// index-microbench's BTreeOLC and ART-OLC on kv::thread_driver (external.cpp; only with CMake's
+/// TESSERA_INDEX_MICROBENCH_DIR).
+std::unique_ptr<store> make_btreeolc_store(unsigned workers, std::size_t batch, bool pin);
+std::unique_ptr<store> make_artolc_store(unsigned workers, std::size_t batch, bool pin);
+#endif
 
 }  // namespace tessera::bench::ycsb_bench
