@@ -162,6 +162,17 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
     out.output_buffer_limit = hard;
     return true;
   }
+  if (name == "trace") {
+    if (args.size() != 1 || args[0].empty()) return bad_args(error, name);
+    out.trace = args[0];
+    return true;
+  }
+  if (name == "trace-events") {
+    return one([&](const std::string& a) {
+      return parse_count(a, out.trace_events) && out.trace_events >= 16 &&
+             out.trace_events <= (std::uint64_t{1} << 30);
+    });
+  }
   if (name == "logfile") {
     if (args.size() != 1) return bad_args(error, name);
     out.logfile = args[0];
@@ -280,6 +291,9 @@ std::string usage_text() {
          "                               a client's pending replies at most <hard> (256mb)\n"
          "  workers <n>                  tessera workers (default: one per CPU)\n"
          "  logfile <path>               log here instead of stdout\n"
+         "  trace <file.json>            write a timeline of the workers' tasks (Perfetto) when\n"
+         "                               the server stops; same as TESSERA_TRACE=<file.json>\n"
+         "  trace-events <n>             the last n events per worker are kept (default 32768)\n"
          "  appendonly yes|no            keep an append-only log of the writes, replayed at start\n"
          "  appendfsync always|everysec|no\n"
          "                               always: a write's reply waits for fdatasync; everysec:\n"

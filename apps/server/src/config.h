@@ -36,6 +36,8 @@ struct settings {
   std::uint64_t output_buffer_limit = 256ULL << 20;     ///< per client, then disconnect
   unsigned workers = 0;                                 ///< 0: one per CPU
   std::string logfile;                                  ///< "" : stdout
+  std::string trace;                                    ///< timeline file (tessera/trace.h); "": off
+  std::uint64_t trace_events = 0;                       ///< per worker's ring; 0: the runtime's default
   // The append-only log (aof.h), in Redis's spellings.
   bool appendonly = false;
   fsync_policy appendfsync = fsync_policy::everysec;

@@ -115,6 +115,8 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   tessera::runtime_options o;
   if (s.workers != 0) o.workers = s.workers;
+  o.trace.file = s.trace;
+  if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   m_rt = std::make_unique<tessera::runtime>(o);
   m_tree = std::make_unique<string_tree>(*m_rt);
   m_start_ms = steady_ms();

@@ -26,6 +26,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-kv-server: cannot open logfile %s\n", s.logfile.c_str());
     return 1;
   }
+  if (!s.trace.empty()) {
+    // The timeline is written when the server stops: say now, not then, that it cannot be.
+    const std::string::size_type slash = s.trace.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : s.trace.substr(0, slash + 1);
+    if (::access(dir.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "tessera-kv-server: cannot write the trace into %s\n", dir.c_str());
+      return 1;
+    }
+  }
   server::kv_server srv(s);
   std::string loaded;
   const server::load_outcome lo = srv.load(loaded);
@@ -48,6 +57,9 @@ int main(int argc, char** argv) {
   for (const auto& b : s.bind) where += (where.empty() ? "" : ", ") + b;
   std::printf("tessera-kv-server: listening on %s port %d, %u workers, pid %d\n", where.c_str(),
               srv.ports().front(), srv.runtime().workers(), static_cast<int>(::getpid()));
+  if (!s.trace.empty())
+    std::printf("tessera-kv-server: tracing the workers' tasks into %s (written at exit)\n",
+                s.trace.c_str());
   std::fflush(stdout);
   return srv.run();
 }

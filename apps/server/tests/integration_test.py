@@ -10,6 +10,7 @@ A missing tool is a failure with a message that names what to install, never a s
     integration_test.py --server build/dev/apps/server/tessera-kv-server --venv .venv
 """
 import argparse
+import json
 import os
 import random
 import shutil
@@ -548,6 +549,39 @@ def test_limits():
         fail("protected mode did not refuse bind 0.0.0.0 without requirepass: " + srv.output())
 
 
+def test_trace():
+    """--trace FILE: a timeline of the workers' tasks, written when the server stops."""
+    path = f"/tmp/tessera-kv-server-trace-{os.getpid()}.json"
+    if os.path.exists(path):
+        os.remove(path)
+    srv = Server("--trace", path, "--trace-events", "4096")
+    try:
+        if "tracing the workers' tasks into " + path not in srv.output():
+            fail("no start-up line naming the trace file: " + srv.output())
+        c = srv.client()
+        for i in range(2000):
+            c.set(f"trace:{i}", i)
+        expect(c.get("trace:1999"), b"1999", "GET while tracing")
+    finally:
+        srv.stop()
+    with open(path) as f:
+        trace = json.load(f)
+    os.remove(path)
+    spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    workers = {e["tid"] for e in spans}
+    if not spans or not workers <= {0, 1}:
+        fail(f"trace: {len(spans)} task spans on workers {sorted(workers)}")
+    if trace["otherData"]["recorded_events"] < 2000:
+        fail(f"trace: {trace['otherData']} recorded, fewer than the 2,000 SETs")
+    # Bad values are refused at start, naming the directive.
+    for flags, what in ((("--trace-events", "3"), "trace-events"),
+                        (("--trace", "/nonexistent-dir/t.json"), "trace")):
+        bad = Server(*flags, expect_start=False)
+        rc = bad.proc.wait(timeout=STARTUP_S)
+        if rc == 0 or what not in bad.output():
+            fail(f"{flags} was not refused with a message naming it: {bad.output()}")
+
+
 def test_shutdown(srv):
     srv.cli("set", "last", "1")
     srv.cli("shutdown")
@@ -590,7 +624,7 @@ def main():
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()
-    for test in (test_auth, test_limits):
+    for test in (test_auth, test_limits, test_trace):
         t0 = time.time()
         test()
         print(f"ok {test.__name__} ({time.time() - t0:.1f} s)", flush=True)
