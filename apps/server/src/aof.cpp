@@ -343,9 +343,17 @@ void aof_log::tick() {
   }
   const std::uint64_t size = m_size.load(std::memory_order_relaxed);
   const std::uint64_t base = m_base_size.load(std::memory_order_relaxed);
-  if (pct != 0 && !failed && size >= min_size && size > base + base / 100 * pct &&
-      !m_rewriting.load(std::memory_order_acquire)) {
-    std::string error;
+  // After a failed rewrite, neither the retry nor the automatic one before its time.
+  const std::int64_t retry_at = m_retry_at_ms.load(std::memory_order_relaxed);
+  if (failed || m_rewriting.load(std::memory_order_acquire) || (retry_at != 0 && now < retry_at)) {
+    return;
+  }
+  std::string error;
+  if (retry_at != 0) {
+    if (start_rewrite(error) == rewrite_start::started) {
+      log_event("retrying the rewriting of the append only file that failed");
+    }
+  } else if (pct != 0 && size >= min_size && size > base + base / 100 * pct) {
     if (start_rewrite(error) == rewrite_start::started) {
       log_event("starting automatic rewriting of the append only file (" +
                 std::to_string(size) + " bytes, " + std::to_string(base) +
@@ -358,7 +366,9 @@ void aof_log::shutdown() {
   stop_sync_thread();
   m_srv.runtime().wait_idle();  // a release task the sync thread spawned before it stopped
   // Its next step was posted to a poller that has stopped.
-  if (m_rewriting.load(std::memory_order_acquire)) rewrite_abort("the server is shutting down");
+  if (m_rewriting.load(std::memory_order_acquire)) {
+    rewrite_abort("the server is shutting down", false);
+  }
   while (m_leading.exchange(true, std::memory_order_seq_cst)) {
   }
   lead_round();
@@ -399,7 +409,8 @@ std::string aof_log::info() const {
   }
   line("aof_enabled", "1");
   line("aof_rewrite_in_progress", rewriting ? "1" : "0");
-  line("aof_rewrite_scheduled", "0");
+  line("aof_rewrite_scheduled",
+       m_retry_at_ms.load(std::memory_order_relaxed) != 0 && !rewriting ? "1" : "0");
   line("aof_last_rewrite_time_sec",
        std::to_string(m_last_rewrite_ms.load(std::memory_order_relaxed) < 0
                           ? -1

@@ -38,6 +38,9 @@
 // fdatasync'ed, renamed over the log, the directory fsync'ed, and the log goes on in the new
 // file. A write that hit a leaf before the walk did is in the snapshot and in the tail:
 // harmless, records being assignments. A crash at any step leaves the old log or the new one.
+// A rewrite that fails (the directory read-only or full) leaves the old log as it was and is
+// retried by the tick after 1 s, then 2, 4, ... up to 60 s, until one succeeds (INFO
+// aof_rewrite_scheduled:1 meanwhile); the automatic rewrite waits for the same time.
 //
 // Memory-ordering contract: once is_safe(lsn) returned true, the log's bytes up to `lsn` were
 // written (and under `always` fdatasync'ed) before it returned (acquire loads of the LSNs that
@@ -136,6 +139,9 @@ class aof_log {
   class rewrite_walk;
 
   load_outcome load_file(std::string& message);
+  /// Replays redis-server 7's multi-part log (its manifest's base and incremental files, in
+  /// order) and copies it into the server's one file (m_path).
+  load_outcome import_redis_dir(const std::string& manifest, std::string& message);
   /// One leader round: the buffer to the file (and fdatasync under `always`).
   void lead_round();
   /// Parked connections whose LSN is safe now, removed from the list.
@@ -152,7 +158,8 @@ class aof_log {
   void rewrite_step(tessera::context& ctx);
   void rewrite_chunk_done(tessera::context& ctx);
   void rewrite_finish();
-  void rewrite_abort(const std::string& why);
+  /// Drops the temp file, the log goes on as before; `retry`: schedule_retry().
+  void rewrite_abort(const std::string& why, bool retry = true);
   /// Writes `bytes` (EINTR retried); returns how many were written, `err` the error or 0.
   static std::size_t write_all(int fd, std::string_view bytes, int& err);
 
@@ -213,6 +220,12 @@ class aof_log {
   std::atomic<bool> m_last_rewrite_ok{true};
   std::atomic<std::int64_t> m_rewrite_started_ms{0};
   std::atomic<std::int64_t> m_last_rewrite_ms{-1};
+  /// A failed rewrite's retry (steady ms; 0: none) and the wait before the next one after it
+  /// fails again (relaxed: the rewrite's tasks and the poller's tick, one after the other).
+  std::atomic<std::int64_t> m_retry_at_ms{0};
+  std::atomic<std::int64_t> m_retry_wait_ms{0};
+  /// Schedules the retry of a rewrite that failed.
+  void schedule_retry();
 };
 
 }  // namespace server

@@ -9,6 +9,7 @@
 //
 // Each step is spawned by the poller (a fresh operation of the epoch mechanism, so reclamation
 // goes on during a long rewrite); they run one after the other and own rewrite_state.
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -110,9 +111,14 @@ rewrite_start aof_log::start_rewrite(std::string& error) {
   st->fd = ::open(st->temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
                   0644);
   if (st->fd < 0) {
-    error = "ERR cannot create " + st->temp_path + " for the rewrite: " + std::strerror(errno);
+    error = "ERR cannot create " + st->temp_path + " for the rewrite: " + std::strerror(errno) +
+            "; the log goes on as before";
     m_last_rewrite_ok.store(false, std::memory_order_relaxed);
-    if (!m_lost.load(std::memory_order_relaxed)) log_event(error.substr(4));
+    if (!m_lost.load(std::memory_order_relaxed)) {
+      schedule_retry();
+      log_event(error.substr(4) + " (retried in " +
+                std::to_string(m_retry_wait_ms.load(std::memory_order_relaxed) / 1000) + " s)");
+    }
     m_rewriting.store(false, std::memory_order_release);
     return rewrite_start::failed;
   }
@@ -236,6 +242,8 @@ void aof_log::rewrite_finish() {
             (was_lost || was_failed ? "; the log is writable again, writes are accepted" : ""));
   m_last_rewrite_ms.store(took, std::memory_order_relaxed);
   m_last_rewrite_ok.store(true, std::memory_order_relaxed);
+  m_retry_at_ms.store(0, std::memory_order_relaxed);
+  m_retry_wait_ms.store(0, std::memory_order_relaxed);
   m_rewrites.fetch_add(1, std::memory_order_relaxed);
   m_rw.reset();
   // release: the next rewrite's claim sees this one's state gone.
@@ -243,7 +251,14 @@ void aof_log::rewrite_finish() {
   drain();
 }
 
-void aof_log::rewrite_abort(const std::string& why) {
+void aof_log::schedule_retry() {
+  const std::int64_t wait = std::clamp<std::int64_t>(
+      m_retry_wait_ms.load(std::memory_order_relaxed) * 2, 1000, 60000);
+  m_retry_wait_ms.store(wait, std::memory_order_relaxed);
+  m_retry_at_ms.store(steady_ms() + wait, std::memory_order_relaxed);
+}
+
+void aof_log::rewrite_abort(const std::string& why, bool retry) {
   {
     const std::lock_guard<std::mutex> lock(m_buf_mutex);
     m_tail_active = false;
@@ -251,8 +266,11 @@ void aof_log::rewrite_abort(const std::string& why) {
   }
   if (m_rw->fd >= 0) ::close(m_rw->fd);
   ::unlink(m_rw->temp_path.c_str());
-  if (!m_lost.load(std::memory_order_relaxed)) {
-    log_event("background append only file rewriting failed, the log goes on as before: " + why);
+  if (!m_lost.load(std::memory_order_relaxed) && retry) {
+    schedule_retry();
+    log_event("background append only file rewriting failed, the log goes on as before: " + why +
+              " (retried in " +
+              std::to_string(m_retry_wait_ms.load(std::memory_order_relaxed) / 1000) + " s)");
   }
   m_last_rewrite_ok.store(false, std::memory_order_relaxed);
   m_rw.reset();

@@ -517,9 +517,11 @@ void string_tree::submit(key_op& op, tessera::context& ctx) {
   ctx.spawn(ctx.make_task<op_task>(this, &op));
 }
 
-void string_tree::apply_exclusive(key_op& op) {
+void string_tree::apply_exclusive(key_op& op) { apply_exclusive(op, steady_ms()); }
+
+void string_tree::apply_exclusive(key_op& op, std::int64_t now_ms) {
   leaf* l = leaf_for(op.key);
-  leaf_access a(*this, *l, op.writes, steady_ms());
+  leaf_access a(*this, *l, op.writes, now_ms);
   op.apply(op, a);
   if (l->slots.size() > leaf_capacity) link_exclusive(split(*this, *l), 0);
 }

@@ -153,8 +153,10 @@ class string_tree {
   void submit(key_op& op, tessera::context& ctx);
   void walk(leaf_walk& w, tessera::context& ctx);
   /// Runs op.apply on the spot, from any thread, while no task runs on the tree (start-up:
-  /// replaying the log); a split is linked at once. op.on_done is not called.
+  /// replaying the log); a split is linked at once. op.on_done is not called. The op sees the
+  /// time `now_ms` (a replay passes 0: nothing expires while a log loads, as in redis-server).
   void apply_exclusive(key_op& op);
+  void apply_exclusive(key_op& op, std::int64_t now_ms);
 
   [[nodiscard]] const tree_counters& counters() const noexcept { return m_counters; }
   [[nodiscard]] tessera::runtime& runtime() noexcept { return m_rt; }

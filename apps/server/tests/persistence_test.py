@@ -49,10 +49,11 @@ ROOT = tempfile.mkdtemp(prefix="tessera-aof-test-")
 
 
 class Server:
-    def __init__(self, *flags):
+    def __init__(self, *flags, user=()):
+        """user: a command prefix that runs the server as another user (server_user)."""
         self.port = free_port()
         self.log = open(os.path.join(ROOT, f"server-{self.port}.log"), "w+")
-        cmd = [ARGS.server, "--port", str(self.port), "--workers", "2", *flags]
+        cmd = [*user, server_binary(user), "--port", str(self.port), "--workers", "2", *flags]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
 
@@ -82,13 +83,47 @@ class Server:
             fail(f"server exited with {rc}: {self.output()[-2000:]}")
 
 
+SERVER_AS_NOBODY = []  # the binary nobody can run, once server_user found it
+
+
+def server_user(d):
+    """The command prefix that runs the server as an unprivileged user who owns directory `d`:
+    permissions do not stop root, so a test of a read-only directory run by root starts the
+    server as nobody (setpriv, util-linux); run by another user, the server is that user."""
+    if os.geteuid() != 0:
+        return []
+    harness.require_tools({"setpriv": "util-linux"})
+    user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    os.chmod(ROOT, 0o711)  # nobody may pass through the test's directory to `d`
+    shutil.chown(d, "nobody", "nogroup")
+    if not SERVER_AS_NOBODY:
+        # The build directory may be closed to nobody: then a copy in ROOT.
+        for binary in (ARGS.server, os.path.join(ROOT, "tessera-kv-server")):
+            if binary != ARGS.server:
+                shutil.copy2(ARGS.server, binary)
+            ok = subprocess.run([*user, binary, "--version"], capture_output=True, timeout=60)
+            if ok.returncode == 0:
+                SERVER_AS_NOBODY.append(binary)
+                break
+        else:
+            fail(f"user nobody cannot run {ARGS.server} (nor a copy in {ROOT})")
+    probe = subprocess.run([*user, "test", "-w", d], timeout=60)
+    if probe.returncode != 0:
+        fail(f"user nobody cannot write to {d} (is {os.path.dirname(ROOT)} closed to it?)")
+    return user
+
+
+def server_binary(user):
+    return SERVER_AS_NOBODY[0] if user else ARGS.server
+
+
 def aof_flags(d, policy="always", *more):
     return ("--appendonly", "yes", "--appendfsync", policy, "--dir", d, *more)
 
 
-def start_fails(*flags):
+def start_fails(*flags, user=()):
     """Runs the server expecting it to refuse to start; returns its output."""
-    cmd = [ARGS.server, "--port", str(free_port()), "--workers", "2", *flags]
+    cmd = [*user, server_binary(user), "--port", str(free_port()), "--workers", "2", *flags]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=STARTUP_S)
     if r.returncode == 0:
         fail(f"{' '.join(cmd)} started (exit 0); it must refuse: {r.stdout}{r.stderr}")
@@ -411,6 +446,275 @@ def test_dir_removed():
           flush=True)
 
 
+class Writer:
+    """A client that SETs distinct keys as fast as it can in a thread: `acked` the keys whose
+    write was acknowledged, `refused` the error replies (the write not done)."""
+
+    def __init__(self, srv, prefix):
+        self.acked, self.refused, self.errors = [], [], []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(srv.client(timeout=300), prefix))
+        self.thread.start()
+
+    def run(self, w, prefix):
+        k = 0
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    w.set(f"{prefix}{k}", "w" * 50)
+                    self.acked.append(f"{prefix}{k}")
+                    k += 1
+                except redis.ResponseError as e:
+                    self.refused.append(str(e))
+                    time.sleep(0.02)
+        except Exception as e:  # noqa: BLE001 - reported by stop()
+            self.errors.append(repr(e))
+
+    def wait_more(self, what, n=20):
+        at = len(self.acked)
+        wait_for(f"{n} more acknowledged writes {what}", lambda: len(self.acked) >= at + n)
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join(timeout=120)
+        if self.thread.is_alive() or self.errors:
+            fail(f"the writer failed or is stuck: {self.errors[:1]}")
+
+
+def expect_kept(srv, keys, what):
+    r = srv.client()
+    for at in range(0, len(keys), 2000):
+        chunk = keys[at:at + 2000]
+        missing = [k for k, v in zip(chunk, r.mget(chunk)) if v != "w" * 50]
+        if missing:
+            fail(f"{what}: {len(missing)} acknowledged writes lost, e.g. {missing[:3]}")
+
+
+def test_read_only():
+    """A read-only directory or log file, at start and under the running server. Root ignores
+    permissions: run by root, the server runs as nobody (server_user)."""
+    d = new_dir("read-only")
+    aof = os.path.join(d, "appendonly.aof")
+    user = server_user(d)
+    # At start: a directory the server cannot create files in (the rewrite's, the log's) and a
+    # log it cannot write stop the start with the reason.
+    os.chmod(d, 0o555)
+    out = start_fails(*aof_flags(d), user=user)
+    if "cannot create files in dir" not in out or "Permission denied" not in out:
+        fail("start in a read-only directory: " + out)
+    os.chmod(d, 0o755)
+    srv = Server(*aof_flags(d), user=user)
+    srv.client().set("first", "1")
+    srv.stop()
+    os.chmod(aof, 0o444)
+    out = start_fails(*aof_flags(d), user=user)
+    if "cannot open the append only file" not in out or "Permission denied" not in out:
+        fail("start with a read-only log file: " + out)
+    os.chmod(aof, 0o644)
+
+    # The directory made read-only under load: the open log goes on (nothing refused), the
+    # rewrite cannot create its file: an error reply, INFO says so, the log stays; it is retried
+    # and succeeds once the directory is writable again.
+    flags = aof_flags(d, "always", "--auto-aof-rewrite-percentage", "0")
+    srv = Server(*flags, user=user)
+    r = srv.client()
+    w = Writer(srv, "ro")
+    w.wait_more("before the chmod")
+    ino = os.stat(aof).st_ino
+    os.chmod(d, 0o555)
+    w.wait_more("in the read-only directory")
+    try:
+        r.bgrewriteaof()
+        fail("BGREWRITEAOF was accepted in a read-only directory")
+    except redis.ResponseError as e:
+        if "Permission denied" not in str(e):
+            fail("BGREWRITEAOF in a read-only directory: " + str(e))
+    i = info(r)
+    expect((i["aof_last_bgrewrite_status"], i["aof_rewrite_scheduled"], i["aof_rewrites"],
+            i["aof_last_write_status"]), ("err", 1, 0, "ok"), "INFO after the failed rewrite")
+    w.wait_more("after the failed rewrite")
+    expect(os.stat(aof).st_ino, ino, "the log's inode (the old log kept)")
+    expect([n for n in os.listdir(d) if n != "appendonly.aof"], [], "files left in the dir")
+    os.chmod(d, 0o755)
+    wait_for("the retried rewrite once the directory is writable",
+             lambda: info(r)["aof_rewrites"] == 1)
+    i = info(r)
+    expect((i["aof_last_bgrewrite_status"], i["aof_rewrite_scheduled"]), ("ok", 0),
+           "INFO after the retried rewrite")
+    w.wait_more("after the rewrite")
+
+    # The log replaced by a read-only file: written to no more, rewritten from memory (the
+    # rename replaces the read-only file), and writes go on.
+    shutil.copy(aof, aof + ".copy")
+    os.chmod(aof + ".copy", 0o444)
+    os.replace(aof + ".copy", aof)
+    wait_for("the rewrite of the replaced log", lambda: info(r)["aof_rewrites"] == 2)
+    w.wait_more("after the log was replaced")
+    w.stop()
+    if os.stat(aof).st_mode & 0o200 == 0:
+        fail("the log is still the read-only file that replaced it")
+    if not all(e.startswith("MISCONF") for e in w.refused):
+        # Writes between the replacement's discovery and the rewrite are refused, not lost.
+        fail(f"writes while the log was replaced: {w.refused[:2]}")
+    srv.kill9()
+    srv = Server(*flags, user=user)
+    expect_kept(srv, w.acked, "after the read-only directory and log and SIGKILL")
+    expect(srv.client().get("first"), "1", "the write before the read-only log")
+    srv.stop()
+    print(f"ok: read-only directory and log at start refused; directory read-only under load: "
+          f"{len(w.acked)} writes acknowledged and kept, the rewrite refused, retried and done; "
+          f"a replaced log rewritten ({len(w.refused)} writes refused meanwhile)", flush=True)
+
+
+def state_of(c):
+    """{key: (value, TTL in seconds or -1)} of a server's whole store."""
+    keys = sorted(c.keys("*"))
+    vals = c.mget(keys) if keys else []
+    p = c.pipeline(transaction=False)
+    for k in keys:
+        p.ttl(k)
+    return dict(zip(keys, zip(vals, p.execute())))
+
+
+def redis_server_log(d, *flags):
+    """Starts redis-server with its log in `d`; returns (process, client)."""
+    port = free_port()
+    log = open(os.path.join(ROOT, f"redis-server-{port}.log"), "w+")
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--dir", d, "--save", "", "--appendonly", "yes", "--appendfsync",
+                             "always", *flags], stdout=log, stderr=subprocess.STDOUT)
+    harness.wait_listening(proc, port, STARTUP_S, lambda: open(log.name).read())
+    return proc, redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+
+
+def redis_server_rewrite(c):
+    c.bgrewriteaof()
+    wait_for("redis-server's BGREWRITEAOF", lambda: c.info("persistence")
+             ["aof_rewrite_in_progress"] == 0 and c.info("persistence")
+             ["aof_rewrite_scheduled"] == 0)
+
+
+def redis_server_stop(proc, c):
+    try:
+        c.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass
+    proc.wait(timeout=60)
+
+
+def test_redis_server_log():
+    """A log written by redis-server 7 (its multi-part directory: manifest, base and incremental
+    files, RESP with aof-use-rdb-preamble no) replays to the store redis-server had: the string
+    commands as redis-server logs them (INCR, APPEND, SETNX, ..., MULTI/EXEC, SELECT 0), then
+    the server goes on in its own file. An RDB base is refused with advice; a transaction cut
+    off by the end of the log is a truncated tail."""
+    d = new_dir("redis-log")
+    proc, c = redis_server_log(d, "--aof-use-rdb-preamble", "no")
+    c.set("flushed", "x")
+    c.flushdb()
+    c.set("base", "b")
+    c.set("base:ttl", "b", ex=1000)
+    c.set("n2", "5")
+    redis_server_rewrite(c)  # these go into the base file, the rest into the incremental one
+    c.set("n", 10)
+    c.incr("n")
+    c.incrby("n", 100)
+    c.decr("n")
+    c.decrby("n", 5)
+    c.incr("n2")
+    c.append("s", "hello")
+    c.append("s", " world")
+    c.append("base", "+")
+    c.set("ttl", "t", ex=1000)
+    c.execute_command("SETEX", "setex", 2000, "v")
+    c.execute_command("PSETEX", "psetex", 3000000, "v")
+    c.incr("ttl:n")
+    c.expire("ttl:n", 500)
+    c.incr("ttl:n")  # INCR keeps the deadline
+    c.mset({"m1": "1", "m2": "2", "m3": "3"})
+    c.delete("m2")
+    c.unlink("m3")
+    c.setnx("nx", "first")
+    c.setnx("nx", "second")
+    c.getset("gs", "a")
+    c.getset("gs", "b")
+    c.set("gd", "x")
+    c.getdel("gd")
+    c.set("opt", "v", nx=True)
+    c.set("opt", "w", xx=True, get=True)
+    c.set("keep", "1", ex=1500)
+    c.set("keep", "2", keepttl=True)
+    c.expire("keep", 100, gt=True)  # 100 < 1500: no change
+    c.expire("keep", 1200, lt=True)
+    c.expire("n2", 900, nx=True)
+    c.incrbyfloat("float", 1.5)  # logged as SET ... KEEPTTL
+    c.set("z", "1", px=1000)
+    c.persist("z")  # expired by the replay, were it not for this
+    tx = c.pipeline(transaction=True)
+    tx.incr("tx")
+    tx.append("s", "!")
+    tx.set("tx:s", "y")
+    tx.execute()
+    c.delete("n")  # and back, so the last record is not the transaction
+    c.set("n", "104")
+    want = state_of(c)
+    stopped = time.monotonic()
+    redis_server_stop(proc, c)
+    parts = sorted(os.listdir(os.path.join(d, "appendonlydir")))
+    expect(parts, ["appendonly.aof.2.base.aof", "appendonly.aof.2.incr.aof",
+                   "appendonly.aof.manifest"], "redis-server's log files")
+    time.sleep(1.1)  # z's deadline passes
+
+    srv = Server(*aof_flags(d, "always"))
+    if "DB loaded from redis-server's append only files" not in srv.output():
+        fail("no start-up line about redis-server's log: " + srv.output())
+    got = state_of(srv.client())
+    elapsed = time.monotonic() - stopped
+    if set(got) != set(want):
+        fail(f"keys after replaying redis-server's log: {sorted(got)}, redis-server had "
+             f"{sorted(want)}")
+    for k, (value, ttl) in want.items():
+        gvalue, gttl = got[k]
+        if gvalue != value or (ttl < 0) != (gttl < 0) or not ttl - elapsed - 2 <= gttl <= ttl:
+            fail(f"{k} after replaying redis-server's log: {got[k]}, redis-server had "
+                 f"{want[k]} {elapsed:.1f} s before")
+    srv.client().set("ours", "1")
+    srv.stop()
+    # The server's own file from now on (redis-server's files left as they were).
+    srv = Server(*aof_flags(d, "always"))
+    expect(srv.client().get("ours"), "1", "a write after the import, after a restart")
+    expect(srv.client().get("n"), "104", "an imported key, after a restart")
+    srv.stop()
+    expect(sorted(os.listdir(os.path.join(d, "appendonlydir"))), parts,
+           "redis-server's files after the import")
+
+    # A transaction the end of the log cuts off never happened (as in redis-server).
+    aof = os.path.join(d, "appendonly.aof")
+    size = os.path.getsize(aof)
+    with open(aof, "ab") as f:
+        f.write(b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$2\r\ntx\r\n")
+    out = start_fails(*aof_flags(d, "always", "--aof-load-truncated", "no"))
+    if f"transaction without its EXEC (its MULTI at byte {size} " not in out:
+        fail("a log ending inside a transaction: " + out)
+    srv = Server(*aof_flags(d, "always"))
+    expect(srv.client().get("tx"), "1", "the key of the cut-off transaction")
+    expect(os.path.getsize(aof), size, "the log cut at the transaction's MULTI")
+    srv.stop()
+
+    # redis-server's default base file is RDB: refused, saying how to get a RESP one.
+    d2 = new_dir("redis-rdb")
+    proc, c = redis_server_log(d2)
+    c.set("k", "v")
+    redis_server_rewrite(c)
+    redis_server_stop(proc, c)
+    out = start_fails(*aof_flags(d2))
+    if "RDB format" not in out or "aof-use-rdb-preamble no" not in out:
+        fail("redis-server's RDB base file: " + out)
+    print(f"ok: redis-server 7's multi-part log (base and incremental RESP files, {len(want)} "
+          "keys) replayed to its store, a cut-off transaction dropped, an RDB base refused",
+          flush=True)
+
+
 def test_rewrite_under_writes():
     """Rewrites while clients overwrite, increment, append to, expire and delete a small key
     space: after a SIGKILL the replayed store equals the one the clients left (the snapshot and
@@ -558,12 +862,11 @@ def test_crash():
 
 
 TESTS = [test_basics, test_rejected_write_nothing, test_truncated_and_corrupt, test_disk_full,
-         test_dir_removed, test_rewrite_under_writes, test_crash]
+         test_dir_removed, test_read_only, test_redis_server_log, test_rewrite_under_writes,
+         test_crash]
 
 if __name__ == "__main__":
-    if shutil.which("redis-check-aof") is None:
-        fail("redis-check-aof not found: run scripts/install-deps.sh (apt-get install "
-             "redis-server)")
+    harness.require_tools({"redis-check-aof": "redis-server", "redis-server": "redis-server"})
     only = set(filter(None, ARGS.only.split(",")))
     t0 = time.time()
     try:
