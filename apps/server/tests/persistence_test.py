@@ -186,6 +186,8 @@ def test_basics():
     r.set("ttl", "t", ex=1000)
     ttl_set_at = time.monotonic()
     r.set("short", "s", px=200)
+    r.set("persisted", "p", px=200)
+    r.persist("persisted")  # its SET ... PXAT is in the past at the replay: PERSIST keeps it
     r.set("n", 10)
     r.incrby("n", 5)
     r.append("plain", "w")
@@ -211,6 +213,8 @@ def test_basics():
         expect(r.get("m1"), "1", when + ": MSET replayed")
         expect(r.exists("m2", "gone", "short"), 0, when + ": DEL, EXPIRE -1, PX 200 replayed")
         expect(r.ttl("e"), -1, when + ": PERSIST replayed")
+        expect((r.get("persisted"), r.ttl("persisted")), ("p", -1),
+               when + ": PERSIST after a SET PX whose deadline passed before the replay")
         # The deadline is absolute: the TTL has gone down by the time since the SET (which
         # under load and a sanitizer can be many seconds), not restarted at 1000.
         ttl, elapsed = r.ttl("ttl"), time.monotonic() - ttl_set_at
