@@ -59,13 +59,36 @@ void free_node(node* n) noexcept {
   // sized deallocation without -fsized-deallocation
 }
 
-/// From n (whose low fence is <= k), the node of the same level that covers k, by right links.
-seen covering(node* n, key_type k) noexcept {
-  version_t v = lock_of(n).read_begin();
-  while (must_move_right(*n, k)) {
+/// What a descent prefetches of a node as soon as it has validated the pointer to it: the header
+/// (the version lock), the metadata and the key array, requested at once, as pB+-trees do (Chen,
+/// Gibbons and Mowry, "Improving index performance through prefetching", SIGMOD 2001; tessera's
+/// task tree prefetches the same lines). Without it a visit to a node in DRAM waits for one miss
+/// after another: the lock, the count and high key, then each probe of the binary search, whose
+/// address depends on the previous comparison. The value or child line is known only after the
+/// search. 9 lines of a 1 KiB node.
+constexpr std::size_t prefetch_bytes =
+    header_bytes + node::meta_bytes + node::leaf_capacity * sizeof(key_type);
+
+void prefetch_node(const node* n) noexcept {
+  const std::byte* block = header_of(n);
+  for (std::size_t offset = 0; offset < prefetch_bytes; offset += 64)
+    __builtin_prefetch(block + offset);
+}
+
+/// covering()'s walk along the right links, out of line: a descent rarely takes it.
+[[gnu::noinline]] seen move_right(node* n, version_t v, key_type k) noexcept {
+  do {
     node* next = n->right();
     if (lock_of(n).validate(v)) n = next;
     v = lock_of(n).read_begin();
+  } while (must_move_right(*n, k));
+  return {n, v};
+}
+/// From n (whose low fence is <= k), the node of the same level that covers k, by right links.
+[[gnu::always_inline]] inline seen covering(node* n, key_type k) noexcept {
+  const version_t v = lock_of(n).read_begin();
+  if (must_move_right(*n, k)) [[unlikely]] {
+    return move_right(n, v, k);
   }
   return {n, v};
 }
@@ -84,6 +107,7 @@ seen find(const std::atomic<node*>& root, key_type k, std::uint8_t level, path_t
       continue;
     }
     if (path != nullptr) (*path)[at] = s.n;
+    prefetch_node(child);
     s = covering(child, k);
   }
 }

@@ -11,6 +11,8 @@
 // sibling is linked (B-link), the lock is released, and only then is the parent locked to add
 // the separator, so no thread ever holds two locks; searches that arrive in between follow
 // the right link (key >= high key). A split root gets a new root while its lock is held.
+// A descent prefetches each node's header, metadata and key lines as soon as it has validated the
+// pointer to it, so that the misses of one node visit overlap (src/olc_tree.cpp, prefetch_node).
 //
 // Invariants (kv::check_tree verifies them when quiescent): see kv/node.h for ranges and the
 // child convention. Removal only deletes the key from its leaf: empty leaves stay linked and
