@@ -214,7 +214,9 @@ class trace_types {
   std::size_t m_used = 0;
 };
 
-class trace_buffer {
+/// Cache-line aligned and padded: the owner writes m_head at every task, and the rings of two
+/// workers (or a ring and whatever the allocator puts beside it) must not share a line.
+class alignas(64) trace_buffer {
  public:
   /// `events` rounded up to a power of two, at least 16; `time_every_task`: no sampling
   /// (trace_options::time_every_task).
