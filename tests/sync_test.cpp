@@ -743,6 +743,89 @@ TEST(sync_selection, an_explicit_primitive_wins_over_every_hint) {
   }
 }
 
+// The primitive applied by worker count: an automatic choice needs none where one worker runs
+// every task (never two at once); an explicit one is applied as named; from two workers on the
+// hints' choice is applied.
+TEST(sync_selection, one_worker_applies_no_primitive_to_an_automatic_choice) {
+  const std::vector<primitive> explicit_ones{primitive::none,
+                                             primitive::spinlock,
+                                             primitive::rwlatch,
+                                             primitive::optimistic_latch,
+                                             primitive::optimistic_scheduled,
+                                             primitive::scheduling};
+  for (isolation i : {isolation::exclusive, isolation::exclusive_writers, isolation::none}) {
+    for (frequency f : {frequency::low, frequency::normal, frequency::high}) {
+      for (double ratio : {0.0, 0.5, 0.95, 0.99, 1.0}) {
+        const resource_hints h{.isolation = i, .read_ratio = ratio, .frequency = f};
+        EXPECT_EQ(select_primitive(h, 1), primitive::none)
+            << "isolation " << static_cast<int>(i) << " ratio " << ratio;
+        for (unsigned workers : {2u, 3u, 16u, 1024u}) {
+          EXPECT_EQ(select_primitive(h, workers), select_primitive(h)) << workers << " workers";
+        }
+        for (primitive p : explicit_ones) {
+          resource_hints named = h;
+          named.primitive = p;
+          for (unsigned workers : {1u, 2u, 16u}) EXPECT_EQ(select_primitive(named, workers), p);
+        }
+      }
+    }
+  }
+}
+
+TEST(sync_selection, a_resource_gets_the_primitive_for_its_runtimes_worker_count) {
+  const std::vector<resource_hints> hints{
+      {},                                                                   // opt. latch
+      {.read_ratio = 1.0, .frequency = frequency::high},                    // opt. scheduled
+      {.isolation = isolation::exclusive, .frequency = frequency::high},    // scheduling
+      {.isolation = isolation::exclusive},                                  // spinlock
+      {.isolation = isolation::none},                                       // none
+      {.primitive = primitive::spinlock},                                   // named
+      {.read_ratio = 1.0, .primitive = primitive::optimistic_latch},        // named
+  };
+  for (unsigned workers : {1u, 2u}) {
+    SCOPED_TRACE(std::to_string(workers) + " workers");
+    runtime r({.workers = workers, .pin = false});
+    for (const auto& h : hints) {
+      auto* obj = r.make_resource<record>(h);
+      EXPECT_EQ(runtime::primitive_of(obj), select_primitive(h));
+      EXPECT_EQ(header_of(obj)->applied, select_primitive(h, workers));
+      EXPECT_EQ(header_of(obj)->applied,
+                workers == 1 && h.primitive == primitive::automatic ? primitive::none
+                                                                    : select_primitive(h));
+      r.retire_resource(obj);
+    }
+  }
+}
+
+// A writer on an automatically chosen resource of a one-worker runtime is still told it writes
+// (context::writing() answers for the selected primitive), and its readers validate at once.
+TEST(sync_selection, one_worker_runs_an_automatic_resource_as_its_choice_promises) {
+  runtime r({.workers = 1, .pin = false});
+  auto* obj = r.make_resource<record>(resource_hints{});
+  std::atomic<int> writing{0};
+  std::atomic<int> validated{0};
+  const group g = r.make_group();
+  for (int i = 0; i < 8; ++i) {
+    auto* writer = make_fn(r, [obj, &writing, tok = live_token{}](context& ctx) {
+      racy_store(obj->fields[0].value, racy_load(obj->fields[0].value) + 1);
+      if (ctx.writing()) writing.fetch_add(1, std::memory_order_relaxed);
+    });
+    writer->annotate_resource(obj, access::write);
+    r.spawn(writer, g);
+    auto* reader = make_fn(r, [&validated, tok = live_token{}](context& ctx) {
+      if (ctx.validate()) validated.fetch_add(1, std::memory_order_relaxed);
+    });
+    reader->annotate_resource(obj, access::read);
+    r.spawn(reader, g);
+  }
+  r.wait(g);
+  EXPECT_EQ(writing.load(), 8);
+  EXPECT_EQ(validated.load(), 8);
+  EXPECT_EQ(racy_load(obj->fields[0].value), 8);
+  EXPECT_EQ(r.statistics().total().optimistic_retries, 0u);
+  r.retire_resource(obj);
+}
+
 // ---- placement --------------------------------------------------------------------------------
 
 std::vector<unsigned> resources_per_pool(detail::scheduler& s, const std::vector<record*>& objs) {

@@ -86,6 +86,15 @@ struct resource_hints {
 /// returned unchanged.
 primitive select_primitive(const resource_hints& hints) noexcept;
 
+/// The primitive a runtime of `workers` workers applies around the tasks of a resource made with
+/// `hints`: select_primitive(hints), except that an automatic choice in a runtime of one worker
+/// is primitive::none. One worker runs one task at a time, to its end (a task never blocks), so
+/// nothing can overlap it: a latch, a version or a pool hop would only add to each operation
+/// (`tessera-bench sync` at 1 worker, docs/results.md). runtime::primitive_of still reports
+/// select_primitive(hints), and context::writing() answers as under it. An explicit
+/// `hints.primitive` is applied as named, whatever the worker count.
+primitive select_primitive(const resource_hints& hints, unsigned workers) noexcept;
+
 /// The header of a resource object created by runtime::make_resource.
 template <class T>
 detail::resource_header* header_of(T* object) noexcept {

@@ -243,6 +243,11 @@ primitive select_primitive(const resource_hints& h) noexcept {
   return primitive::optimistic_latch;
 }
 
+primitive select_primitive(const resource_hints& h, unsigned workers) noexcept {
+  if (h.primitive == primitive::automatic && workers <= 1) return primitive::none;
+  return select_primitive(h);
+}
+
 // ---- statistics --------------------------------------------------------------------------------
 
 worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noexcept {

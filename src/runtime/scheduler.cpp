@@ -507,6 +507,7 @@ resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_
   check_hints(hints);
   resource_header* h = allocate_resource_memory(bytes);
   h->prim = select_primitive(hints);
+  h->applied = select_primitive(hints, worker_count());
   h->weight = weight_of(hints.frequency);
   h->object_size = static_cast<std::uint32_t>(bytes);
   // Place it: two random candidate pools (non-home ones when there are any), the lighter wins.

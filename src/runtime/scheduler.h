@@ -42,7 +42,7 @@ namespace tessera::detail {
 /// Reads the resource's header.
 inline bool serialized_by_pool(const task* t) noexcept {
   if (!t->has_resource()) return false;
-  const primitive p = resource_header::of(t->data())->prim;
+  const primitive p = resource_header::of(t->data())->applied;
   return p == primitive::scheduling ||
          (p == primitive::optimistic_scheduled && t->mode() == access::write);
 }
@@ -52,7 +52,7 @@ inline bool serialized_by_pool(const task* t) noexcept {
 inline bool scheduled_reader_of(const task* t, std::uint32_t pool_index) noexcept {
   if (!t->has_resource()) return false;
   const resource_header& h = *resource_header::of(t->data());
-  return h.prim == primitive::optimistic_scheduled && t->mode() != access::write &&
+  return h.applied == primitive::optimistic_scheduled && t->mode() != access::write &&
          h.pool.load(std::memory_order_relaxed) == pool_index;
 }
 

@@ -32,7 +32,7 @@ TESSERA_NOINLINE guarded_run guarded_executor::reread(task* t, resource_header& 
 TESSERA_NOINLINE guarded_run guarded_executor::read_pessimistically(task* t, resource_header& h) {
   bump(m_fallbacks);
   // No read is open: validate() says true, writing() false (the task reads).
-  if (h.prim == primitive::optimistic_latch) {
+  if (h.applied == primitive::optimistic_latch) {
     // The latch taken as a writer takes it, the version left alone: this run competes with the
     // writers on their terms (held shared, it would wait behind every writer that queued, since
     // a waiting writer keeps new readers out), and optimistic readers beside it are not torn.

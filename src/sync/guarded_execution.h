@@ -1,7 +1,9 @@
 // src/sync/guarded_execution.h — runs a task under its resource's primitive.
 //
 // The synchronization the runtime injects (MxTasks §4.2, docs/references.md) is applied here
-// and nowhere else. A task annotated with a resource runs as the resource's primitive says:
+// and nowhere else. A task annotated with a resource runs as the resource's applied primitive
+// (resource_header::applied: the selected one, or none in a runtime of one worker for an
+// automatic choice) says:
 //
 //   primitive              writer                              reader
 //   spinlock               latch held                          latch held
@@ -151,7 +153,7 @@ inline constexpr bool debug_checks = false;
 
 TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header& h) {
   const bool write = hdr(t).m_access == static_cast<std::uint8_t>(access::write);
-  switch (h.prim) {
+  switch (h.applied) {
     case primitive::spinlock: {
       spin_lock(h);
       guarded_run r = run_plain(t);

@@ -20,7 +20,13 @@ struct alignas(64) resource_header {
   std::atomic<std::uint32_t> latch{0};
   /// Index of the pool that serializes tasks on this resource (scheduling modes).
   std::atomic<std::uint32_t> pool{0};
+  /// The primitive selected for the resource (the hints', or the one they name):
+  /// runtime::primitive_of.
   primitive prim{};
+  /// The primitive the workers apply around its tasks (sync/guarded_execution.h) and route them
+  /// by: `prim`, or primitive::none where the runtime needs none (an automatic choice in a
+  /// runtime of one worker, where no two tasks ever run at once: select_primitive(hints, 1)).
+  primitive applied{};
   std::uint8_t weight = 1;       ///< load weight charged to the pool (from the frequency hint)
   std::uint16_t alignment = 64;  ///< alignment of the object (for freeing)
   std::uint32_t object_size = 0;
