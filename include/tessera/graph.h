@@ -320,8 +320,11 @@ class graph_run {
 
   graph_run(const graph_run&) = delete;
   graph_run& operator=(const graph_run&) = delete;
-  /// Frees what was added and not spawned (the node threw).
-  ~graph_run();
+  /// Frees what was added and not spawned (the node threw). Inline: every node makes one, and
+  /// nearly all add nothing.
+  ~graph_run() {
+    if (!m_added.empty()) [[unlikely]] discard_added();
+  }
 
   /// Adds a node running `body` (`void(context&)` or `void(context&, graph_run&)`; called once,
   /// so it may be mutable) after the current node: it is spawned into the run's group when the
@@ -339,6 +342,7 @@ class graph_run {
   friend class detail::dynamic_node_task;
   graph_run(detail::run_state* run, context& ctx, std::uint32_t node) noexcept
       : m_run(run), m_ctx(&ctx), m_node(node) {}
+  void discard_added() noexcept;
 
   detail::run_state* m_run;
   context* m_ctx;

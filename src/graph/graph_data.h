@@ -76,6 +76,11 @@ struct graph_data {
   void prepare();
   /// What the error message calls node `v`: its number and, if it has one, its name.
   std::string describe(std::uint32_t v) const;
+  /// Node v's body. A graph whose nodes share one body (one add_many) does not read body_of:
+  /// a run then touches one per-node array less (in a big graph, a cache miss per node less).
+  const body_record& body_for(std::uint32_t v) const noexcept {
+    return bodies.size() == 1 ? bodies.front() : bodies[body_of[v]];
+  }
 
   // ---- nodes ----
   std::vector<std::uint32_t> body_of;        // per node: index into bodies

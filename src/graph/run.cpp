@@ -96,6 +96,9 @@ TESSERA_ALWAYS_INLINE void apply_annotations(task* t, const graph_data& d, std::
   h.m_target = a.target;
 }
 
+/// A node task prefetches the counts of at most this many of its successors before its body.
+constexpr std::uint32_t prefetch_successors = 8;
+
 /// The task that runs a node of a graph's run (and, while it holds more than one, splits off
 /// the run's roots).
 class node_task final : public task {
@@ -144,7 +147,19 @@ task* node_task::execute(context& ctx) {
   worker& w = context_access::worker_of(ctx);
   const std::uint32_t v = m_node;
   graph_run state = graph_access::make_run(run, ctx, v);
-  const body_record& b = d.bodies[d.body_of[v]];
+  // The successors' counts are written after the body, and a successor made ready reads its
+  // entry of succ_begin next: those lines (each a cache miss in a big graph, the successors
+  // being anywhere) are fetched while the body runs.
+  const std::uint32_t first = d.succ_begin[v];
+  const std::uint32_t end = d.succ_begin[v + 1];
+  const std::uint32_t prefetch_end =
+      end - first <= prefetch_successors ? end : first + prefetch_successors;
+  for (std::uint32_t i = first; i < prefetch_end; ++i) {
+    const std::uint32_t s = d.succ[i];
+    __builtin_prefetch(&run->pending[s], 1, 3);
+    __builtin_prefetch(&d.succ_begin[s], 0, 3);
+  }
+  const body_record& b = d.body_for(v);
   b.ops->invoke(b.body, ctx, state, v - b.first);
   // An optimistic reader acts outside only once its read held; a torn one runs again.
   if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] return nullptr;
@@ -157,10 +172,12 @@ task* node_task::execute(context& ctx) {
   }
   // One decrement per successor; the first ready one is this task's follow-up.
   std::uint32_t next = no_node;
-  const std::uint32_t end = d.succ_begin[v + 1];
-  for (std::uint32_t i = d.succ_begin[v]; i < end; ++i) {
+  for (std::uint32_t i = first; i < end; ++i) {
     const std::uint32_t s = d.succ[i];
     if (!run->arrive(s)) continue;
+    // s runs next or soon: its successor list (located by the line prefetched above) is
+    // fetched meanwhile, so that its own prefetches above need not wait for it.
+    __builtin_prefetch(d.succ.data() + d.succ_begin[s], 0, 3);
     if (next == no_node) {
       next = s;
     } else {
@@ -254,9 +271,10 @@ void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
 
 namespace tessera {
 
-graph_run::~graph_run() {
+void graph_run::discard_added() noexcept {
   // Added but not spawned: the node threw (or was torn). Their destructors release the run.
   for (task* t : m_added) m_ctx->runtime().discard(t);
+  m_added.clear();
 }
 
 graph_run::dynamic_node& graph_run::dynamic_node::before(graph_node x) {
