@@ -46,6 +46,7 @@ from redis.retry import Retry  # noqa: E402
 SLOW = any(s in ARGS.server for s in ("asan", "tsan"))
 STARTUP_S = 60 if SLOW else 20
 ROOT = tempfile.mkdtemp(prefix="tessera-aof-test-")
+STARTED = []  # every server process started: a failing test leaves none running (main)
 
 
 class Server:
@@ -55,6 +56,7 @@ class Server:
         self.log = open(os.path.join(ROOT, f"server-{self.port}.log"), "w+")
         cmd = [*user, server_binary(user), "--port", str(self.port), "--workers", "2", *flags]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        STARTED.append(self.proc)
         harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
 
     def output(self):
@@ -587,6 +589,7 @@ def redis_server_log(d, *flags):
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                              "--dir", d, "--save", "", "--appendonly", "yes", "--appendfsync",
                              "always", *flags], stdout=log, stderr=subprocess.STDOUT)
+    STARTED.append(proc)
     harness.wait_listening(proc, port, STARTUP_S, lambda: open(log.name).read())
     return proc, redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
 
@@ -878,6 +881,10 @@ if __name__ == "__main__":
             if not only or test.__name__ in only:
                 test()
     finally:
+        for proc in STARTED:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         if os.environ.get("KEEP_TEST_FILES"):
             print("persistence: files and server logs kept in " + ROOT, flush=True)
         else:
