@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 namespace server {
@@ -20,6 +21,24 @@ constexpr tessera::resource_hints plain_hints{.primitive = tessera::primitive::n
 
 bool beyond(const leaf& l, std::string_view key) noexcept {
   return !l.high_infinite && key >= std::string_view(l.high);
+}
+
+/// Bytes [at, at + 8) of `key`, zero-padded, as a big-endian word: for keys that share their
+/// first `at` bytes, different hints order the keys as their bytes do.
+std::uint64_t hint_of(std::string_view key, std::size_t at) noexcept {
+  std::uint64_t w = 0;
+  if (at < key.size()) std::memcpy(&w, key.data() + at, std::min<std::size_t>(8, key.size() - at));
+  return __builtin_bswap64(w);
+}
+
+/// Sets l's shared prefix from its fences and every slot's hint.
+void rehint(leaf& l) noexcept {
+  std::size_t n = 0;
+  if (!l.high_infinite) {
+    while (n < l.low.size() && n < l.high.size() && l.low[n] == l.high[n]) ++n;
+  }
+  l.hint_offset = n;
+  for (slot& s : l.slots) s.hint = hint_of(s.key, n);
 }
 
 /// The shortest separator s with left_last < s <= right_first: a prefix of right_first.
@@ -43,6 +62,9 @@ string_tree::pending_link split(string_tree& tree, leaf& l) {
   r->right = l.right;
   l.high = sep;
   l.high_infinite = false;
+  r->low = sep;
+  rehint(l);
+  rehint(*r);
   l.right = r;  // published to other tasks by the leaf's latch, released after this task
   tree.mutable_counters().leaves.fetch_add(1, std::memory_order_relaxed);
   tree.mutable_counters().splits.fetch_add(1, std::memory_order_relaxed);
@@ -301,8 +323,19 @@ std::int64_t steady_ms() noexcept {
 // ---- leaf_access ----------------------------------------------------------------------------
 
 std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
+  const std::size_t at = m_leaf->hint_offset;
+  if (key.size() < at || key.compare(0, at, m_leaf->low, 0, at) != 0) {
+    // Not in the leaf's range (never, as the tree routes): order by the bytes alone.
+    const auto it = std::lower_bound(m_leaf->slots.begin(), m_leaf->slots.end(), key,
+                                     [](const slot& s, std::string_view k) { return s.key < k; });
+    return static_cast<std::size_t>(it - m_leaf->slots.begin());
+  }
+  const std::uint64_t h = hint_of(key, at);
   const auto it = std::lower_bound(m_leaf->slots.begin(), m_leaf->slots.end(), key,
-                                   [](const slot& s, std::string_view k) { return s.key < k; });
+                                   [h](const slot& s, std::string_view k) {
+                                     if (s.hint != h) return s.hint < h;
+                                     return s.key < k;
+                                   });
   return static_cast<std::size_t>(it - m_leaf->slots.begin());
 }
 
@@ -354,7 +387,8 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
   const std::int64_t deadline = keep_ttl ? 0 : expire_ms;
   if (deadline != 0) c.volatile_keys.fetch_add(1, std::memory_order_relaxed);
   auto it = m_leaf->slots.insert(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i),
-                                 slot{std::string(key), v, deadline});
+                                 slot{std::string(key), v, deadline,
+                                      hint_of(key, m_leaf->hint_offset)});
   return *it;
 }
 

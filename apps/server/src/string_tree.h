@@ -58,14 +58,21 @@ struct slot {
   std::string key;
   value_blob* value = nullptr;
   std::int64_t expire_ms = 0;  ///< deadline on the steady clock in ms; 0: none
+  /// The key's 8 bytes after the leaf's shared prefix (leaf::hint_offset), big-endian and
+  /// zero-padded: a search orders most slots by this word without touching the key's bytes.
+  std::uint64_t hint = 0;
 };
 
-/// One leaf: sorted slots, the exclusive high key (none: +infinity) and the right sibling.
+/// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
   std::vector<slot> slots;
   std::string high;
   bool high_infinite = true;
   leaf* right = nullptr;
+  std::string low;  ///< the low fence ("" for the leftmost leaf); never changes
+  /// Every key in [low, high) starts with the same hint_offset bytes (the common prefix of low
+  /// and high; 0 for the leftmost and the rightmost leaf).
+  std::size_t hint_offset = 0;
 };
 
 class string_tree;

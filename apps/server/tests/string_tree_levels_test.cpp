@@ -222,13 +222,19 @@ void check_tree(const server::string_tree& tree, const std::set<std::string>& wa
       EXPECT_EQ(n->level(), level);
       const inner_image img = server::decode(*n);
       for (const auto& s : img.seps) {
-        if (any_sep) EXPECT_LT(last_sep, s.bytes) << "level " << int(level);
-        if (!prev_high.empty()) EXPECT_LT(prev_high, s.bytes) << "separator below the low fence";
+        if (any_sep) {
+          EXPECT_LT(last_sep, s.bytes) << "level " << int(level);
+        }
+        if (!prev_high.empty()) {
+          EXPECT_LT(prev_high, s.bytes) << "separator below the low fence";
+        }
         last_sep = s.bytes;
         any_sep = true;
       }
       if (!img.high_infinite) {
-        if (!img.seps.empty()) EXPECT_LT(img.seps.back().bytes, img.high.bytes);
+        if (!img.seps.empty()) {
+          EXPECT_LT(img.seps.back().bytes, img.high.bytes);
+        }
         prev_high = img.high.bytes;
       }
       EXPECT_EQ(img.high_infinite, n->right() == nullptr);
@@ -244,8 +250,13 @@ void check_tree(const server::string_tree& tree, const std::set<std::string>& wa
   for (auto* l = static_cast<const server::leaf*>(expected.front()); l != nullptr; l = l->right) {
     leaves.push_back(l);
     for (const auto& s : l->slots) {
-      if (!l->high_infinite) EXPECT_LT(s.key, l->high);
-      if (!keys.empty()) EXPECT_LT(keys.back(), s.key);
+      if (!l->high_infinite) {
+        EXPECT_LT(s.key, l->high);
+      }
+      EXPECT_LE(l->low, s.key);
+      if (!keys.empty()) {
+        EXPECT_LT(keys.back(), s.key);
+      }
       keys.push_back(s.key);
     }
     EXPECT_EQ(l->high_infinite, l->right == nullptr);
