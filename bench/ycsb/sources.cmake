@@ -66,6 +66,13 @@ if(TESSERA_BUILD_TESTS)
            COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench>
                    -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DMODE=bad
                    -P ${CMAKE_CURRENT_LIST_DIR}/tests/trace_test.cmake)
+  # --write-load-file/--write-run-file, then both files replayed.
+  add_test(NAME bench.smoke.ycsb_write_trace
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:tessera-bench>
+                   -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DMODE=write
+                   "-DEXTRA=${_ycsb_smoke_extra}"
+                   -P ${CMAKE_CURRENT_LIST_DIR}/tests/trace_test.cmake)
   set_tests_properties(bench.smoke.ycsb_a bench.smoke.ycsb_e bench.smoke.ycsb_trace
-                       bench.usage.ycsb_bad_trace PROPERTIES LABELS "bench" TIMEOUT 300)
+                       bench.smoke.ycsb_write_trace bench.usage.ycsb_bad_trace
+                       PROPERTIES LABELS "bench" TIMEOUT 300)
 endif()

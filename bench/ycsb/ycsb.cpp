@@ -8,10 +8,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -43,6 +46,8 @@ struct settings {
   tessera_config tessera;  ///< workers and prefetch distance set per configuration
   bool check = true;
   bool show_progress = false;
+  std::string write_load_file;  ///< non-empty: write the prepared phases as traces and stop
+  std::string write_run_file;
 };
 
 [[noreturn]] void usage_error(const std::string& flag, const std::string& what) {
@@ -95,6 +100,11 @@ settings read_settings(const run_context& ctx) {
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
   s.tessera.runtime = tessera_settings::from(f);
   s.check = f.boolean("check");
+  s.write_load_file = f.text("write-load-file");
+  s.write_run_file = f.text("write-run-file");
+  if (s.write_load_file.empty() != s.write_run_file.empty())
+    usage_error(s.write_load_file.empty() ? "--write-run-file" : "--write-load-file",
+                "needs --write-load-file and --write-run-file together");
   const std::string& p = f.text("progress");
   s.show_progress = p == "yes" || (p == "auto" && isatty(STDERR_FILENO) == 1);
   return s;
@@ -220,6 +230,16 @@ sample run_phase(store& st, const phase_data& phase, const char* phase_name,
   return sample{.ops = phase.ops.size(), .seconds = seconds};
 }
 
+/// Writes one phase as a trace (ycsb::write_trace's plain form); a file that cannot be written
+/// is a usage error naming the flag.
+void write_phase(const std::vector<::ycsb::operation>& ops, const std::string& path,
+                 const char* flag) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out.is_open()) ::ycsb::write_trace(out, ops);
+  if (out.is_open()) out.close();
+  if (!out) usage_error(flag, "cannot write '" + path + "': " + std::strerror(errno));
+}
+
 void run(const run_context& ctx) {
   const settings s = read_settings(ctx);
   stopwatch preparing;
@@ -227,6 +247,13 @@ void run(const run_context& ctx) {
   std::fprintf(
       stderr, "tessera-bench: ycsb: %s; %zu load + %zu run operations prepared in %.1f s\n",
       data.description.c_str(), data.load.ops.size(), data.run.ops.size(), preparing.seconds());
+  if (!s.write_load_file.empty()) {  // traces for other systems (scripts/compare-external.sh)
+    write_phase(data.load.ops, s.write_load_file, "--write-load-file");
+    write_phase(data.run.ops, s.write_run_file, "--write-run-file");
+    std::fprintf(stderr, "tessera-bench: ycsb: wrote '%s' and '%s'; nothing measured\n",
+                 s.write_load_file.c_str(), s.write_run_file.c_str());
+    return;
+  }
   if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch"))
     std::fprintf(stderr,
                  "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
@@ -337,6 +364,12 @@ const registration ycsb_benchmark({
          string_flag("run-file", "",
                      "replay this trace as the run phase (without --load-file: after loading "
                      "--records generated records)",
+                     "FILE"),
+         string_flag("write-load-file", "",
+                     "write the load phase as a trace (INSERT lines) and, with "
+                     "--write-run-file, the run phase, then stop without measuring",
+                     "FILE"),
+         string_flag("write-run-file", "", "write the run phase as a trace (see --write-load-file)",
                      "FILE"),
          bool_flag("check", true,
                    "after each phase, check the tree's structure (kv::check_tree) and what every "

@@ -3,6 +3,8 @@
 #              with status 0.
 #   MODE=bad:  line 3 is malformed: status 2 and exactly one stderr line
 #              "tessera-bench: --run-file: <file>:3: <reason>".
+#   MODE=write: --write-load-file/--write-run-file write a generated workload (100 INSERT lines,
+#              100 operations of workload a) and measure nothing; replaying both files passes.
 #   cmake -DPROGRAM=tessera-bench -DDIR=/tmp -DMODE=bad -P trace_test.cmake
 #   EXTRA: more flags for the good run (e.g. "--implementation tessera,threads" under TSan).
 set(trace "${DIR}/ycsb_${MODE}_trace.txt")
@@ -34,6 +36,33 @@ elseif(MODE STREQUAL "bad")
     message(FATAL_ERROR "expected one 'tessera-bench: --run-file: FILE:3: ...' line, got:\n${err}")
   endif()
   message(STATUS "ok: ${err}")
+elseif(MODE STREQUAL "write")
+  set(load "${DIR}/ycsb_written_load.txt")
+  set(run "${DIR}/ycsb_written_run.txt")
+  file(REMOVE "${load}" "${run}")
+  execute_process(COMMAND "${PROGRAM}" ycsb --workload a --records 100 --operations 100
+                          --write-load-file "${load}" --write-run-file "${run}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0 OR NOT out STREQUAL "")
+    message(FATAL_ERROR
+            "writing: exit status '${status}', expected 0 and no table\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(STRINGS "${load}" load_lines)
+  file(STRINGS "${run}" run_lines)
+  list(LENGTH load_lines n_load)
+  list(LENGTH run_lines n_run)
+  list(FILTER load_lines EXCLUDE REGEX "^INSERT [0-9]+$")
+  if(NOT n_load EQUAL 100 OR NOT n_run EQUAL 100 OR load_lines)
+    message(FATAL_ERROR "expected 100 INSERT lines and 100 operations, got ${n_load} and ${n_run}")
+  endif()
+  separate_arguments(extra UNIX_COMMAND "${EXTRA}")
+  execute_process(COMMAND "${PROGRAM}" ycsb --load-file "${load}" --run-file "${run}" --workers 1
+                          --repeat 1 ${extra}
+                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "replay: exit status '${status}', expected 0\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  message(STATUS "ok:\n${out}")
 else()
-  message(FATAL_ERROR "MODE must be good or bad, got '${MODE}'")
+  message(FATAL_ERROR "MODE must be good, bad or write, got '${MODE}'")
 endif()
