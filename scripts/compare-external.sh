@@ -72,7 +72,7 @@ fi
 [[ -n "$build" ]] || build="$work/tessera-bench"
 log "building tessera-bench in $build"
 if [[ -f "$build/CMakeCache.txt" ]]; then
-  cmake -B "$build" -DTESSERA_INDEX_MICROBENCH_DIR="$imb" >"$work/cmake.log" 2>&1
+  cmake "$build" -DTESSERA_INDEX_MICROBENCH_DIR="$imb" >"$work/cmake.log" 2>&1
 else
   (cd "$repo" && cmake --preset bench -B "$build" -DTESSERA_INDEX_MICROBENCH_DIR="$imb") >"$work/cmake.log" 2>&1
 fi || { cat "$work/cmake.log" >&2; exit 1; }
@@ -128,7 +128,7 @@ loadf="$work/load_${workload}_${records}.txt"
 runf="$work/run_${workload}_${records}_${operations}.txt"
 if [[ ! -s "$loadf" || ! -s "$runf" ]]; then
   "$bench" ycsb --workload "$workload" --records "$records" --operations "$operations" \
-    --write-load-file "$loadf" --write-run-file "$runf"
+    --write-load-file "$loadf" --write-run-file "$runf" >/dev/null
 fi
 
 results="$work/results-$(date -u +%Y%m%dT%H%M%SZ).tsv"
