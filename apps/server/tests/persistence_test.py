@@ -2,8 +2,13 @@
 """tessera-kv-server's append-only log (apps/server/src/aof.h) driven by redis-py from the
 project's .venv and the real binary: crashes (SIGKILL at random moments, some during a
 BGREWRITEAOF) under appendfsync always and everysec, a truncated tail and a corrupt record, a
-full disk (RLIMIT_FSIZE on the server process: its writes fail with EFBIG) and a log directory
-that is removed under the server, requests that are rejected, the rewrite and the replay.
+full disk (RLIMIT_FSIZE on the server process: its writes fail with EFBIG), a log directory
+that is removed under the server, a read-only directory and log (at start and under load; run
+by root, the server runs as nobody, as root ignores permissions), a log written by
+redis-server 7, requests that are rejected, the rewrite and the replay.
+
+The full disk is a file-size limit, not a small tmpfs: mounting one needs CAP_SYS_ADMIN or an
+unprivileged user namespace, which a CI container need not grant, and the test must not skip.
 
 Every check is on what the server answers and what its log holds; waits are bounded and say what
 they waited for. Temp directories live under $TMPDIR.
