@@ -52,13 +52,23 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_listening(proc, port, seconds, output):
+def tessera_ready(port):
+    """The line tessera-kv-server prints once it listens on `port` (for wait_listening)."""
+    return f" port {port}, "
+
+
+def wait_listening(proc, port, seconds, output, ready=None):
     """Waits until the server started as `proc` accepts on 127.0.0.1:`port`; fails, with its
-    output (`output()`), if it exits first or `seconds` pass."""
+    output (`output()`), if it exits first or `seconds` pass. `ready`: text its output must
+    show first (that it bound the port): free_port() only found the port free, and another
+    process that takes it before the server binds would otherwise answer for it."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         if proc.poll() is not None:
             fail(f"server exited at start ({proc.returncode}): {output()}")
+        if ready is not None and ready not in output():
+            time.sleep(0.02)
+            continue
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return

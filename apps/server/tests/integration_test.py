@@ -54,7 +54,8 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         if not expect_start:
             return
-        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
+        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output,
+                               harness.tessera_ready(self.port))
         if "listening on 127.0.0.1 port" not in self.output():
             fail("no start-up log line saying where it listens: " + self.output())
 

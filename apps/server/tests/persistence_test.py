@@ -62,7 +62,8 @@ class Server:
         cmd = [*user, server_binary(user), "--port", str(self.port), "--workers", "2", *flags]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         STARTED.append(self.proc)
-        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output)
+        harness.wait_listening(self.proc, self.port, STARTUP_S, self.output,
+                               harness.tessera_ready(self.port))
 
     def output(self):
         self.log.flush()
@@ -595,7 +596,8 @@ def redis_server_log(d, *flags):
                              "--dir", d, "--save", "", "--appendonly", "yes", "--appendfsync",
                              "always", *flags], stdout=log, stderr=subprocess.STDOUT)
     STARTED.append(proc)
-    harness.wait_listening(proc, port, STARTUP_S, lambda: open(log.name).read())
+    harness.wait_listening(proc, port, STARTUP_S, lambda: open(log.name).read(),
+                           "Ready to accept connections")
     return proc, redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
 
 
