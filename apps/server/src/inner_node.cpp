@@ -186,8 +186,8 @@ void encode(inner_node& n, const inner_image& img, long_separator_store& store) 
   };
   for (std::size_t i = 0; i < img.seps.size(); ++i) put(img.seps[i], n.m_refs[i], n.m_long[i]);
   for (std::size_t i = 0; i < img.children.size(); ++i) {
-    tessera::racy_store(n.m_children[i],
-                        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(img.children[i])));
+    const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(img.children[i]));
+    tessera::racy_store(n.m_children[i], bits);
   }
   if (img.high_infinite) {
     tessera::racy_store(n.m_high, inner_node::infinite_bit);
@@ -230,10 +230,10 @@ image_separator inner_image::split(inner_image& right_half) {
     }
   }
   right_half.level = level;
-  right_half.seps.assign(std::make_move_iterator(seps.begin() + static_cast<std::ptrdiff_t>(best) + 1),
+  const auto cut = static_cast<std::ptrdiff_t>(best) + 1;
+  right_half.seps.assign(std::make_move_iterator(seps.begin() + cut),
                          std::make_move_iterator(seps.end()));
-  right_half.children.assign(children.begin() + static_cast<std::ptrdiff_t>(best) + 1,
-                             children.end());
+  right_half.children.assign(children.begin() + cut, children.end());
   right_half.high_infinite = high_infinite;
   right_half.high = std::move(high);
   right_half.right = right;

@@ -164,8 +164,9 @@ class link_task final : public tessera::task {
     // High: until the parent holds the separator, operations routed to `left` for keys now in
     // `right` take a detour through the right link.
     annotate(tessera::priority::high);
-    if (parent != nullptr) visit(*this, m_route, parent, parent->level(), parent->level(),
-                                 access::write);
+    if (parent != nullptr) {
+      visit(*this, m_route, parent, parent->level(), parent->level(), access::write);
+    }
   }
 
   tessera::task* execute(tessera::context& ctx) override {

@@ -281,7 +281,8 @@ TEST(string_tree_levels, exclusive_inserts_grow_the_root_and_split_every_level) 
     p.op.user = &p;
     tree.apply_exclusive(p.op);
   }
-  EXPECT_GE(tree.height(), 4u) << tree.counters().leaves.load() << " leaves, " << tree.counters().inner_nodes.load() << " inner";
+  EXPECT_GE(tree.height(), 4u) << tree.counters().leaves.load() << " leaves, "
+                               << tree.counters().inner_nodes.load() << " inner nodes";
   EXPECT_GT(tree.counters().inner_splits.load(), 5u);
   check_tree(tree, std::set<std::string>(keys.begin(), keys.end()));
   std::vector<op_state> gets = gets_of(keys);
