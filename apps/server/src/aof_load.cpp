@@ -184,6 +184,7 @@ replay_result replay_data(string_tree& tree, std::string_view data) {
   std::vector<std::pair<std::size_t, std::vector<std::string_view>>> queued;
   constexpr std::size_t none = std::string_view::npos;
   std::size_t multi_at = none;
+  std::uint64_t records_at_multi = 0;
   std::size_t off = 0;
   const auto replay = [&](std::size_t at, std::span<const std::string_view> a) {
     std::string why;
@@ -212,6 +213,7 @@ replay_result replay_data(string_tree& tree, std::string_view data) {
     if (name == "MULTI") {
       if (multi_at != none) return corrupt(off, "a MULTI inside a transaction");
       multi_at = off;
+      records_at_multi = out.records;
       queued.clear();
     } else if (name == "EXEC") {
       if (multi_at == none) return corrupt(off, "an EXEC without its MULTI");
@@ -231,6 +233,7 @@ replay_result replay_data(string_tree& tree, std::string_view data) {
     out.end = replay_end::truncated;
     out.in_transaction = multi_at != none;
     out.cut_at = multi_at != none ? multi_at : off;
+    if (out.in_transaction) out.records = records_at_multi;  // the cut-off ones never applied
   }
   return out;
 }
