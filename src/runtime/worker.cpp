@@ -563,8 +563,8 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
     // answer publishes the transfers first), so it carries t's count the same way. On the
     // object t just ran on (header in cache), finish_other applies the resource's placement now
     // if it has one (serialized_by_pool reads the cached header); any other task on it goes
-    // home here too, as choose_pool would send it (a hot object revisited: ~37 instructions
-    // less per step, tessera-bench sync --access hot).
+    // home here too, as choose_pool would send it (a hot object revisited: 35-36 instructions
+    // less per step, tessera-bench sync --access hot at 1 worker).
     if (scheduler::stays_home(t, *this) && (!header_hot(t, ran_on) || !serialized_by_pool(t))) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       push_local(*m_home, t, false);
