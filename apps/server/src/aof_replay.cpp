@@ -128,7 +128,7 @@ std::uint64_t drop_expired(string_tree& tree) {
     for (std::size_t i = l->slots.size(); i-- > 0;) {
       const slot& s = l->slots[i];
       if (s.expire_ms != 0 && s.expire_ms <= now) {
-        a.erase(std::string(s.key));  // find() drops the expired slot
+        a.erase(std::string(s.key));
         ++dropped;
       }
     }
