@@ -369,7 +369,7 @@ TESSERA_NOINLINE void worker::execute_traced(task* t, pool* p) {
   std::uint8_t prim = 0;
   if (hdr(t).m_is_resource != 0) {
     resource = hdr(t).m_data;
-    prim = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->prim);
+    prim = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->applied);
   }
   const std::uint16_t type = m_trace->types().id_of(&typeid(*t));
   const std::uint64_t retries = m_guard.retries();
