@@ -38,11 +38,13 @@ scripts/install-deps.sh >/dev/null
 for tool in redis-server redis-benchmark redis-cli taskset; do
   command -v "$tool" >/dev/null || { echo "run-server-benchmark: $tool missing" >&2; exit 1; }
 done
-if [[ ! -x $build/apps/server/tessera-kv-server ]] || [[ -n ${REBUILD:-} ]]; then
+# Configured once; built every time (nothing to do when up to date), so that the figures are
+# never those of a binary older than the sources.
+if [[ ! -f $build/build.ninja ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_NATIVE=ON \
     -DTESSERA_BUILD_TESTS=OFF -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
-  cmake --build "$build" --target tessera-kv-server
 fi
+cmake --build "$build" --target tessera-kv-server >/dev/null
 server_bin=$build/apps/server/tessera-kv-server
 
 ncpu=$(nproc)
