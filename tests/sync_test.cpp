@@ -723,13 +723,15 @@ TEST(sync_selection, every_row_of_the_table) {
   EXPECT_EQ(select_primitive(resource_hints{}), P::optimistic_latch);
 }
 
+// Every primitive a resource can name (all but primitive::automatic).
+constexpr std::array<primitive, 6> explicit_ones{primitive::none,
+                                                 primitive::spinlock,
+                                                 primitive::rwlatch,
+                                                 primitive::optimistic_latch,
+                                                 primitive::optimistic_scheduled,
+                                                 primitive::scheduling};
+
 TEST(sync_selection, an_explicit_primitive_wins_over_every_hint) {
-  const std::vector<primitive> explicit_ones{primitive::none,
-                                             primitive::spinlock,
-                                             primitive::rwlatch,
-                                             primitive::optimistic_latch,
-                                             primitive::optimistic_scheduled,
-                                             primitive::scheduling};
   for (primitive p : explicit_ones) {
     for (isolation i : {isolation::exclusive, isolation::exclusive_writers, isolation::none}) {
       for (frequency f : {frequency::low, frequency::normal, frequency::high}) {
@@ -747,12 +749,6 @@ TEST(sync_selection, an_explicit_primitive_wins_over_every_hint) {
 // every task (never two at once); an explicit one is applied as named; from two workers on the
 // hints' choice is applied.
 TEST(sync_selection, one_worker_applies_no_primitive_to_an_automatic_choice) {
-  const std::vector<primitive> explicit_ones{primitive::none,
-                                             primitive::spinlock,
-                                             primitive::rwlatch,
-                                             primitive::optimistic_latch,
-                                             primitive::optimistic_scheduled,
-                                             primitive::scheduling};
   for (isolation i : {isolation::exclusive, isolation::exclusive_writers, isolation::none}) {
     for (frequency f : {frequency::low, frequency::normal, frequency::high}) {
       for (double ratio : {0.0, 0.5, 0.95, 0.99, 1.0}) {
