@@ -65,6 +65,20 @@ std::uint64_t aof_log::append(std::span<const std::string_view> args) {
   return m_appended;
 }
 
+std::uint64_t aof_log::append_delta(std::span<const std::string_view> delta,
+                                    std::span<const std::string_view> assignment) {
+  const std::lock_guard<std::mutex> lock(m_buf_mutex);
+  const std::size_t at = m_buf.size();
+  if (m_tail_active) {
+    encode_command(m_buf, assignment);
+    m_tail.append(m_buf, at, std::string::npos);
+  } else {
+    encode_command(m_buf, delta);
+  }
+  m_appended += m_buf.size() - at;
+  return m_appended;
+}
+
 bool aof_log::is_safe(std::uint64_t lsn) const noexcept {
   switch (m_policy.load(std::memory_order_relaxed)) {
     case fsync_policy::always: return m_synced.load(std::memory_order_acquire) >= lsn;

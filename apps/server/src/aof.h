@@ -37,7 +37,7 @@
 // records of the live keys to a temp file; then the tail is written after them, the file
 // fdatasync'ed, renamed over the log, the directory fsync'ed, and the log goes on in the new
 // file. A write that hit a leaf before the walk did is in the snapshot and in the tail:
-// harmless, records being assignments. A crash at any step leaves the old log or the new one.
+// harmless, tail records being assignments (append_delta). A crash at any step leaves the old log or the new one.
 // A rewrite that fails (the directory read-only or full) leaves the old log as it was and is
 // retried by the tick after 1 s, then 2, 4, ... up to 60 s, until one succeeds (INFO
 // aof_rewrite_scheduled:1 meanwhile); the automatic rewrite waits for the same time.
@@ -107,6 +107,15 @@ class aof_log {
   /// key's leaf latch. Thread-safe.
   std::uint64_t append(std::initializer_list<std::string_view> args);
   std::uint64_t append(std::span<const std::string_view> args);
+
+  /// Appends a record that changes a value relative to what it was (`APPEND key suffix`), or,
+  /// while a rewrite collects its tail, the assignment with the same effect (`SET key value
+  /// ...`): a tail record may also be in the rewrite's snapshot, so it must be idempotent. One
+  /// decision under the buffer's mutex, the one the rewrite's start takes: a delta appended
+  /// before the start is in the old log only, and its write in the snapshot (the walk reads the
+  /// leaf after the writer's latch). From apply() under the key's leaf latch. Thread-safe.
+  std::uint64_t append_delta(std::span<const std::string_view> delta,
+                             std::span<const std::string_view> assignment);
 
   /// Whether a reply that waits for `lsn` may go out under the current policy.
   [[nodiscard]] bool is_safe(std::uint64_t lsn) const noexcept;

@@ -71,16 +71,16 @@ std::string_view unix_text(std::int64_t steady_deadline, char (&buf)[24]) {
   return {buf, static_cast<std::size_t>(r.ptr - buf)};
 }
 
-/// SET key value [PXAT t]: the slot as the write left it.
-void log_value(op_slot& s, const slot& e) {
+/// SET key value [PXAT t]: the slot as the write left it; or `delta` (a record relative to the
+/// value before, e.g. APPEND key suffix) where the log allows one (aof_log::append_delta).
+void log_value(op_slot& s, const slot& e, std::span<const std::string_view> delta = {}) {
   aof_log* log = log_of(s);
   if (log == nullptr) return;
-  if (e.expire_ms != 0) {
-    char when[24];
-    s.lsn = log->append({"SET", e.key, e.value->bytes, "PXAT", unix_text(e.expire_ms, when)});
-  } else {
-    s.lsn = log->append({"SET", e.key, e.value->bytes});
-  }
+  char when[24];
+  const std::string_view set[] = {"SET", e.key, e.value->bytes, "PXAT",
+                                  e.expire_ms != 0 ? unix_text(e.expire_ms, when) : ""};
+  const std::span<const std::string_view> assignment(set, e.expire_ms != 0 ? 5 : 3);
+  s.lsn = delta.empty() ? log->append(assignment) : log->append_delta(delta, assignment);
 }
 
 void log_del(op_slot& s, std::string_view key) {
@@ -331,9 +331,15 @@ void apply_append(key_op& op, leaf_access& a) {
     writer(s).error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
     return;
   }
+  const bool existed = e != nullptr;
   v.append(op.arg);
   const auto len = static_cast<long long>(v.size());
-  log_value(s, a.put(op.key, std::move(v), 0, true));
+  // A live key's record is the suffix alone, so many appends to one key grow the log by what
+  // was appended; the replay appends to the same value and keeps its deadline. A new key (or
+  // one whose value had expired) is logged as the SET it amounts to.
+  const std::string_view delta[] = {"APPEND", op.key, op.arg};
+  log_value(s, a.put(op.key, std::move(v), 0, true),
+            existed ? std::span<const std::string_view>(delta) : std::span<const std::string_view>());
   writer(s).integer(len);
 }
 

@@ -199,6 +199,13 @@ def test_basics():
     r.set("n", 10)
     r.incrby("n", 5)
     r.append("plain", "w")
+    r.set("grown", "a", ex=1000)
+    for c in "bcdefghij":
+        r.append("grown", c)  # nine records of one byte each, not nine copies of the value
+    r.set("lapsed", "old", px=100)
+    time.sleep(0.2)
+    r.append("lapsed", "new")  # the old value had expired: APPEND starts a fresh key, no TTL
+    r.append("fresh", "f")
     r.mset({"m1": "1", "m2": "2"})
     r.delete("m2")
     r.set("e", "x")
@@ -210,6 +217,9 @@ def test_basics():
         r.set("over", str(k))  # 300 records for one key: the rewrite compacts them
     r.set("bin\x00key", "a\r\nb")
     time.sleep(0.3)  # "short" expires
+    with open(aof, "rb") as f:
+        appends = f.read().count(b"*3\r\n$6\r\nAPPEND\r\n$5\r\ngrown\r\n$1\r\n")
+    expect(appends, 9, "APPEND records holding the suffix alone")
     check = subprocess.run(["redis-check-aof", aof], capture_output=True, text=True, timeout=60)
     if "is valid" not in check.stdout:
         fail("redis-check-aof does not take the log: " + check.stdout + check.stderr)
@@ -218,6 +228,12 @@ def test_basics():
     def verify(r, when):
         expect(r.get("plain"), "vw", when + ": APPEND replayed")
         expect(r.get("n"), "15", when + ": INCRBY replayed")
+        expect(r.get("grown"), "abcdefghij", when + ": nine APPENDs to a key with a TTL")
+        if r.ttl("grown") <= 0:
+            fail(f"{when}: APPEND kept the TTL, the replay lost it: TTL {r.ttl('grown')}")
+        expect((r.get("lapsed"), r.ttl("lapsed")), ("new", -1),
+               when + ": APPEND to an expired key replayed as a fresh key")
+        expect(r.get("fresh"), "f", when + ": APPEND of a new key replayed")
         expect(r.get("m1"), "1", when + ": MSET replayed")
         expect(r.exists("m2", "gone", "short"), 0, when + ": DEL, EXPIRE -1, PX 200 replayed")
         expect(r.ttl("e"), -1, when + ": PERSIST replayed")
