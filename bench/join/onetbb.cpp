@@ -24,6 +24,13 @@ namespace {
   tbb::parallel_for(
       range(0, run.build_morsels(), 1),
       [&](const range& r) {
+        for (std::size_t m = r.begin(); m < r.end(); ++m) run.bound_morsel(m);
+      },
+      tbb::simple_partitioner());
+  run.choose_table();
+  tbb::parallel_for(
+      range(0, run.build_morsels(), 1),
+      [&](const range& r) {
         for (std::size_t m = r.begin(); m < r.end(); ++m) run.partition_morsel(m);
       },
       tbb::simple_partitioner());

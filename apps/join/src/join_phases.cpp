@@ -21,28 +21,56 @@ join_phases::join_phases(const join_input& input, unsigned partitions,
   m_scatter_memory = zeroed_memory(input.build_keys.size() * sizeof(entry));
   m_scatter = static_cast<entry*>(m_scatter_memory.data());
   m_offsets.reset(new std::size_t[m_build_morsels * (m_partitions + 1)]);
+  m_bounds.reset(new key_bounds[m_build_morsels]);
   m_tables.resize(m_partitions);
   m_views.resize(m_partitions);
 }
 
-void join_phases::partition_morsel(std::size_t m) noexcept {
+void join_phases::bound_morsel(std::size_t m) noexcept {
+  const std::size_t first = m * m_records;
+  const std::size_t last = std::min(first + m_records, m_input.build_keys.size());
+  m_bounds[m] = bounds_of(m_input.build_keys.data(), first, last);
+}
+
+void join_phases::choose_table() {
+  key_bounds all;
+  for (std::size_t m = 0; m < m_build_morsels; ++m) all += m_bounds[m];
+  m_dense = use_dense_table(all, m_input.build_keys.size());
+  if (m_dense) m_dense_table = dense_table(all);
+}
+
+template <typename PartitionOf>
+void join_phases::scatter_morsel(std::size_t m, PartitionOf partition_of) noexcept {
   const std::size_t first = m * m_records;
   const std::size_t last = std::min(first + m_records, m_input.build_keys.size());
   std::size_t* offsets = offsets_of(m);
   std::fill(offsets, offsets + m_partitions + 1, 0);
   const std::int64_t* keys = m_input.build_keys.data();
-  for (std::size_t i = first; i < last; ++i)
-    ++offsets[partition_of(hash_key(keys[i]), m_partitions) + 1];
+  for (std::size_t i = first; i < last; ++i) ++offsets[partition_of(keys[i]) + 1];
   offsets[0] = first;
   for (unsigned p = 1; p <= m_partitions; ++p) offsets[p] += offsets[p - 1];
   // Scatter with a cursor per partition: offsets[p] moves to the end of partition p's run, and
   // is moved back after.
   for (std::size_t i = first; i < last; ++i) {
-    const unsigned p = partition_of(hash_key(keys[i]), m_partitions);
+    const unsigned p = partition_of(keys[i]);
     m_scatter[offsets[p]++] = entry{keys[i], i};
   }
   for (unsigned p = m_partitions; p > 0; --p) offsets[p] = offsets[p - 1];
   offsets[0] = first;
+}
+
+void join_phases::partition_morsel(std::size_t m) noexcept {
+  const unsigned partitions = m_partitions;
+  if (m_dense) {
+    const dense_table& table = m_dense_table;
+    scatter_morsel(m, [&table, partitions](std::int64_t key) {
+      return table.partition_of(key, partitions);
+    });
+  } else {
+    scatter_morsel(m, [partitions](std::int64_t key) {
+      return join::partition_of(hash_key(key), partitions);
+    });
+  }
 }
 
 std::size_t join_phases::partition_rows(unsigned p) const noexcept {
@@ -55,11 +83,19 @@ std::size_t join_phases::partition_rows(unsigned p) const noexcept {
 }
 
 void join_phases::allocate_partition(unsigned p) {
+  if (m_dense) return;  // one table, allocated by choose_table; p's run is touched by build(p)
   m_tables[p] = partition_table(partition_rows(p));
   m_views[p] = m_tables[p].view();
 }
 
 void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept {
+  if (m_dense) {
+    for (std::size_t m = first_morsel; m < last_morsel; ++m) {
+      const std::size_t* o = offsets_of(m);
+      for (std::size_t i = o[p]; i < o[p + 1]; ++i) m_dense_table.insert(m_scatter[i].key);
+    }
+    return;
+  }
   partition_table& table = m_tables[p];
   for (std::size_t m = first_morsel; m < last_morsel; ++m) {
     const std::size_t* o = offsets_of(m);
@@ -73,6 +109,9 @@ void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_m
 join_result join_phases::probe(std::size_t m) const noexcept {
   const std::size_t first = m * m_records;
   const std::size_t last = std::min(first + m_records, m_input.probe_keys.size());
+  if (m_dense)
+    return probe_dense(m_dense_table.view(), m_input.probe_keys.data(),
+                       m_input.probe_values.data(), first, last);
   return probe_morsel(m_views, m_input.probe_keys.data(), m_input.probe_values.data(), first,
                       last);
 }

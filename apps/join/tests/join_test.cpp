@@ -3,12 +3,15 @@
 // of the granularity (1 record per task, more records per task than rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "join/dense_table.h"
 #include "join/join_phases.h"
 #include "join/join_query.h"
 #include "join/tessera_join.h"
@@ -33,9 +36,13 @@ struct synthetic {
   join::join_input input() const { return {build, probe, values}; }
 };
 
+/// The steps in order on this thread; `dense` (if given) gets which table choose_table chose.
 join::join_result sequential(const join::join_input& in, unsigned partitions,
-                             std::size_t records) {
+                             std::size_t records, bool* dense = nullptr) {
   join::join_phases run(in, partitions, records);
+  for (std::size_t m = 0; m < run.build_morsels(); ++m) run.bound_morsel(m);
+  run.choose_table();
+  if (dense != nullptr) *dense = run.dense();
   for (std::size_t m = 0; m < run.build_morsels(); ++m) run.partition_morsel(m);
   for (unsigned p = 0; p < partitions; ++p) {
     run.allocate_partition(p);
@@ -79,6 +86,119 @@ TEST(join_phases, matches_reference_sequentially) {
           << partitions << " partitions, " << records << " records per task";
 }
 
+/// Build keys first, first + stride, ... (`rows` of them, each `copies` times, shuffled), probe
+/// keys around them: below, inside (matching and not) and above the range.
+struct strided {
+  std::vector<std::int64_t> build, probe, values;
+
+  strided(std::int64_t first, std::int64_t stride, std::size_t rows, std::size_t copies,
+          unsigned seed) {
+    std::mt19937_64 rng(seed);
+    for (std::size_t c = 0; c < copies; ++c)
+      for (std::size_t i = 0; i < rows; ++i)
+        build.push_back(first + static_cast<std::int64_t>(i) * stride);
+    std::shuffle(build.begin(), build.end(), rng);
+    const std::int64_t span = static_cast<std::int64_t>(rows) * stride;
+    std::uniform_int_distribution<std::int64_t> key(first - span / 4, first + span + span / 4);
+    std::uniform_int_distribution<std::int64_t> value(-1000, 100000);
+    for (std::size_t i = 0; i < 4 * rows * copies + 100; ++i) {
+      probe.push_back(key(rng));
+      values.push_back(value(rng));
+    }
+  }
+  join::join_input input() const { return {build, probe, values}; }
+};
+
+void expect_layout(const join::join_input& in, bool dense, const char* what) {
+  const join::join_result want = join::reference_join(in);
+  for (const unsigned partitions : {1U, 2U, 3U, 8U})
+    for (const std::size_t records : {std::size_t{1}, std::size_t{64}, std::size_t{1} << 20}) {
+      bool chose_dense = !dense;
+      EXPECT_EQ(sequential(in, partitions, records, &chose_dense), want)
+          << what << ", " << partitions << " partitions, " << records << " records per task";
+      EXPECT_EQ(chose_dense, dense) << what;
+    }
+}
+
+TEST(join_phases, dense_keys_take_the_direct_table) {
+  expect_layout(strided(1, 1, 3000, 1, 11).input(), true, "keys 1..3000");
+  expect_layout(strided(-1500, 1, 3000, 1, 12).input(), true, "keys -1500..1499");
+  expect_layout(strided(1, 4, 3000, 1, 13).input(), true, "every 4th key (range 4 x rows)");
+  expect_layout(strided(1000, 1, 7, 1, 14).input(), true, "7 keys");
+  expect_layout(strided(5, 1, 1, 1, 15).input(), true, "one key");
+}
+
+TEST(join_phases, repeated_dense_keys_count_every_pair) {
+  expect_layout(strided(1, 1, 1000, 3, 21).input(), true, "keys 1..1000, 3 times each");
+  expect_layout(strided(-7, 2, 500, 5, 22).input(), true, "every 2nd key, 5 times each");
+  const std::vector<std::int64_t> same(4000, 42);  // one key 4000 times
+  const std::vector<std::int64_t> probe{41, 42, 43, 42};
+  const std::vector<std::int64_t> values{1, 2, 3, -5};
+  const join::join_input in{same, probe, values};
+  expect_layout(in, true, "one key 4000 times");
+  EXPECT_EQ(join::reference_join(in), (join::join_result{8000, 4000 * (2 - 5)}));
+}
+
+TEST(join_phases, sparse_keys_take_the_hash_tables) {
+  expect_layout(strided(1, 5, 3000, 1, 31).input(), false, "every 5th key (range > 4 x rows)");
+  expect_layout(strided(1, 1000003, 2000, 2, 32).input(), false, "keys 1,000,003 apart");
+  const std::vector<std::int64_t> build{1, 2, 3, 1000};
+  const std::vector<std::int64_t> probe{1, 3, 999, 1000, 1001};
+  const std::vector<std::int64_t> values{1, 2, 3, 4, 5};
+  expect_layout({build, probe, values}, false, "3 dense keys and an outlier");
+}
+
+TEST(join_phases, extreme_keys) {
+  constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t hi = std::numeric_limits<std::int64_t>::max();
+  // Probe keys far outside the bounds must not wrap into them.
+  const std::vector<std::int64_t> probe{lo, lo + 1, -1, 0, 1, 2, 3, hi - 1, hi};
+  const std::vector<std::int64_t> values{1, 2, 4, 8, 16, 32, 64, 128, 256};
+  const std::vector<std::int64_t> low{lo, lo + 1, lo + 2, lo + 1};
+  const std::vector<std::int64_t> high{hi, hi - 1, hi - 2, hi};
+  const std::vector<std::int64_t> both{lo, hi, 0};
+  const std::vector<std::int64_t> middle{0, 1, 2, 3};
+  expect_layout({low, probe, values}, true, "the smallest keys");
+  expect_layout({high, probe, values}, true, "the largest keys");
+  expect_layout({both, probe, values}, false, "the smallest and the largest key");
+  expect_layout({middle, probe, values}, true, "0..3 probed with the extremes");
+  EXPECT_EQ(join::reference_join({low, probe, values}), (join::join_result{3, 1 + 2 * 2}));
+}
+
+TEST(dense_table, the_threshold) {
+  join::key_bounds b;
+  EXPECT_TRUE(b.empty());
+  EXPECT_FALSE(join::use_dense_table(b, 10));
+  b.add(1);
+  b.add(40);  // range 40
+  EXPECT_FALSE(b.empty());
+  EXPECT_TRUE(join::use_dense_table(b, 10));
+  EXPECT_FALSE(join::use_dense_table(b, 9));
+  EXPECT_FALSE(join::use_dense_table(b, 0));
+  EXPECT_FALSE(join::use_dense_table(
+      b, std::size_t{std::numeric_limits<std::uint32_t>::max()} + 1));  // counters could overflow
+  join::key_bounds all{std::numeric_limits<std::int64_t>::min(),
+                       std::numeric_limits<std::int64_t>::max()};
+  EXPECT_FALSE(join::use_dense_table(all, std::numeric_limits<std::uint32_t>::max()));
+}
+
+TEST(dense_table, partitions_are_whole_cache_lines_in_key_order) {
+  join::key_bounds b{-100, 899};  // 1000 keys
+  const join::dense_table t(b);
+  for (const unsigned partitions : {1U, 2U, 3U, 7U, 64U, 100U}) {
+    unsigned last = 0;
+    for (std::int64_t k = b.min; k <= b.max; ++k) {
+      const unsigned p = t.partition_of(k, partitions);
+      ASSERT_LT(p, partitions);
+      ASSERT_GE(p, last) << k;  // runs in key order
+      if (p != last) {
+        ASSERT_EQ((k - b.min) % 16, 0) << k;  // a run starts on a cache line
+      }
+      last = p;
+    }
+  }
+}
+
 TEST(join_phases, bad_arguments) {
   const synthetic d(10, 10, 10, 2);
   EXPECT_THROW(join::join_phases(d.input(), 0, 10), std::invalid_argument);
@@ -100,6 +220,19 @@ TEST_P(tessera_join_test, matches_reference_at_every_granularity) {
     join::tessera_join j(rt, d.input(), records);
     EXPECT_EQ(j.run(), want) << records << " records per task";
     EXPECT_EQ(j.run(), want) << records << " records per task, second run of the graph";
+  }
+}
+
+TEST_P(tessera_join_test, dense_sparse_and_repeated_keys) {
+  tessera::runtime rt({.workers = GetParam()});
+  for (const strided& d : {strided(1, 1, 2000, 1, 41), strided(-3, 3, 500, 4, 42),
+                           strided(1, 13, 1000, 2, 43)}) {
+    const join::join_result want = join::reference_join(d.input());
+    for (const std::size_t records : {std::size_t{1}, std::size_t{256}, std::size_t{1} << 20}) {
+      join::tessera_join j(rt, d.input(), records);
+      EXPECT_EQ(j.run(), want) << records << " records per task";
+      EXPECT_EQ(j.run(), want) << records << " records per task, second run";
+    }
   }
 }
 

@@ -2,13 +2,18 @@
 //
 // The steps, in order (each a phase: every step of one phase finishes before the next starts):
 //
-//   1. partition_morsel(m), m < build_morsels(): reads build rows [m*R, (m+1)*R) (R: records per
-//      task), and writes them, grouped by partition, into the morsel's own region of the
-//      scatter buffer. Any thread; morsels touch disjoint memory.
+//   0. bound_morsel(m), m < build_morsels(): the smallest and largest key of build rows
+//      [m*R, (m+1)*R) (R: records per task). Any thread. Then choose_table(), once, on one
+//      thread: the direct-addressed table of dense_table.h when the build keys' range is at most
+//      4 times the build rows (dense()), the hash tables of hash_table.h otherwise.
+//   1. partition_morsel(m), m < build_morsels(): writes build rows [m*R, (m+1)*R), grouped by
+//      partition (by hash; for the dense table by key range), into the morsel's own region of
+//      the scatter buffer. Any thread; morsels touch disjoint memory.
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
-//      [first, last): inserts partition p's rows of those morsels into table p. Every step of
-//      partition p on one thread at a time, allocate first (the tessera join runs them all on
-//      worker p, so table p is touched only there).
+//      [first, last): inserts partition p's rows of those morsels into table p (the dense
+//      table: into p's run of counters, allocated by choose_table, touched first here). Every
+//      step of partition p on one thread at a time, allocate first (the tessera join runs them
+//      all on worker p, so table p is touched only there).
 //   3. probe(m), m < probe_morsels(): probes probe rows [m*R, (m+1)*R) against every table and
 //      returns their count and sum. Any thread; reads only.
 //
@@ -17,6 +22,8 @@
 // that it inserts about R rows (R / partitions rows of each morsel belong to one partition).
 //
 //   join::join_phases run(input, partitions, 4096);
+//   for (m ...) run.bound_morsel(m);
+//   run.choose_table();
 //   for (m ...) run.partition_morsel(m);
 //   for (p ...) { run.allocate_partition(p); run.build(p, 0, run.build_morsels()); }
 //   join::join_result r; for (m ...) r += run.probe(m);
@@ -27,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "join/dense_table.h"
 #include "join/hash_table.h"
 #include "join/join_query.h"
 
@@ -43,6 +51,12 @@ class join_phases {
   std::size_t build_morsels() const noexcept { return m_build_morsels; }
   std::size_t probe_morsels() const noexcept { return m_probe_morsels; }
   std::size_t build_chunk_morsels() const noexcept { return m_partitions; }
+
+  void bound_morsel(std::size_t m) noexcept;
+  /// After every bound_morsel. Throws std::bad_alloc (the dense table's memory).
+  void choose_table();
+  /// Whether choose_table chose the direct-addressed table.
+  bool dense() const noexcept { return m_dense; }
 
   void partition_morsel(std::size_t m) noexcept;
   void allocate_partition(unsigned p);
@@ -62,6 +76,9 @@ class join_phases {
     return m_offsets.get() + m * (m_partitions + 1);
   }
 
+  template <typename PartitionOf>
+  void scatter_morsel(std::size_t m, PartitionOf partition_of) noexcept;
+
   join_input m_input;
   unsigned m_partitions;
   std::size_t m_records;
@@ -70,6 +87,9 @@ class join_phases {
   zeroed_memory m_scatter_memory;
   entry* m_scatter = nullptr;                ///< build rows, grouped by partition per morsel
   std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
+  std::unique_ptr<key_bounds[]> m_bounds;  ///< per build morsel (phase 0)
+  bool m_dense = false;
+  dense_table m_dense_table;
   std::vector<partition_table> m_tables;
   std::vector<table_view> m_views;
 };

@@ -3,7 +3,7 @@
 // One graph per (input, records per task), built once and run many times (a query plan run per
 // query). A run is a fresh join_phases (join_phases.h) and these nodes:
 //
-//   partition morsel 0..M-1 ──▶ partitioned ──▶ allocate p (on worker p), p < P ──▶ probe start
+//   bound morsel 0..M-1 ──▶ bounded ──▶ partition morsel 0..M-1 ──▶ partitioned ──▶ allocate p (on worker p), p < P ──▶ probe start
 //                                                  └─ adds build chunks of p (on worker p) ──┘
 //   probe start ── adds probe morsel 0..N-1 ──▶ combine
 //
@@ -42,7 +42,7 @@ class tessera_join {
   /// Runs the join once and waits for it (not from a worker); rethrows a task's exception.
   join_result run();
 
-  /// Tasks of one run: partition, allocate, build and probe tasks and the two joints.
+  /// Tasks of one run: bound, partition, allocate, build and probe tasks and the three joints.
   std::size_t tasks_per_run() const noexcept;
 
  private:

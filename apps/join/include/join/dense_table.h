@@ -1,0 +1,106 @@
+// join/dense_table.h — the join's direct-addressed table, for build keys of a dense range: one
+// counter per key in [min, max], indexed by key - min (a perfect hash, as DuckDB's perfect hash
+// join), instead of the hash tables of hash_table.h.
+//
+// A counter holds how many build rows have its key: what the join's answer needs of the build
+// side (count(*) and the sum of a probe column over the matching pairs), so a repeated build key
+// costs nothing special. A join that fetched build columns would keep a row per key instead and
+// fall back to the hash table on a repeated key.
+//
+// When: use_dense_table(bounds, rows) holds when max - min + 1 <= 4 * rows (and rows < 2^32, so
+// a counter cannot overflow): the table then takes at most 16 bytes per build row, half the
+// least a hash table takes (16-byte slots, at most half full), and a probe is one load with no
+// hashing, no partition choice and no collision chain. TPC-H's customer keys (1..150,000 per
+// scale factor) and order keys (8 of every 32 in 1..6,000,000) qualify.
+//
+// Partitions: the key range is cut into `partitions` runs of whole cache lines of counters
+// (partition_of); a run is written only by its owner (in the tessera join its worker), so the
+// counters are plain integers, and the runs share no cache line. Probes read the table once the
+// build is done (a phase boundary: a happens-before edge) and need no partition.
+//
+//   join::key_bounds b;  for (k : build_keys) b.add(k);
+//   if (join::use_dense_table(b, rows)) {
+//     join::dense_table t(b);                       // zeroed, touched by the inserts
+//     t.insert(k);                                  // by the owner of t.partition_of(k, P)
+//     join::join_result r = join::probe_dense(t.view(), keys, values, first, last);
+//   }
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "join/hash_table.h"
+#include "join/join_query.h"
+
+namespace join {
+
+/// The smallest and largest of a set of keys; empty() while none was added.
+struct key_bounds {
+  std::int64_t min = std::numeric_limits<std::int64_t>::max();
+  std::int64_t max = std::numeric_limits<std::int64_t>::min();
+
+  bool empty() const noexcept { return min > max; }
+  void add(std::int64_t key) noexcept {
+    min = std::min(min, key);
+    max = std::max(max, key);
+  }
+  key_bounds& operator+=(const key_bounds& other) noexcept {
+    min = std::min(min, other.min);
+    max = std::max(max, other.max);
+    return *this;
+  }
+};
+
+/// The bounds of keys[first, last).
+key_bounds bounds_of(const std::int64_t* keys, std::size_t first, std::size_t last) noexcept;
+
+/// max - min + 1 <= 4 * rows, rows in [1, 2^32): see the header comment.
+bool use_dense_table(const key_bounds& bounds, std::size_t rows) noexcept;
+
+/// What a probe needs of a dense table.
+struct dense_view {
+  const std::uint32_t* counts = nullptr;  ///< counts[range] is 0: where every other key lands
+  std::int64_t min = 0;
+  std::uint64_t range = 0;  ///< max - min + 1
+};
+
+class dense_table {
+ public:
+  dense_table() = default;
+  /// Counters for the keys in `bounds` (not empty, use_dense_table), all 0. Throws
+  /// std::bad_alloc.
+  explicit dense_table(const key_bounds& bounds);
+
+  /// The partition (of `partitions`) whose owner counts `key` (a key within the bounds).
+  unsigned partition_of(std::int64_t key, unsigned partitions) const noexcept {
+    const std::uint64_t line = index_of(key) / counters_per_line;
+    return static_cast<unsigned>(line * partitions / m_lines);
+  }
+
+  /// Counts one build row of `key` (within the bounds). Only the owner of its partition, and
+  /// only before the table is probed.
+  void insert(std::int64_t key) noexcept { ++m_counts[index_of(key)]; }
+
+  dense_view view() const noexcept { return {m_counts, m_min, m_range}; }
+
+ private:
+  static constexpr std::uint64_t counters_per_line = 64 / sizeof(std::uint32_t);
+
+  std::uint64_t index_of(std::int64_t key) const noexcept {
+    return static_cast<std::uint64_t>(key) - static_cast<std::uint64_t>(m_min);
+  }
+
+  zeroed_memory m_memory;
+  std::uint32_t* m_counts = nullptr;
+  std::int64_t m_min = 0;
+  std::uint64_t m_range = 0;
+  std::uint64_t m_lines = 1;  ///< cache lines of counters, rounded up
+};
+
+/// count and sum of the probe rows [first, last) against a filled dense table.
+join_result probe_dense(const dense_view& table, const std::int64_t* keys,
+                        const std::int64_t* values, std::size_t first, std::size_t last) noexcept;
+
+}  // namespace join
