@@ -84,9 +84,7 @@ class olc_store final : public store {
       meter.tick(self);
     });
     const double seconds = clock.seconds();
-    if (meter.done() != phase.ops.size())
-      throw bench_failure("the driver executed " + std::to_string(meter.done()) + " of " +
-                          std::to_string(phase.ops.size()) + " operations");
+    meter.require_all_done();
     return seconds;
   }
 

@@ -83,4 +83,12 @@ void progress::print_loop() {
   }
 }
 
+void progress::require_all_done() const {
+  const std::uint64_t n = done();
+  if (n != m_total) {
+    throw bench_failure("the driver executed " + std::to_string(n) + " of " +
+                        std::to_string(m_total) + " operations");
+  }
+}
+
 }  // namespace tessera::bench::ycsb_bench

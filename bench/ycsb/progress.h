@@ -48,6 +48,9 @@ class progress {
     m_counters[c].value.fetch_add(n, std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t done() const noexcept;
+  /// Throws bench_failure ("the driver executed N of M operations") unless done() is the total;
+  /// once the counting threads joined.
+  void require_all_done() const;
 
  private:
   struct alignas(64) counter {
