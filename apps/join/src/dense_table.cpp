@@ -18,11 +18,12 @@ bool use_dense_table(const key_bounds& bounds, std::size_t rows) noexcept {
   return span < 4 * static_cast<std::uint64_t>(rows);
 }
 
-dense_table::dense_table(const key_bounds& bounds)
+dense_table::dense_table(const key_bounds& bounds, unsigned partitions)
     : m_min(bounds.min),
       m_range(static_cast<std::uint64_t>(bounds.max) - static_cast<std::uint64_t>(bounds.min) +
               1) {
-  m_lines = (m_range + counters_per_line - 1) / counters_per_line;
+  const std::uint64_t lines = (m_range + counters_per_line - 1) / counters_per_line;
+  m_scale = (std::uint64_t{partitions} << scale_bits) / lines;
   // One more counter than keys, never written: counts[range], where a probe of a key outside
   // the bounds looks.
   const std::uint64_t counters =

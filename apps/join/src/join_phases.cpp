@@ -11,6 +11,9 @@ join_phases::join_phases(const join_input& input, unsigned partitions,
                          std::size_t records_per_task)
     : m_input(input), m_partitions(partitions), m_records(records_per_task) {
   if (partitions == 0) throw std::invalid_argument("join: 0 partitions");
+  if (partitions > dense_table::max_partitions)
+    throw std::invalid_argument("join: " + std::to_string(partitions) + " partitions (at most " +
+                                std::to_string(dense_table::max_partitions) + ")");
   if (records_per_task == 0) throw std::invalid_argument("join: 0 records per task");
   if (input.probe_keys.size() != input.probe_values.size())
     throw std::invalid_argument("join input: " + std::to_string(input.probe_keys.size()) +
@@ -36,7 +39,7 @@ void join_phases::choose_table() {
   key_bounds all;
   for (std::size_t m = 0; m < m_build_morsels; ++m) all += m_bounds[m];
   m_dense = use_dense_table(all, m_input.build_keys.size());
-  if (m_dense) m_dense_table = dense_table(all);
+  if (m_dense) m_dense_table = dense_table(all, m_partitions);
 }
 
 template <typename PartitionOf>
@@ -63,9 +66,7 @@ void join_phases::partition_morsel(std::size_t m) noexcept {
   const unsigned partitions = m_partitions;
   if (m_dense) {
     const dense_table& table = m_dense_table;
-    scatter_morsel(m, [&table, partitions](std::int64_t key) {
-      return table.partition_of(key, partitions);
-    });
+    scatter_morsel(m, [&table](std::int64_t key) { return table.partition_of(key); });
   } else {
     scatter_morsel(m, [partitions](std::int64_t key) {
       return join::partition_of(hash_key(key), partitions);

@@ -183,18 +183,24 @@ TEST(dense_table, the_threshold) {
 }
 
 TEST(dense_table, partitions_are_whole_cache_lines_in_key_order) {
-  join::key_bounds b{-100, 899};  // 1000 keys
-  const join::dense_table t(b);
-  for (const unsigned partitions : {1U, 2U, 3U, 7U, 64U, 100U}) {
+  join::key_bounds b{-100, 899};  // 1000 keys, 63 lines of counters
+  for (const unsigned partitions : {1U, 2U, 3U, 7U, 63U, 64U, 100U, 65536U}) {
+    const join::dense_table t(b, partitions);
     unsigned last = 0;
+    std::vector<std::size_t> keys(partitions);
     for (std::int64_t k = b.min; k <= b.max; ++k) {
-      const unsigned p = t.partition_of(k, partitions);
+      const unsigned p = t.partition_of(k);
+      ++keys[p];
       ASSERT_LT(p, partitions);
       ASSERT_GE(p, last) << k;  // runs in key order
       if (p != last) {
         ASSERT_EQ((k - b.min) % 16, 0) << k;  // a run starts on a cache line
       }
       last = p;
+    }
+    if (partitions <= 63) {  // every partition gets whole lines, as many as the others or one less
+      const auto [fewest, most] = std::minmax_element(keys.begin(), keys.end() - 1);
+      EXPECT_LE(*most - *fewest, 16U) << partitions << " partitions";
     }
   }
 }
@@ -203,6 +209,8 @@ TEST(join_phases, bad_arguments) {
   const synthetic d(10, 10, 10, 2);
   EXPECT_THROW(join::join_phases(d.input(), 0, 10), std::invalid_argument);
   EXPECT_THROW(join::join_phases(d.input(), 2, 0), std::invalid_argument);
+  EXPECT_THROW(join::join_phases(d.input(), join::dense_table::max_partitions + 1, 10),
+               std::invalid_argument);
   join::join_input uneven = d.input();
   uneven.probe_values = uneven.probe_values.first(5);
   EXPECT_THROW(join::join_phases(uneven, 2, 10), std::invalid_argument);

@@ -14,14 +14,15 @@
 // scale factor) and order keys (8 of every 32 in 1..6,000,000) qualify.
 //
 // Partitions: the key range is cut into `partitions` runs of whole cache lines of counters
-// (partition_of); a run is written only by its owner (in the tessera join its worker), so the
-// counters are plain integers, and the runs share no cache line. Probes read the table once the
+// (partition_of: a multiplication and a shift, no division); a run is written only by its owner
+// (in the tessera join its worker), so the counters are plain integers, and the runs share no
+// cache line. Probes read the table once the
 // build is done (a phase boundary: a happens-before edge) and need no partition.
 //
 //   join::key_bounds b;  for (k : build_keys) b.add(k);
 //   if (join::use_dense_table(b, rows)) {
-//     join::dense_table t(b);                       // zeroed, touched by the inserts
-//     t.insert(k);                                  // by the owner of t.partition_of(k, P)
+//     join::dense_table t(b, P);                    // zeroed, touched by the inserts
+//     t.insert(k);                                  // by the owner of t.partition_of(k)
 //     join::join_result r = join::probe_dense(t.view(), keys, values, first, last);
 //   }
 #pragma once
@@ -69,14 +70,18 @@ struct dense_view {
 class dense_table {
  public:
   dense_table() = default;
-  /// Counters for the keys in `bounds` (not empty, use_dense_table), all 0. Throws
-  /// std::bad_alloc.
-  explicit dense_table(const key_bounds& bounds);
+  /// Most partitions a table is cut into.
+  static constexpr unsigned max_partitions = 1U << 16;
 
-  /// The partition (of `partitions`) whose owner counts `key` (a key within the bounds).
-  unsigned partition_of(std::int64_t key, unsigned partitions) const noexcept {
+  /// Counters for the keys in `bounds` (not empty, use_dense_table), all 0, cut into
+  /// `partitions` runs (1..max_partitions). Throws std::bad_alloc.
+  dense_table(const key_bounds& bounds, unsigned partitions);
+
+  /// The partition whose owner counts `key` (a key within the bounds): about
+  /// line * partitions / lines for the key's cache line of counters, never partitions or above.
+  unsigned partition_of(std::int64_t key) const noexcept {
     const std::uint64_t line = index_of(key) / counters_per_line;
-    return static_cast<unsigned>(line * partitions / m_lines);
+    return static_cast<unsigned>((line * m_scale) >> scale_bits);
   }
 
   /// Counts one build row of `key` (within the bounds). Only the owner of its partition, and
@@ -87,6 +92,9 @@ class dense_table {
 
  private:
   static constexpr std::uint64_t counters_per_line = 64 / sizeof(std::uint32_t);
+  /// line * m_scale stays below partitions * 2^40 <= 2^56; lines < 2^30 (keys < 2^34), so
+  /// m_scale >= 2^10 and the runs differ in length by about a thousandth at most.
+  static constexpr unsigned scale_bits = 40;
 
   std::uint64_t index_of(std::int64_t key) const noexcept {
     return static_cast<std::uint64_t>(key) - static_cast<std::uint64_t>(m_min);
@@ -96,7 +104,7 @@ class dense_table {
   std::uint32_t* m_counts = nullptr;
   std::int64_t m_min = 0;
   std::uint64_t m_range = 0;
-  std::uint64_t m_lines = 1;  ///< cache lines of counters, rounded up
+  std::uint64_t m_scale = 0;  ///< floor(partitions * 2^scale_bits / lines)
 };
 
 /// count and sum of the probe rows [first, last) against a filled dense table.
