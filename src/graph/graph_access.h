@@ -26,6 +26,8 @@ struct graph_access {
   static graph_run make_run(run_state* run, context& ctx, std::uint32_t node) noexcept {
     return {run, ctx, node};
   }
+  /// The node a graph_run names (a node task running several nodes reuses one graph_run).
+  static void set_node(graph_run& r, std::uint32_t node) noexcept { r.m_node = node; }
   static std::vector<task*>& added(graph_run& r) noexcept { return r.m_added; }
   static run_state* state(const graph_run& r) noexcept { return r.m_run; }
   static context& ctx(const graph_run& r) noexcept { return *r.m_ctx; }

@@ -1,19 +1,22 @@
 // src/graph/run.cpp — running a task_graph: the run's state, the node task, readying successors.
 //
-// A run is a run_state (a reference count and one pending count per node, copied from the
-// in-degrees) and node tasks. A node task runs its node's body, then takes one off the pending
-// count of each successor; a successor whose count reached zero is ready. The first ready one
-// becomes the task's follow-up: the same task object, renumbered and re-annotated (a chain runs
-// without allocating or queueing anything); the others are spawned as new node tasks onto the
-// worker's own queue, from where idle workers steal them. docs/architecture.md, "Task graphs",
-// has the picture.
+// A run is a run_state (the weights of its tasks and one pending count per node, copied from
+// the in-degrees) and node tasks. A node task runs its node's body, then takes one off the
+// pending count of each successor; a successor whose count reached zero is ready. The first
+// ready one runs next in the same task: in place, in a loop of up to inline_nodes nodes (no call
+// into the worker between two nodes of a chain), then as the task's follow-up, renumbered and
+// re-annotated (still no allocation and no queue); the others are spawned as new node tasks onto
+// the worker's own queue, from where idle workers steal them. docs/architecture.md, "Task
+// graphs", has the picture.
 //
 // The run's roots start as one task holding the range of them: it splits off the upper half as
 // a new task, again and again, until it holds one root, so a graph with many roots spreads over
 // the workers as a parallel_for does.
 //
-// Every node task holds one reference to its run_state; the last one destroyed frees it, so a
-// run whose tasks were dropped (cancel) or that stopped at an exception frees its memory too.
+// Every node task holds a weight of its run_state (weighted reference counting: a spawn gives
+// half of the spawner's, without a shared write); a destroyed task takes its weight off, and the
+// one that brings the total to zero frees the state, so a run whose tasks were dropped (cancel)
+// or that stopped at an exception frees its memory too.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -35,10 +38,14 @@
 namespace tessera::detail {
 
 struct run_state {
-  /// Node tasks alive (made and not yet destroyed). An increment is made by a holder of a
-  /// reference (relaxed, as shared_ptr's); the decrement is acq_rel: the one that reaches zero
+  /// The weights of the run's tasks alive (made and not yet destroyed): weighted reference
+  /// counting. The first task holds all of it; a node task spawning another gives it half of its
+  /// own weight (no shared write: a graph that fans out costs no atomic per spawn), taking a
+  /// fresh `weight_refill` from here only when it holds one. A task destroyed takes its weight
+  /// off; the one that brings it to zero frees the state. An increment is made by a holder of
+  /// weight (relaxed, as shared_ptr's); the decrement is acq_rel: the one that reaches zero
   /// sees every other task's use of the state before it frees it.
-  std::atomic<std::uint64_t> refs{1};
+  std::atomic<std::uint64_t> refs{0};
   graph_data* graph;
   const task_graph* owner;
   std::uint32_t* pending;  // one per node, right after this struct
@@ -60,16 +67,24 @@ struct run_state {
   }
 };
 
+/// What a run's first task holds, and what a task holding a weight of one takes anew before it
+/// gives half away. The sum of the weights alive stays far below 2^64: each task holds at most
+/// weight_refill + 1.
+constexpr std::uint64_t weight_refill = std::uint64_t{1} << 32;
+
 void acquire_run(run_state* run) noexcept { run->refs.fetch_add(1, std::memory_order_relaxed); }
 
-void release_run(run_state* run) noexcept {
-  if (run->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+/// Takes `weight` off the run's total; the last one frees the state.
+void release_weight(run_state* run, std::uint64_t weight) noexcept {
+  if (run->refs.fetch_sub(weight, std::memory_order_acq_rel) != weight) return;
   graph_data* g = run->graph;
   run->~run_state();
   ::operator delete(run);
   // release: the graph's owner, reading 0 (acquire), is after everything this run did with it.
   g->runs_in_flight.fetch_sub(1, std::memory_order_release);
 }
+
+void release_run(run_state* run) noexcept { release_weight(run, 1); }
 
 void graph_access::require_no_runs(const graph_data& d) noexcept {
   if (d.runs_in_flight.load(std::memory_order_acquire) == 0) return;
@@ -99,44 +114,59 @@ TESSERA_ALWAYS_INLINE void apply_annotations(task* t, const graph_data& d, std::
 /// A node task prefetches the counts of at most this many of its successors before its body.
 constexpr std::uint32_t prefetch_successors = 8;
 
+/// A node task runs at most this many nodes in one execution (the first ready successor of
+/// each, in place, see node_task::execute) before it hands itself back to the worker as a
+/// follow-up, so that the worker's loop (periodic work, mail, pools handed over) runs between.
+constexpr unsigned inline_nodes = 32;
+
 /// The task that runs a node of a graph's run (and, while it holds more than one, splits off
 /// the run's roots).
 class node_task final : public task {
  public:
-  node_task(run_state* run, std::uint32_t node, std::uint32_t roots_begin,
+  node_task(run_state* run, std::uint64_t weight, std::uint32_t node, std::uint32_t roots_begin,
             std::uint32_t roots_end) noexcept
-      : m_run(run), m_node(node), m_roots_begin(roots_begin), m_roots_end(roots_end) {}
+      : m_run(run),
+        m_weight(weight),
+        m_node(node),
+        m_roots_begin(roots_begin),
+        m_roots_end(roots_end) {}
   node_task(const node_task&) = delete;
   node_task& operator=(const node_task&) = delete;
-  ~node_task() { release_run(m_run); }
+  ~node_task() { release_weight(m_run, m_weight); }
 
   task* execute(context& ctx) override;
 
  private:
   void split_roots(context& ctx, worker& w, const graph_data& d);
+  /// Makes and spawns from this (running) task a node task for `v` (ready), or for the roots
+  /// [roots_begin, roots_end) of the run when roots_end > roots_begin + 1. The new task gets
+  /// half of this one's weight.
+  TESSERA_ALWAYS_INLINE void spawn_node(context& ctx, worker& w, const graph_data& d,
+                                        std::uint32_t v, std::uint32_t roots_begin = 0,
+                                        std::uint32_t roots_end = 0) {
+    if (m_weight < 2) [[unlikely]] {
+      // Relaxed: this task holds weight, so the total cannot reach zero meanwhile.
+      m_run->refs.fetch_add(weight_refill, std::memory_order_relaxed);
+      m_weight += weight_refill;
+    }
+    const std::uint64_t given = m_weight / 2;
+    auto* t = ctx.make_task<node_task>(m_run, given, v, roots_begin, roots_end);
+    m_weight -= given;  // after make_task: a throw there leaves the weights as they were
+    apply_annotations(t, d, v);
+    scheduler::spawn_from(t, w);  // context::spawn, inline
+  }
 
   run_state* m_run;
+  std::uint64_t m_weight;  // this task's part of m_run->refs
   std::uint32_t m_node;
   std::uint32_t m_roots_begin;  // roots[m_roots_begin] == m_node while the range is not split
   std::uint32_t m_roots_end;    // ... up to here; begin + 1 == end: this root alone
 };
 
-/// Makes and spawns from the running task a node task for `v` (ready), or for the roots
-/// [roots_begin, roots_end) of the run when roots_end > roots_begin + 1.
-TESSERA_ALWAYS_INLINE void spawn_node(context& ctx, worker& w, run_state* run,
-                                      const graph_data& d, std::uint32_t v,
-                                      std::uint32_t roots_begin = 0,
-                                      std::uint32_t roots_end = 0) {
-  auto* t = ctx.make_task<node_task>(run, v, roots_begin, roots_end);
-  acquire_run(run);  // before the spawn: the task may run, and be destroyed, at once
-  apply_annotations(t, d, v);
-  scheduler::spawn_from(t, w);  // context::spawn, inline
-}
-
 void node_task::split_roots(context& ctx, worker& w, const graph_data& d) {
   while (m_roots_end - m_roots_begin > 1) {
     const std::uint32_t mid = m_roots_begin + (m_roots_end - m_roots_begin) / 2;
-    spawn_node(ctx, w, m_run, d, d.roots[mid], mid, m_roots_end);
+    spawn_node(ctx, w, d, d.roots[mid], mid, m_roots_end);
     m_roots_end = mid;
   }
 }
@@ -145,50 +175,75 @@ task* node_task::execute(context& ctx) {
   run_state* const run = m_run;
   const graph_data& d = *run->graph;
   worker& w = context_access::worker_of(ctx);
-  const std::uint32_t v = m_node;
+  // Read once: the graph does not change while a run of it is in flight.
+  const std::uint32_t* const succ_begin = d.succ_begin.data();
+  const std::uint32_t* const succ = d.succ.data();
+  std::uint32_t* const pending = run->pending;
+  // A graph of one body (one add_many) never reads body_of: a run then touches one per-node
+  // array less (in a big graph, a cache miss per node less).
+  const bool one_body = d.bodies.size() == 1;
+  const body_record* const bodies = d.bodies.data();
+  const std::uint32_t* const body_of = d.body_of.data();
+  const body_record* b = bodies;
+  // An annotated graph's next node goes through the worker (its task takes the node's
+  // annotations, which the runtime applies): one node per execution.
+  unsigned left = d.annotations.empty() ? inline_nodes : 1;
+  std::uint32_t v = m_node;
   graph_run state = graph_access::make_run(run, ctx, v);
-  // The successors' counts are written after the body, and a successor made ready reads its
-  // entry of succ_begin next: those lines (each a cache miss in a big graph, the successors
-  // being anywhere) are fetched while the body runs.
-  const std::uint32_t first = d.succ_begin[v];
-  const std::uint32_t end = d.succ_begin[v + 1];
-  const std::uint32_t prefetch_end =
-      end - first <= prefetch_successors ? end : first + prefetch_successors;
-  for (std::uint32_t i = first; i < prefetch_end; ++i) {
-    const std::uint32_t s = d.succ[i];
-    __builtin_prefetch(&run->pending[s], 1, 3);
-    __builtin_prefetch(&d.succ_begin[s], 0, 3);
-  }
-  const body_record& b = d.body_for(v);
-  b.ops->invoke(b.body, ctx, state, v - b.first);
-  // An optimistic reader acts outside only once its read held; a torn one runs again.
-  if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] return nullptr;
-  if (m_roots_end != m_roots_begin) [[unlikely]] split_roots(ctx, w, d);
-
-  std::vector<task*>& added = graph_access::added(state);
-  if (!added.empty()) [[unlikely]] {
-    for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
-    added.clear();
-  }
-  // One decrement per successor; the first ready one is this task's follow-up.
-  std::uint32_t next = no_node;
-  for (std::uint32_t i = first; i < end; ++i) {
-    const std::uint32_t s = d.succ[i];
-    if (!run->arrive(s)) continue;
-    // s runs next or soon: its successor list (located by the line prefetched above) is
-    // fetched meanwhile, so that its own prefetches above need not wait for it.
-    __builtin_prefetch(d.succ.data() + d.succ_begin[s], 0, 3);
-    if (next == no_node) {
-      next = s;
-    } else {
-      spawn_node(ctx, w, run, d, s);
+  for (;;) {
+    // The successors' counts are written after the body, and a successor made ready reads its
+    // entry of succ_begin next: those lines (each a cache miss in a big graph, the successors
+    // being anywhere) are fetched while the body runs.
+    const std::uint32_t first = succ_begin[v];
+    const std::uint32_t end = succ_begin[v + 1];
+    const std::uint32_t prefetch_end =
+        end - first <= prefetch_successors ? end : first + prefetch_successors;
+    for (std::uint32_t i = first; i < prefetch_end; ++i) {
+      const std::uint32_t s = succ[i];
+      __builtin_prefetch(&pending[s], 1, 3);
+      __builtin_prefetch(&succ_begin[s], 0, 3);
     }
+    if (!one_body) b = &bodies[body_of[v]];
+    b->ops->invoke(b->body, ctx, state, v - b->first);
+    // An optimistic reader acts outside only once its read held; a torn one runs again.
+    if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] return nullptr;
+    if (m_roots_end != m_roots_begin) [[unlikely]] {
+      split_roots(ctx, w, d);
+      m_roots_begin = m_roots_end = 0;
+    }
+    std::vector<task*>& added = graph_access::added(state);
+    if (!added.empty()) [[unlikely]] {
+      for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
+      added.clear();
+    }
+    // One decrement per successor; the first ready one runs next, in this task.
+    std::uint32_t next = no_node;
+    for (std::uint32_t i = first; i < end; ++i) {
+      const std::uint32_t s = succ[i];
+      if (!run->arrive(s)) continue;
+      if (next == no_node) {
+        next = s;  // its succ_begin entry was prefetched above; read at once below
+      } else {
+        // s runs soon: its successor list (located by the line prefetched above) is fetched
+        // meanwhile, so that its own prefetches above need not wait for it.
+        __builtin_prefetch(succ + succ_begin[s], 0, 3);
+        spawn_node(ctx, w, d, s);
+      }
+    }
+    if (next == no_node) return nullptr;
+    // In place, without a trip through the worker: the graph has no annotations (so the next
+    // node's task would be this one as it is, held on the work-first stack to run next), no
+    // thief waits for this worker's answer, no group is cancelled (the worker's checking loop
+    // drops the task of a cancelled one), and this execution has not run inline_nodes yet.
+    if (--left == 0 || w.steal_requested_by() != worker::no_thief ||
+        w.sched().cancellations() != 0) [[unlikely]] {
+      m_node = next;
+      apply_annotations(this, d, next);
+      return this;  // a follow-up, with the runtime's rules for one (task.h)
+    }
+    v = next;
+    graph_access::set_node(state, v);
   }
-  if (next == no_node) return nullptr;
-  m_node = next;
-  m_roots_begin = m_roots_end = 0;
-  apply_annotations(this, d, next);
-  return this;
 }
 
 }  // namespace
@@ -218,8 +273,8 @@ task* finish_dynamic_node(context& ctx, graph_run& run, std::uint32_t before) {
   for (task* t : added) scheduler::spawn_from(t, w);
   added.clear();
   if (before == no_node || !state->arrive(before)) return nullptr;
-  auto* t = ctx.make_task<node_task>(state, before, 0, 0);
-  acquire_run(state);
+  auto* t = ctx.make_task<node_task>(state, 1, before, 0, 0);
+  acquire_run(state);  // t's weight of one
   apply_annotations(t, *state->graph, before);
   return t;  // runs in this task's place
 }
@@ -244,6 +299,7 @@ void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
 #endif
   void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n});
   auto* run = ::new (mem) run_state();
+  run->refs.store(weight_refill, std::memory_order_relaxed);  // the first task's weight
   run->graph = &d;
   run->owner = &graph;
   run->pending = reinterpret_cast<std::uint32_t*>(static_cast<char*>(mem) + sizeof(run_state));
@@ -251,9 +307,10 @@ void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
   d.runs_in_flight.fetch_add(1, std::memory_order_relaxed);  // the spawn below publishes it
   node_task* t;
   try {
-    t = rt.make_task<node_task>(run, d.roots[0], 0, static_cast<std::uint32_t>(d.roots.size()));
+    t = rt.make_task<node_task>(run, weight_refill, d.roots[0], 0,
+                                static_cast<std::uint32_t>(d.roots.size()));
   } catch (...) {
-    release_run(run);
+    release_weight(run, weight_refill);
     throw;
   }
   apply_annotations(t, d, d.roots[0]);
