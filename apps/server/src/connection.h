@@ -20,11 +20,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -47,6 +46,134 @@ struct op_slot {
   std::int64_t expire = 0;   ///< SET / EXPIRE: the deadline (steady ms) or 0
   unsigned flags = 0;        ///< the command's options
   std::uint64_t lsn = 0;     ///< the LSN of the record this request logged (aof.h), or 0
+};
+
+/// The op slots of the batch in flight: addresses stay put while the batch grows (tree tasks
+/// point to them), and the storage is kept from one batch to the next (a batch of GETs
+/// allocates nothing here once the connection has served one like it).
+class op_slots {
+ public:
+  static constexpr std::size_t chunk = 64;
+  /// Chunks kept by clear(); the rest (a batch of huge MSETs) is freed.
+  static constexpr std::size_t kept_chunks = 8;
+
+  /// A fresh slot at the end (its reply buffer keeps its capacity).
+  op_slot& emplace_back() {
+    if (m_size == m_chunks.size() * chunk) {
+      m_chunks.push_back(std::make_unique<op_slot[]>(chunk));
+    }
+    op_slot& s = (*this)[m_size++];
+    std::string out = std::move(s.out);
+    out.clear();
+    s = op_slot{};
+    s.out = std::move(out);
+    return s;
+  }
+  op_slot& operator[](std::size_t i) noexcept { return m_chunks[i / chunk][i % chunk]; }
+  const op_slot& operator[](std::size_t i) const noexcept { return m_chunks[i / chunk][i % chunk]; }
+  [[nodiscard]] std::size_t size() const noexcept { return m_size; }
+  void clear() noexcept {
+    m_size = 0;
+    if (m_chunks.size() > kept_chunks) m_chunks.resize(kept_chunks);
+  }
+
+ private:
+  std::vector<std::unique_ptr<op_slot[]>> m_chunks;
+  std::size_t m_size = 0;
+};
+
+/// The keys of the batch in flight and whether a request of the batch writes them: an
+/// open-addressing table of views into the connection's input, emptied per batch by a
+/// generation count (no pass over the table, no allocation once it has grown).
+class batch_key_set {
+ public:
+  enum class seen : std::uint8_t { no, read, written };
+
+  [[nodiscard]] seen find(std::string_view key) const noexcept {
+    if (m_size == 0) return seen::no;
+    const std::uint64_t h = hash(key);
+    for (std::size_t i = h & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
+      const entry& e = m_table[i];
+      if (e.gen != m_gen) return seen::no;
+      if (e.hash == h && e.key == key) return e.writes ? seen::written : seen::read;
+    }
+  }
+  /// Adds `key`, or marks it written if `writes`.
+  void add(std::string_view key, bool writes) {
+    if ((m_size + 1) * 2 > m_table.size()) grow();
+    const std::uint64_t h = hash(key);
+    for (std::size_t i = h & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
+      entry& e = m_table[i];
+      if (e.gen != m_gen) {
+        e = entry{h, key, writes, m_gen};
+        ++m_size;
+        return;
+      }
+      if (e.hash == h && e.key == key) {
+        e.writes = e.writes || writes;
+        return;
+      }
+    }
+  }
+  void clear() noexcept {
+    m_size = 0;
+    if (m_table.size() > max_kept) {
+      m_table = std::vector<entry>(min_table);
+      m_gen = 1;
+    } else if (++m_gen == 0) {  // wrapped: no entry may look current
+      for (entry& e : m_table) e.gen = 0;
+      m_gen = 1;
+    }
+  }
+  /// A cheap 64-bit hash of the key's bytes (8 at a time).
+  static std::uint64_t hash(std::string_view key) noexcept {
+    std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ key.size();
+    std::size_t i = 0;
+    for (; i + 8 <= key.size(); i += 8) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, key.data() + i, 8);
+      h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+      h ^= h >> 32;
+    }
+    if (i < key.size()) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, key.data() + i, key.size() - i);
+      h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    }
+    h ^= h >> 29;
+    h *= 0xFF51AFD7ED558CCDULL;
+    return h ^ (h >> 32);
+  }
+
+ private:
+  static constexpr std::size_t min_table = 64;
+  static constexpr std::size_t max_kept = 4096;
+  struct entry {
+    std::uint64_t hash = 0;
+    std::string_view key;
+    bool writes = false;
+    std::uint32_t gen = 0;  ///< in the set iff equal to m_gen
+  };
+  void grow() {
+    std::vector<entry> old = std::move(m_table);
+    m_table = std::vector<entry>(old.empty() ? min_table : old.size() * 2);
+    const std::uint32_t gen = m_gen;
+    m_gen = 1;
+    m_size = 0;
+    for (const entry& e : old) {
+      if (e.gen != gen) continue;
+      for (std::size_t i = e.hash & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
+        if (m_table[i].gen != m_gen) {
+          m_table[i] = entry{e.hash, e.key, e.writes, m_gen};
+          ++m_size;
+          break;
+        }
+      }
+    }
+  }
+  std::vector<entry> m_table;
+  std::size_t m_size = 0;
+  std::uint32_t m_gen = 1;
 };
 
 /// How a request's reply is made from its tree requests (finalize in commands.cpp).
@@ -114,8 +241,8 @@ class connection {
   // The batch in flight.
   std::vector<std::string_view> args;
   std::vector<batch_command> cmds;
-  std::deque<op_slot> ops;    ///< deque: a push never moves the slots tasks point to
-  std::unordered_map<std::string_view, bool> batch_keys;  ///< key -> written in this batch
+  op_slots ops;               ///< a push never moves the slots tasks point to
+  batch_key_set batch_keys;   ///< the batch's keys, and whether written
   std::unique_ptr<walk_state> walk;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};

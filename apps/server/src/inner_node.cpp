@@ -36,6 +36,17 @@ int compare_words(std::string_view key, const std::uint64_t* words, std::size_t 
   return key.size() < size ? -1 : 1;
 }
 
+/// Bytes [at, at + 8) of `bytes`, zero-padded, as a big-endian word: for byte strings that
+/// share their first `at` bytes, different heads order them as their bytes do (a string that
+/// ends first is padded with zeros, below every byte but 0, and equal words decide nothing).
+std::uint64_t head_of(std::string_view bytes, std::size_t at) noexcept {
+  std::uint64_t w = 0;
+  if (at < bytes.size()) {
+    std::memcpy(&w, bytes.data() + at, std::min<std::size_t>(8, bytes.size() - at));
+  }
+  return __builtin_bswap64(w);
+}
+
 const long_separator* load_long(const long_separator* const& field) noexcept {
   // acquire: the separator's bytes were written before the release store in encode().
   return std::atomic_ref<const long_separator*>(const_cast<const long_separator*&>(field))
@@ -87,12 +98,40 @@ bool inner_node::beyond(std::string_view key) const noexcept {
   return compare_ref(key, ref, &m_high_long) >= 0;
 }
 
+int inner_node::compare_prefix(std::string_view key, std::size_t size) const noexcept {
+  const std::uint64_t ref = tessera::racy_load(m_refs[0]);
+  const std::uint64_t* words = nullptr;
+  std::size_t sep_size = ref & 0xFFFFFFFFU;
+  if ((ref & long_bit) != 0) {
+    const long_separator* s = load_long(m_long[0]);
+    if (s == nullptr) return 0;  // torn
+    words = s->words.data();
+    sep_size = s->size;
+  } else {
+    const std::size_t off = (ref >> 32) & 0xFFFFU;
+    if (off > heap_words || words_for(sep_size) > heap_words - off) return 0;  // torn
+    words = m_heap + off;
+  }
+  size = std::min(size, sep_size);
+  return compare_words(key.substr(0, std::min(size, key.size())), words, size);
+}
+
 void* inner_node::child_for(std::string_view key) const noexcept {
+  const std::size_t n = count();
+  if (n == 0) return child(0);
+  // upper_bound: the first separator > key. Every separator starts with the shared prefix: a
+  // key below it (or a prefix of it) goes to child 0, one above it to the last child.
+  const std::size_t prefix = tessera::racy_load(m_prefix);
+  const int c = compare_prefix(key, prefix);
+  if (c < 0) return child(0);
+  if (c > 0) return child(n);
+  const std::uint64_t h = head_of(key, prefix);
   std::size_t lo = 0;
-  std::size_t hi = count();
-  while (lo < hi) {  // upper_bound: the first separator > key
+  std::size_t hi = n;
+  while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (compare(key, mid) >= 0) {
+    const std::uint64_t sh = tessera::racy_load(m_heads[mid]);
+    if (sh != h ? h > sh : compare(key, mid) >= 0) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -185,6 +224,18 @@ void encode(inner_node& n, const inner_image& img, long_separator_store& store) 
     top += words_for(size);
   };
   for (std::size_t i = 0; i < img.seps.size(); ++i) put(img.seps[i], n.m_refs[i], n.m_long[i]);
+  std::size_t prefix = img.seps.empty() ? 0 : img.seps.front().bytes.size();
+  for (std::size_t i = 1; i < img.seps.size() && prefix > 0; ++i) {
+    const std::string& a = img.seps.front().bytes;
+    const std::string& b = img.seps[i].bytes;
+    std::size_t k = 0;
+    while (k < prefix && k < b.size() && a[k] == b[k]) ++k;
+    prefix = k;
+  }
+  for (std::size_t i = 0; i < img.seps.size(); ++i) {
+    tessera::racy_store(n.m_heads[i], head_of(img.seps[i].bytes, prefix));
+  }
+  tessera::racy_store(n.m_prefix, static_cast<std::uint32_t>(prefix));
   for (std::size_t i = 0; i < img.children.size(); ++i) {
     const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(img.children[i]));
     tessera::racy_store(n.m_children[i], bits);

@@ -3,9 +3,13 @@
 // pointers in the node's own fixed storage, so that a task may read it optimistically.
 //
 // Layout (one block, no memory outside it but long separators, below): a header (level, count,
-// the high key, the right link), `max_separators` separator references, `max_separators + 1`
-// child pointers, and a key heap of `heap_words` 8-byte words holding the separators' bytes. A
-// reference packs the separator's length and its word offset in the heap into one word.
+// the high key, the right link, the length of the prefix all separators share),
+// `max_separators` separator references, as many heads (each separator's 8 bytes after the
+// shared prefix as a big-endian word), `max_separators + 1` child pointers, and a key heap of
+// `heap_words` 8-byte words holding the separators' bytes. A reference packs the separator's
+// length and its word offset in the heap into one word. A search compares the key with the
+// shared prefix once, then binary-searches the heads, reading a separator's bytes only where
+// its head equals the key's.
 //
 // Ranges (B-link, as kv::node): the node covers [low, high); low is implicit (the separator its
 // parent routes by, or none for the leftmost node of a level) and never changes; a key at or
@@ -95,6 +99,9 @@ class inner_node {
   static constexpr std::uint64_t infinite_bit = 1ULL << 62;
   int compare_ref(std::string_view key, std::uint64_t ref, const long_separator* const* lng)
       const noexcept;
+  /// -1, 0, 1: `key`'s first `size` bytes (at most) against separator 0's first `size` bytes
+  /// (0: `key` starts with them; a torn reference compares as 0).
+  int compare_prefix(std::string_view key, std::size_t size) const noexcept;
   [[nodiscard]] std::string bytes_of(std::uint64_t ref, const long_separator* const* lng) const;
 
   std::uint8_t m_level;
@@ -102,7 +109,13 @@ class inner_node {
   std::uint64_t m_high = infinite_bit;  ///< reference of the high key, or infinite_bit
   const long_separator* m_high_long = nullptr;
   inner_node* m_right = nullptr;
+  /// The length of the prefix every separator shares (0 without separators).
+  std::uint32_t m_prefix = 0;
   std::uint64_t m_refs[max_separators] = {};  ///< len (bits 0-31), word offset (32-47), long_bit
+  /// Each separator's 8 bytes after the shared prefix, big-endian, zero-padded: a search orders
+  /// the separators by one integer compare each, in one array, and reads a separator's bytes
+  /// only where the words are equal.
+  std::uint64_t m_heads[max_separators] = {};
   std::uint64_t m_children[max_separators + 1] = {};
   const long_separator* m_long[max_separators] = {};
   std::uint64_t m_heap[heap_words] = {};

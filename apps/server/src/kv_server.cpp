@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -478,21 +479,21 @@ void kv_server::serve(connection& c, tessera::context& ctx) {
   }
   std::size_t got = 0;
   bool eof = false;
+  // Read into the worker's buffer and append what came (growing c.in by a whole chunk first
+  // would zero-fill 16 KiB per read: a sixth of a pipelined GET's instructions).
+  thread_local std::unique_ptr<char[]> chunk = std::make_unique_for_overwrite<char[]>(read_chunk);
   while (got < read_per_event) {
     if (c.in_pos > 0 && c.in_pos == c.in.size()) {
       c.in.clear();
       c.in_pos = 0;
     }
-    const std::size_t old = c.in.size();
-    c.in.resize(old + read_chunk);
-    const ssize_t n = ::recv(c.fd, c.in.data() + old, read_chunk, 0);
+    const ssize_t n = ::recv(c.fd, chunk.get(), read_chunk, 0);
     if (n > 0) {
-      c.in.resize(old + static_cast<std::size_t>(n));
+      c.in.append(chunk.get(), static_cast<std::size_t>(n));
       got += static_cast<std::size_t>(n);
       if (static_cast<std::size_t>(n) < read_chunk) break;
       continue;
     }
-    c.in.resize(old);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno == EINTR) continue;
     eof = true;  // the peer closed, or an error
@@ -589,7 +590,7 @@ bool kv_server::run_batch(connection& c, tessera::context& ctx) {
 void kv_server::complete_batch(connection& c) {
   for (batch_command& cmd : c.cmds) finalize(*this, c, cmd);
   if (m_aof) {
-    for (const op_slot& s : c.ops) c.wait_lsn = std::max(c.wait_lsn, s.lsn);
+    for (std::size_t i = 0; i < c.ops.size(); ++i) c.wait_lsn = std::max(c.wait_lsn, c.ops[i].lsn);
     if (c.walk) c.wait_lsn = std::max(c.wait_lsn, c.walk->lsn);
   }
   if (!c.error_reply.empty()) {

@@ -1,5 +1,6 @@
 // The connection and server commands (PING ... SHUTDOWN), dispatch() and finalize().
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <unordered_map>
 
@@ -141,14 +142,31 @@ std::vector<const command_spec*> all_specs() {
   return r;
 }
 
+/// ASCII case-insensitive equality of `name` with a lower-case command name.
+bool equal_nocase(std::string_view name, std::string_view lower_name) noexcept {
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char ch = name[i];
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    if (ch != lower_name[i]) return false;
+  }
+  return true;
+}
+
 const command_spec* find_spec(std::string_view name) {
+  // The commands by the length of their name (a handful each), compared without a copy.
+  static constexpr std::size_t longest = 32;
   static const auto index = [] {
-    std::unordered_map<std::string, const command_spec*> m;
-    for (const command_spec* s : all_specs()) m.emplace(std::string(s->name), s);
-    return m;
+    std::array<std::vector<const command_spec*>, longest + 1> by_size;
+    for (const command_spec* s : all_specs()) {
+      if (s->name.size() <= longest) by_size[s->name.size()].push_back(s);
+    }
+    return by_size;
   }();
-  const auto it = index.find(lower(name));
-  return it == index.end() ? nullptr : it->second;
+  if (name.size() > longest) return nullptr;
+  for (const command_spec* s : index[name.size()]) {
+    if (equal_nocase(name, s->name)) return s;
+  }
+  return nullptr;
 }
 
 void write_info(reply_writer& w, const command_spec& s) {
@@ -562,8 +580,11 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
                                                   : static_cast<std::size_t>(spec->last_key);
       for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
            i += static_cast<std::size_t>(spec->step)) {
-        const auto it = c.batch_keys.find(args[i]);
-        if (it != c.batch_keys.end() && (it->second || writes)) return dispatch_outcome::end_before;
+        const batch_key_set::seen seen = c.batch_keys.find(args[i]);
+        if (seen == batch_key_set::seen::written ||
+            (seen == batch_key_set::seen::read && writes)) {
+          return dispatch_outcome::end_before;
+        }
       }
     }
   }
@@ -621,8 +642,7 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
         spec->last_key < 0 ? nargs - 1 : static_cast<std::size_t>(spec->last_key);
     for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
          i += static_cast<std::size_t>(spec->step)) {
-      auto [it, fresh] = c.batch_keys.emplace(args[i], writes);
-      if (!fresh) it->second = it->second || writes;
+      c.batch_keys.add(args[i], writes);
     }
   }
   spec->handler(k);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,6 +62,50 @@ TEST(inner_node, binary_separators_route_as_byte_strings) {
   EXPECT_EQ(child_index("b" + std::string(1023, 'z')), 5);
   EXPECT_EQ(child_index("c"), 5);
   EXPECT_FALSE(n->beyond("\xff\xff\xff"));  // high: +infinity
+}
+
+TEST(inner_node, separators_with_a_shared_prefix_route_as_byte_strings) {
+  // Separators sharing a prefix (short, 8-byte aligned or not, out of line), over an alphabet
+  // with 0 bytes (a head's padding) and 0xff: every key routes to the child that upper_bound on
+  // the byte strings names.
+  std::mt19937_64 rng(7);
+  const std::string alphabet("\0\1ab\xff", 5);
+  auto random_tail = [&](std::size_t max_len) {
+    std::string t(rng() % (max_len + 1), '\0');
+    for (char& ch : t) ch = alphabet[rng() % alphabet.size()];
+    return t;
+  };
+  for (const std::size_t prefix_len : {std::size_t{0}, std::size_t{3}, std::size_t{8},
+                                       std::size_t{13}, std::size_t{1500}}) {
+    server::long_separator_store store;
+    const std::string prefix = std::string(prefix_len, 'k') + (prefix_len > 0 ? ":" : "");
+    std::set<std::string> picked;
+    while (picked.size() < 60) picked.insert(prefix + random_tail(12));
+    const std::vector<std::string> seps(picked.begin(), picked.end());
+    inner_image img;
+    img.level = 1;
+    std::vector<int> children(seps.size() + 1);
+    img.children.push_back(&children[0]);
+    for (std::size_t i = 0; i < seps.size(); ++i) {
+      img.seps.push_back({seps[i], nullptr});
+      img.children.push_back(&children[i + 1]);
+    }
+    ASSERT_TRUE(server::fits(img));
+    auto n = node_of(img, store);
+    std::vector<std::string> keys = seps;
+    for (int i = 0; i < 2000; ++i) {
+      const std::size_t cut = rng() % (prefix.size() + 2);
+      keys.push_back(prefix.substr(0, std::min(cut, prefix.size())) + random_tail(14));
+    }
+    keys.push_back("");
+    keys.push_back(prefix.substr(0, prefix.size() / 2));
+    keys.push_back(prefix + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff");
+    for (const std::string& k : keys) {
+      const auto want = std::upper_bound(seps.begin(), seps.end(), k) - seps.begin();
+      ASSERT_EQ(static_cast<int*>(n->child_for(k)) - children.data(), want)
+          << "prefix " << prefix_len << ", key of " << k.size() << " bytes";
+    }
+  }
 }
 
 TEST(inner_node, long_separators_live_out_of_line_and_round_trip) {
