@@ -1,8 +1,9 @@
 // Trace (tessera/trace.h): the file is Chrome trace-event JSON of the documented shape; per
 // worker the task spans are ordered and apart; one span per executed task; a program whose task
 // throws, or whose group is cancelled, still writes a valid file; a tiny ring drops and counts
-// (also when TESSERA_TRACE_EVENTS sets it); the 16-byte event keeps what the file shows, and
-// the table of task types gives each type one id.
+// (also when TESSERA_TRACE_EVENTS sets it); the 16-byte event keeps what the file shows, the
+// table of task types gives each type one id, and a ring puts a task's retries and forwarding
+// on that task's own event.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -411,6 +412,70 @@ TEST(trace, the_type_table_gives_each_type_one_id_and_zero_when_full) {
   EXPECT_EQ(named, detail::trace_types::slots * 3 / 4);
   EXPECT_EQ(types->type(0), nullptr);
   for (const auto& [id, type] : seen) EXPECT_EQ(types->id_of(type), id);  // still found
+}
+
+// The worker's calls, without a runtime: task_begins for each task (the type's id from the
+// one-entry cache or the table), an instant in a task's run, retries settled into the task that
+// retried, a forwarded task marked and its span closed, close_span's span_end only after an open
+// span, and the cursor going round a tiny ring.
+TEST(trace, a_ring_marks_retries_and_forwarding_on_the_task_they_belong_to) {
+  using detail::trace_event;
+  using detail::trace_kind;
+  auto b = std::make_unique<detail::trace_buffer>(16);
+  int type_a = 0;  // stand-ins for two std::type_info objects
+  int type_b = 0;
+  int object = 0;
+  const std::uint64_t on_object = trace_event::task_payload(&object, 3);
+  std::uint64_t retries = 0;  // the worker's running count
+  b->task_begins(&type_a, 0, retries);
+  b->task_begins(&type_b, on_object, retries);
+  b->record(trace_event::instant(detail::trace_clock::now(), trace_kind::group_completed, 7));
+  retries += 2;  // the task on the object retried twice; the next task's start settles it
+  b->task_begins(&type_a, on_object, retries);
+  b->task_forwarded();  // ... and that one was passed on
+  b->close_span(retries);  // no span open: no span_end
+  b->task_begins(&type_b, 0, retries);
+  retries += 1;
+  b->close_span(retries);  // ends the span and settles its retry
+  b->close_span(retries);  // nothing open any more
+
+  ASSERT_EQ(b->kept_count(), 6u);
+  EXPECT_EQ(b->recorded(), 6u);
+  EXPECT_EQ(b->dropped(), 0u);
+  const trace_event& first = b->kept(0);
+  const trace_event& second = b->kept(1);
+  const trace_event& forwarded = b->kept(3);
+  const trace_event& last = b->kept(4);
+  EXPECT_EQ(first.kind(), trace_kind::task);
+  EXPECT_TRUE(first.timed());  // the first task after a (re)start reads the clock
+  EXPECT_NE(first.type_id(), 0u);
+  EXPECT_NE(second.type_id(), first.type_id());
+  EXPECT_EQ(b->types().type(first.type_id()), &type_a);
+  EXPECT_EQ(b->types().type(second.type_id()), &type_b);
+  EXPECT_EQ(second.resource(), reinterpret_cast<std::uintptr_t>(&object) & trace_event::low_mask);
+  EXPECT_EQ(second.primitive(), 3u);
+  EXPECT_EQ(second.retries(), 2u);
+  EXPECT_EQ(first.retries(), 0u);
+  EXPECT_EQ(b->kept(2).kind(), trace_kind::group_completed);
+  EXPECT_EQ(forwarded.kind(), trace_kind::forwarded);
+  EXPECT_EQ(forwarded.type_id(), first.type_id());
+  EXPECT_EQ(forwarded.retries(), 0u);
+  EXPECT_EQ(last.kind(), trace_kind::task);
+  EXPECT_EQ(last.type_id(), second.type_id());
+  EXPECT_EQ(last.retries(), 1u);
+  EXPECT_EQ(b->kept(5).kind(), trace_kind::span_end);
+
+  // Round a ring of 16 a few times: the newest 16 kept, in order, the rest counted.
+  for (std::uint64_t i = 0; i < 50; ++i)
+    b->record(trace_event::instant(detail::trace_clock::now(), trace_kind::queue_length,
+                                   static_cast<std::uint32_t>(i)));
+  EXPECT_EQ(b->recorded(), 56u);
+  EXPECT_EQ(b->dropped(), 40u);
+  ASSERT_EQ(b->kept_count(), 16u);
+  for (std::uint64_t i = 0; i < 16; ++i) EXPECT_EQ(b->kept(i).value(), 34 + i);
+  std::uint32_t expected = 34;
+  b->for_each([&](const trace_event& e) { EXPECT_EQ(e.value(), expected++); });
+  EXPECT_EQ(expected, 50u);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(trace_test);

@@ -148,9 +148,10 @@ void worker::periodic() {
     m_clock_countdown = m_clock_every;
     advance_epoch(now);
   }
-  if (m_trace != nullptr) [[unlikely]] {
-    trace_instant(trace_kind::queue_length, static_cast<std::uint32_t>(local_total()),
-                  static_cast<std::uint16_t>(m_wsize));
+  if (m_trace != nullptr) [[unlikely]] {  // no clock read: placed between the span's end above
+    m_trace->record(trace_event::untimed_instant(  // and the next task, both timed
+        trace_kind::queue_length, static_cast<std::uint32_t>(local_total()),
+        static_cast<std::uint16_t>(m_wsize)));
   }
   maybe_reclaim();
 }
@@ -356,50 +357,9 @@ void worker::prefetch(const task* t) noexcept {
 
 TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
   // Tracing off: this branch is all it costs (m_trace never changes while the worker runs).
-  if (m_trace != nullptr) [[unlikely]] {
-    execute_traced(t, p);
-    return;
-  }
+  // On: the task's event, inline; a forwarded task marks it where it is forwarded.
+  if (m_trace != nullptr) [[unlikely]] trace_task_begins(t);
   execute_plain(t, p);
-}
-
-TESSERA_NOINLINE void worker::execute_traced(task* t, pool* p) {
-  // Read before the run: t may be destroyed by it, or be another worker's once forwarded.
-  const void* resource = nullptr;
-  std::uint8_t prim = 0;
-  if (hdr(t).m_is_resource != 0) {
-    resource = hdr(t).m_data;
-    prim = static_cast<std::uint8_t>(resource_header::of(hdr(t).m_data)->applied);
-  }
-  const std::uint16_t type = m_trace->types().id_of(&typeid(*t));
-  const std::uint64_t retries = m_guard.retries();
-  context_access::current(m_ctx) = nullptr;  // set again by a run: still nullptr if forwarded
-  // At most one clock read and one 16-byte store per task: this start also ends the span
-  // before it (the writer's rule), so a span holds the picking of the task after it. Short
-  // tasks read the clock only every few tasks (trace_clock_sampler).
-  trace_clock_sampler& clock = m_trace->sampler();
-  trace_event e;
-  if (clock.due()) {
-    const std::uint64_t now = trace_clock::now();
-    clock.read(now);
-    e = trace_event::task(now, type, resource, prim);
-  } else {
-    e = trace_event::untimed_task(type, resource, prim);
-  }
-  const std::uint64_t index = m_trace->record_indexed(e);
-  execute_plain(t, p);
-  const bool forwarded = context_access::current(m_ctx) == nullptr;  // to its resource's pool
-  m_trace_span_open = !forwarded;
-  const std::uint64_t retried = m_guard.retries() - retries;
-  if (forwarded || retried != 0) [[unlikely]] {
-    if (trace_event* mine = m_trace->at(index)) {
-      if (forwarded) {
-        mine->set_kind(trace_kind::forwarded);
-      } else {
-        mine->set_retries(retried);
-      }
-    }
-  }
 }
 
 void worker::advance_epoch(std::uint64_t now) noexcept {
@@ -443,6 +403,7 @@ void worker::execute_on_resource(task* t, pool* p) {
     pool& home = m_sched.pool_at(
         resource_header::of(hdr(t).m_data)->pool.load(std::memory_order_relaxed));
     if (&home != p) {
+      if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
       m_sched.push(home, t, this, false, /*spawn=*/false);
       return;
     }
@@ -463,6 +424,7 @@ void worker::execute_on_resource(task* t, pool* p) {
       // (answer_steal_request); only a move_resource() before it runs sends it back to
       // optimistic reads.
       context_access::current(m_ctx) = nullptr;  // t is the other worker's now
+      if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
       m_sched.push(m_sched.pool_at(h.pool.load(std::memory_order_relaxed)), t, this, false,
                    /*spawn=*/false);
       break;

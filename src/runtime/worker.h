@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include "groups/group_batch.h"
@@ -312,18 +313,21 @@ class worker {
   TESSERA_ALWAYS_INLINE void execute(task* t, pool* p);
   /// execute() without the trace: what both the plain and the traced path run.
   TESSERA_ALWAYS_INLINE void execute_plain(task* t, pool* p);
-  /// execute() while tracing: the task's span around execute_plain (out of line).
-  void execute_traced(task* t, pool* p);
-  /// Tracing on: the open task span (the last task's), if any, ends now. A span is ended by
-  /// the next task's start (one clock read per task) or here, where the worker leaves its run
-  /// of tasks (periodic(), the end of a run, idling).
-  void trace_close_span() noexcept {
-    if (m_trace_span_open) {
-      m_trace->record(trace_event::instant(trace_clock::now(), trace_kind::span_end, 0));
-      m_trace_span_open = false;
+  /// Tracing on: `t` begins, its span opens (trace_buffer::task_begins, inline: a 16-byte
+  /// store and a few compares; a clock read every few tasks).
+  TESSERA_ALWAYS_INLINE void trace_task_begins(const task* t) noexcept {
+    std::uint64_t payload = 0;  // read before the run: t may be destroyed by it
+    if (hdr(t).m_is_resource != 0) {
+      const void* r = hdr(t).m_data;
+      payload = trace_event::task_payload(
+          r, static_cast<std::uint8_t>(resource_header::of(r)->applied));
     }
-    m_trace->sampler().restart();
+    m_trace->task_begins(&typeid(*t), payload, m_guard.retries());
   }
+  /// Tracing on: the open task span (the last task's), if any, ends now. A span is ended by
+  /// the next task's start or here, where the worker leaves its run of tasks (periodic(), the
+  /// end of a run, idling).
+  void trace_close_span() noexcept { m_trace->close_span(m_guard.retries()); }
   /// An event at this moment (tracing on only).
   void trace_instant(trace_kind kind, std::uint32_t value, std::uint16_t peer = 0) noexcept {
     m_trace->record(trace_event::instant(trace_clock::now(), kind, value, peer));
@@ -447,7 +451,6 @@ class worker {
   std::uint32_t m_spawns_until_offer = 2;
   group_batch m_gbatch;  // the running tasks' changes to one group's count
   trace_buffer* m_trace = nullptr;  // this worker's trace ring; nullptr: tracing off
-  bool m_trace_span_open = false;   // the last task event's span has not ended yet
 
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).

@@ -7,25 +7,35 @@
 // span has no end of its own: it ends where the worker's next task, forwarded task or span_end
 // event begins, so a task costs at most one clock read and one 16-byte store.
 //
-// The clock read is most of that cost (a TSC read is ~40 cycles on AMD Zen, half of a 75 ns
-// YCSB task's overhead budget): while a worker's tasks are short, it reads the clock only every
-// 2nd to 16th task (trace_clock_sampler) and records the others untimed; the writer spaces
-// untimed events evenly between the timed ones around them, and marks their spans.
+// A clock read is dear (a TSC read is ~11 ns of CPU on the 2-core AMD EPYC VM, a tenth of a
+// YCSB task): while a worker's tasks are short, it reads the clock only every 2nd to 16th task
+// (trace_clock_sampler) and records the others untimed; the writer spaces untimed events
+// evenly between the timed ones around them, and marks their spans.
+//
+// The rest is kept off the task's path (task_begins, inlined into the worker's loop): the type's
+// stamp comes from a one-entry cache (the last type seen; a miss, or a timed task, is a call), a
+// task's optimistic retries are settled at the next task's start or the span's end (a compare
+// with the executor's running count; a task that retried is rare), and a forwarded task marks
+// its own event where it is forwarded (task_forwarded). So an untimed task is a compare with the
+// cached type, a countdown, a compare of the retry count and a 16-byte store at a cursor.
 //
 // Owner-only: the worker writes its ring with plain stores (no atomic, no lock; the ring is
 // allocated when the runtime starts). When it is full, a new event overwrites the oldest one;
-// how many were overwritten is head - capacity. Nobody else reads the ring while the worker
-// runs: the writer (trace_session::finish) reads it after the worker thread was joined, and the
-// join orders every store of the worker before those reads.
+// how many were overwritten is recorded() - capacity. Nobody else reads the ring while the
+// worker runs: the writer (trace_session::finish) reads it after the worker thread was joined,
+// and the join orders every store of the worker before those reads.
 //
 //   trace_buffer b(1024);
 //   b.record(trace_event::instant(trace_clock::now(), trace_kind::park, 0));
+//   b.task_begins(&typeid(t), trace_event::task_payload(resource, primitive), retries);
 //   b.for_each([](const trace_event& e) { … });                  // after the owner stopped
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "util/compiler.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -83,15 +93,30 @@ struct trace_event {
   /// none) and that resource's primitive.
   static trace_event task(std::uint64_t ticks, std::uint16_t type_id, const void* resource,
                           std::uint8_t primitive) noexcept {
-    return {(ticks & low_mask) | (std::uint64_t{type_id & 0x7FFFu} << 48),
-            (reinterpret_cast<std::uintptr_t>(resource) & low_mask) |
-                (std::uint64_t{primitive & 0xFu} << 52)};
+    return {(ticks & low_mask) | type_bits(type_id), task_payload(resource, primitive)};
+  }
+  /// A task event's payload: the resource it runs on (nullptr: none) and its primitive.
+  static std::uint64_t task_payload(const void* resource, std::uint8_t primitive) noexcept {
+    return (reinterpret_cast<std::uintptr_t>(resource) & low_mask) |
+           (std::uint64_t{primitive & 0xFu} << 52);
+  }
+  /// A task event's stamp without its ticks: the type's id in its place.
+  static std::uint64_t type_bits(std::uint16_t type_id) noexcept {
+    return std::uint64_t{type_id & 0x7FFFu} << 48;
   }
   /// Any other kind: `value` and `peer` as trace_kind says.
   static trace_event instant(std::uint64_t ticks, trace_kind kind, std::uint32_t value,
                              std::uint16_t peer = 0) noexcept {
     return {ticks & low_mask, std::uint64_t{value} | (std::uint64_t{peer} << 32) |
                                   (std::uint64_t{static_cast<std::uint8_t>(kind)} << 48)};
+  }
+
+  /// An instant that read no clock: the writer places it between the timed events around it.
+  static trace_event untimed_instant(trace_kind kind, std::uint32_t value,
+                                     std::uint16_t peer = 0) noexcept {
+    trace_event e = instant(0, kind, value, peer);
+    e.stamp |= untimed_bit;
+    return e;
   }
 
   std::uint64_t ticks_low() const noexcept { return stamp & low_mask; }
@@ -125,14 +150,15 @@ struct trace_event {
 static_assert(sizeof(trace_event) == 16);
 
 /// When a worker's task reads the clock: every task while tasks are long, every 2nd, 4th, ...
-/// 16th while they are short, so that reads stay about `short_ticks` or more apart (1024 ticks:
-/// 0.3-0.5 us of TSC, a 40-cycle read is then a few percent). Owner-only. The first task after
+/// 16th while they are short, so that reads stay about `short_ticks` or more apart (4096 ticks:
+/// 1-2 us of TSC; a read, 11 ns on the 2-core AMD EPYC VM, is then under 1 % of the time).
+/// Owner-only. The first task after
 /// the worker left its run of tasks (restart()) always reads: idle time is never spread over
 /// tasks.
 class trace_clock_sampler {
  public:
   /// Two reads closer than this: read half as often; more than 4x apart: twice as often.
-  static constexpr std::uint64_t short_ticks = 1024;
+  static constexpr std::uint64_t short_ticks = 4096;
   static constexpr std::uint32_t max_every = 16;
 
   explicit trace_clock_sampler(bool every_task) noexcept
@@ -214,8 +240,8 @@ class trace_types {
   std::size_t m_used = 0;
 };
 
-/// Cache-line aligned and padded: the owner writes m_head at every task, and the rings of two
-/// workers (or a ring and whatever the allocator puts beside it) must not share a line.
+/// Cache-line aligned and padded: the owner writes its cursor at every task, and the rings of
+/// two workers (or a ring and whatever the allocator puts beside it) must not share a line.
 class alignas(64) trace_buffer {
  public:
   /// `events` rounded up to a power of two, at least 16; `time_every_task`: no sampling
@@ -225,36 +251,65 @@ class alignas(64) trace_buffer {
     std::size_t n = 16;
     while (n < events) n *= 2;
     m_events = std::make_unique<trace_event[]>(n);
-    m_mask = n - 1;
+    m_next = m_events.get();
+    m_end = m_next + n;
   }
+  trace_buffer(const trace_buffer&) = delete;
+  trace_buffer& operator=(const trace_buffer&) = delete;
+
   /// Owner thread only.
-  void record(const trace_event& e) noexcept { m_events[m_head++ & m_mask] = e; }
-  /// Owner thread only: records `e` and returns its index, for at() while it is in the ring.
-  std::uint64_t record_indexed(const trace_event& e) noexcept {
-    m_events[m_head & m_mask] = e;
-    return m_head++;
+  void record(const trace_event& e) noexcept { *push() = e; }
+
+  /// Owner thread only: a task of type `type` (its std::type_info) begins, with payload
+  /// trace_event::task_payload. `retries`: the worker's optimistic retries so far (a running
+  /// count); those since the last task began are that task's. Its span is open until the next
+  /// task begins, close_span() or task_forwarded().
+  TESSERA_ALWAYS_INLINE void task_begins(const void* type, std::uint64_t payload,
+                                         std::uint64_t retries) noexcept {
+    if (retries != m_retries) [[unlikely]] settle_retries(retries);
+    std::uint64_t stamp = m_type_stamp;  // untimed_bit | the last type's id
+    if (type != m_type) [[unlikely]] stamp = type_stamp(type);
+    if (m_sampler.due()) [[unlikely]] stamp = timed_stamp(stamp);
+    trace_event* e = push();
+    e->stamp = stamp;
+    e->payload = payload;
+    m_task = e;
   }
-  /// The event recorded at `index`, or nullptr if newer ones overwrote it.
-  trace_event* at(std::uint64_t index) noexcept {
-    return m_head - index <= capacity() ? &m_events[index & m_mask] : nullptr;
+  /// Owner thread only: the task that began last was passed to its resource's pool instead of
+  /// running here (another worker's span, if any): its event says so, and its span is closed.
+  void task_forwarded() noexcept {
+    if (m_task != nullptr) m_task->set_kind(trace_kind::forwarded);
+    m_task = nullptr;
+  }
+  /// Owner thread only: the worker leaves its run of tasks; the open task span, if any, ends
+  /// now (a span_end event at a clock read), and the next task reads the clock.
+  void close_span(std::uint64_t retries) noexcept {
+    if (retries != m_retries) [[unlikely]] settle_retries(retries);
+    if (m_task != nullptr) {
+      record(trace_event::instant(trace_clock::now(), trace_kind::span_end, 0));
+      m_task = nullptr;
+    }
+    m_sampler.restart();
   }
 
-  std::size_t capacity() const noexcept { return m_mask + 1; }
+  std::size_t capacity() const noexcept { return static_cast<std::size_t>(m_end - begin()); }
   /// Events recorded over the ring's life, kept or not.
-  std::uint64_t recorded() const noexcept { return m_head; }
+  std::uint64_t recorded() const noexcept {
+    return m_laps * capacity() + static_cast<std::uint64_t>(m_next - begin());
+  }
   std::uint64_t dropped() const noexcept {
-    return m_head > capacity() ? m_head - capacity() : 0;
+    return recorded() > capacity() ? recorded() - capacity() : 0;
   }
   /// The events kept, oldest first: `f(const trace_event&)` for each. After the owner stopped.
   template <class F>
   void for_each(F&& f) const {
-    for (std::uint64_t i = dropped(); i < m_head; ++i) f(m_events[i & m_mask]);
+    for (std::uint64_t i = 0, n = kept_count(); i < n; ++i) f(kept(i));
   }
   /// The i-th event kept (0: the oldest). After the owner stopped.
   const trace_event& kept(std::uint64_t i) const noexcept {
-    return m_events[(dropped() + i) & m_mask];
+    return begin()[(dropped() + i) & (capacity() - 1)];
   }
-  std::uint64_t kept_count() const noexcept { return m_head - dropped(); }
+  std::uint64_t kept_count() const noexcept { return recorded() - dropped(); }
 
   /// When the worker's tasks read the clock.
   trace_clock_sampler& sampler() noexcept { return m_sampler; }
@@ -263,10 +318,45 @@ class alignas(64) trace_buffer {
   const trace_types& types() const noexcept { return m_types; }
 
  private:
-  std::unique_ptr<trace_event[]> m_events;
-  std::size_t m_mask = 0;
-  std::uint64_t m_head = 0;
+  const trace_event* begin() const noexcept { return m_events.get(); }
+  /// The slot of the next event; the cursor goes round the ring.
+  TESSERA_ALWAYS_INLINE trace_event* push() noexcept {
+    trace_event* e = m_next;
+    if (++m_next == m_end) [[unlikely]] {
+      m_next = m_events.get();
+      ++m_laps;
+    }
+    return e;
+  }
+  /// A type other than the last one: its id from the table, and the cache updated.
+  TESSERA_NOINLINE std::uint64_t type_stamp(const void* type) noexcept {
+    m_type = type;
+    m_type_stamp = trace_event::untimed_bit | trace_event::type_bits(m_types.id_of(type));
+    return m_type_stamp;
+  }
+  /// A task that reads the clock: `stamp` (an untimed one) with the ticks in place.
+  TESSERA_NOINLINE std::uint64_t timed_stamp(std::uint64_t stamp) noexcept {
+    const std::uint64_t now = trace_clock::now();
+    m_sampler.read(now);
+    return (stamp & ~(trace_event::untimed_bit | trace_event::low_mask)) |
+           (now & trace_event::low_mask);
+  }
+  /// Optimistic retries happened since the last task began: they are that task's.
+  TESSERA_NOINLINE void settle_retries(std::uint64_t retries) noexcept {
+    if (m_task != nullptr) m_task->set_retries(retries - m_retries);
+    m_retries = retries;
+  }
+
+  // Written at every task, on one line: the cursor, the type cache, the retry count, the sampler.
+  trace_event* m_next = nullptr;  // where the next event goes
+  trace_event* m_end = nullptr;   // the end of the ring
+  const void* m_type = nullptr;   // the last task type seen (nullptr: none yet)
+  std::uint64_t m_type_stamp = 0; // untimed_bit | m_type's id (trace_event::type_bits)
+  std::uint64_t m_retries = 0;    // the worker's optimistic retries when its last task began
+  trace_event* m_task = nullptr;  // the last task's event while its span is open, else nullptr
   trace_clock_sampler m_sampler;
+  std::uint64_t m_laps = 0;       // times the cursor went round
+  std::unique_ptr<trace_event[]> m_events;
   trace_types m_types;
 };
 
