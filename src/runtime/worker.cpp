@@ -231,21 +231,24 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
   const std::size_t n = m_pools.size();
   for (unsigned pr = 0; pr < priority_count; ++pr) {
     if (m_local_count[pr] == 0) continue;
+    // The cursor in a local (a register), wrapped as it moves; m_rr may be out of range after
+    // pools left this worker.
+    std::size_t rr = m_rr < n ? m_rr : 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (m_rr >= n) m_rr = 0;
-      pool* q = m_pools[m_rr];
-      if (!q->local[pr].empty()) {
-        task* t = q->local[pr].pop_front();
+      pool* q = m_pools[rr];
+      if (task* t = q->local[pr].pop_front()) {
         --m_local_count[pr];
         if (++m_batch >= pool_batch) {
           m_batch = 0;
-          ++m_rr;
+          if (++rr == n) rr = 0;
         }
+        m_rr = rr;
         return {t, q};
       }
-      ++m_rr;
       m_batch = 0;
+      if (++rr == n) rr = 0;
     }
+    m_rr = rr;
   }
   return {nullptr, nullptr};
 }
@@ -345,7 +348,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
   return from_pool(e);
 }
 
-void worker::prefetch(const task* t) noexcept {
+TESSERA_ALWAYS_INLINE void worker::prefetch(const task* t) noexcept {
   // The descriptor queued after t will enter the window next: fetch it now, so its annotation
   // is in cache when its data prefetch is due ([MxTasks-early] §3.3, the two-step prefetch).
   if (task* after = local_queue::next_of(const_cast<task*>(t))) __builtin_prefetch(after, 0, 3);
@@ -396,40 +399,49 @@ TESSERA_ALWAYS_INLINE void worker::execute_plain(task* t, pool* p) {
   }
 }
 
-void worker::execute_on_resource(task* t, pool* p) {
-  if (serialized_by_pool(t)) {
-    // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
-    // resource's pool. Forward it there; it stays counted as one task in flight.
-    pool& home = m_sched.pool_at(
-        resource_header::of(hdr(t).m_data)->pool.load(std::memory_order_relaxed));
-    if (&home != p) {
-      if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
-      m_sched.push(home, t, this, false, /*spawn=*/false);
-      return;
-    }
-  }
+TESSERA_ALWAYS_INLINE void worker::execute_on_resource(task* t, pool* p) {
+  // Inline in the task loop (out of line it cost ~17 instructions per task of saving and
+  // restoring registers, tessera-bench sync at 1 worker); what is rare is out of line.
+  if (serialized_by_pool(t) && forward_to_resource_pool(t, p)) [[unlikely]] return;
   context_access::current(m_ctx) = t;
   m_token = true;
   const void* ran_on = hdr(t).m_data;  // for finish()
   resource_header& h = *resource_header::of(ran_on);
-  guarded_run r = m_guard.run(t, h);
-  switch (r.outcome) {
-    case run_outcome::done: complete(t); break;
-    case run_outcome::follow_up: finish(t, r.follow, ran_on); break;
-    case run_outcome::failed: fail(t, std::move(r.error)); break;
-    case run_outcome::forwarded: {
-      // A read writers kept tearing, queued behind the writers in the resource's pool, as a
-      // task passed on: it stays counted as one task in flight. A pool that changes hands takes
-      // it along (its new owner runs it without a check), and no thief takes it alone
-      // (answer_steal_request); only a move_resource() before it runs sends it back to
-      // optimistic reads.
-      context_access::current(m_ctx) = nullptr;  // t is the other worker's now
-      if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
-      m_sched.push(m_sched.pool_at(h.pool.load(std::memory_order_relaxed)), t, this, false,
-                   /*spawn=*/false);
-      break;
-    }
+  const guarded_run r = m_guard.run(t, h);
+  if (r.outcome == run_outcome::follow_up) [[likely]] {
+    finish(t, r.follow, ran_on);
+  } else if (r.outcome == run_outcome::done) {
+    complete(t);
+  } else {
+    other_outcome(t, h, r.outcome);
   }
+}
+
+TESSERA_NOINLINE bool worker::forward_to_resource_pool(task* t, pool* p) {
+  // Routed lazily (see scheduler::choose_pool): a serialized task runs only in its
+  // resource's pool. Forward it there; it stays counted as one task in flight.
+  pool& home =
+      m_sched.pool_at(resource_header::of(hdr(t).m_data)->pool.load(std::memory_order_relaxed));
+  if (&home == p) return false;
+  if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
+  m_sched.push(home, t, this, false, /*spawn=*/false);
+  return true;
+}
+
+TESSERA_NOINLINE void worker::other_outcome(task* t, resource_header& h, run_outcome outcome) {
+  if (outcome == run_outcome::failed) {
+    fail(t, m_guard.take_error());
+    return;
+  }
+  // forwarded: a read writers kept tearing, queued behind the writers in the resource's pool,
+  // as a task passed on: it stays counted as one task in flight. A pool that changes hands
+  // takes it along (its new owner runs it without a check), and no thief takes it alone
+  // (answer_steal_request); only a move_resource() before it runs sends it back to optimistic
+  // reads.
+  context_access::current(m_ctx) = nullptr;  // t is the other worker's now
+  if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
+  m_sched.push(m_sched.pool_at(h.pool.load(std::memory_order_relaxed)), t, this, false,
+               /*spawn=*/false);
 }
 
 void worker::fail(task* t, std::exception_ptr error) {
@@ -488,14 +500,14 @@ TESSERA_ALWAYS_INLINE void worker::carry_count(group g, unsigned slot) noexcept 
   }
 }
 
-void worker::finish(task* t, task* follow, const void* ran_on) {
 #if defined(TESSERA_DEBUG_CHECKS)
+TESSERA_NOINLINE bool worker::follow_up_rejected(task* t, task* follow) {
   if (follow != t) {
     try {
       scheduler::require_unspawned(follow, "follow-up");
     } catch (...) {
       fail(t, std::current_exception());  // `follow` belongs to whoever holds it: left alone
-      return;
+      return true;
     }
   }
   try {
@@ -507,8 +519,15 @@ void worker::finish(task* t, task* follow, const void* ran_on) {
   } catch (...) {
     if (follow != t) destroy_task(follow);  // returned to the runtime: ours to free
     fail(t, std::current_exception());
-    return;
+    return true;
   }
+  return false;
+}
+#endif
+
+TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran_on) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (follow_up_rejected(t, follow)) return;
 #endif
   // The common case first, with nothing to save: a task that runs again next on this worker
   // (a traversal's next step, fib's recursion). The rest is out of line.

@@ -273,7 +273,10 @@ class worker {
   /// asking would cost every task a load and a compare); the batch's other flushes bound their
   /// delay in tasks (docs/architecture.md, "Group counts").
   TESSERA_ALWAYS_INLINE window_entry from_pool(window_entry e) noexcept {
-    if (hdr(e.t).m_group != m_gbatch.open_group()) [[unlikely]] {
+    // No batch open (a task that returns itself carries its count and opens none): nothing to
+    // flush, and no call (flush_group is out of line) for every task of another group.
+    const group open = m_gbatch.open_group();
+    if (open.valid() && hdr(e.t).m_group != open) [[unlikely]] {
       flush_group();
     }
     return e;
@@ -309,7 +312,7 @@ class worker {
   /// Drains the inboxes if mail was posted (post_mail), and posts it again to itself while
   /// tasks are left in them.
   void take_mail();
-  void prefetch(const task* t) noexcept;
+  TESSERA_ALWAYS_INLINE void prefetch(const task* t) noexcept;
   TESSERA_ALWAYS_INLINE void execute(task* t, pool* p);
   /// execute() without the trace: what both the plain and the traced path run.
   TESSERA_ALWAYS_INLINE void execute_plain(task* t, pool* p);
@@ -348,7 +351,13 @@ class worker {
   /// done, as a task that returned nothing.
   void drop_cancelled(task* t) noexcept;
   /// execute() for a task annotated with a resource: under the resource's primitive.
-  void execute_on_resource(task* t, pool* p);
+  TESSERA_ALWAYS_INLINE void execute_on_resource(task* t, pool* p);
+  /// `t`, serialized by its resource's pool, was taken from pool `p`: if that is not the
+  /// resource's pool, pushes it there and returns true.
+  bool forward_to_resource_pool(task* t, pool* p);
+  /// execute_on_resource's rare outcomes: `failed` (reported) and `forwarded` (pushed to the
+  /// pool of the resource of header `h`).
+  void other_outcome(task* t, resource_header& h, run_outcome outcome);
   /// After execute: `t` threw (the exception goes to its group), or it is done (no follow-up),
   /// or it handed back `follow` (routed; `ran_on`: the resource t ran on, or nullptr).
   void fail(task* t, std::exception_ptr error);
@@ -367,7 +376,14 @@ class worker {
   /// transfer first (before_tasks_leave). So this execution is counted as one transfer; or, if a
   /// child took t's count already (and counted the transfer), the follow-up gets a new count.
   TESSERA_ALWAYS_INLINE void carry_count(group g, unsigned slot) noexcept;
-  void finish(task* t, task* follow, const void* ran_on);
+  /// Inline (in both execute paths): the common cases, a task held to run again or going home
+  /// with new data, cost no call; the rest is finish_other.
+  TESSERA_ALWAYS_INLINE void finish(task* t, task* follow, const void* ran_on);
+#if defined(TESSERA_DEBUG_CHECKS)
+  /// finish()'s checks of a follow-up (not spawned, a resource made by the runtime, a current
+  /// group): true if `follow` was refused, reported as t's failure.
+  bool follow_up_rejected(task* t, task* follow);
+#endif
   /// Follow-up `f` is annotated with the resource its task just ran on (`ran_on`): the header is
   /// in cache, so the resource's placement is applied at once (scheduler::route's header_hot).
   static bool header_hot(const task* f, const void* ran_on) noexcept {

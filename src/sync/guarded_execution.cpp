@@ -10,9 +10,10 @@ namespace tessera::detail {
 // Out of line: the common case (a read that validates) stays small in the worker's loop.
 TESSERA_NOINLINE void guarded_executor::undo_torn_run(task* t, const guarded_run& r,
                                                       bool validates_first) noexcept {
-  // What the torn run threw is dropped with `r` (task.h), and the task is put back as it was
+  // What the torn run threw is dropped (task.h), and the task is put back as it was
   // dequeued (one that validates first is as it was). A new follow-up it returned is freed: it
   // was never spawned, and the rerun makes its own.
+  if (r.outcome == run_outcome::failed) m_error = nullptr;
   if (r.follow != nullptr && r.follow != t) destroy_task(r.follow);
   if (!validates_first) restore_snapshot(t);
   bump(m_retries);
@@ -65,7 +66,7 @@ bool guarded_executor::broke_promise(task* t, guarded_run& r) {
   if (r.follow != nullptr && r.follow != t) destroy_task(r.follow);  // never spawned
   r.outcome = run_outcome::failed;
   r.follow = nullptr;
-  r.error = std::make_exception_ptr(std::logic_error(
+  m_error = std::make_exception_ptr(std::logic_error(
       "tessera: a task whose type declares validates_first changed (itself, its annotations) "
       "before context::validate() returned true; a retried optimistic read would rerun it "
       "changed (see tessera/task.h)"));

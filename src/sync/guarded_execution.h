@@ -21,7 +21,8 @@
 //
 //   guarded_executor g(ctx, worker_index, pools);
 //   const guarded_run r = g.run(t, h);   // t annotated with the resource of header h
-//   switch (r.outcome) { case run_outcome::done: ...; case run_outcome::follow_up: ...; }
+//   switch (r.outcome) { case run_outcome::done: ...; case run_outcome::follow_up: ...;
+//                        case run_outcome::failed: report(g.take_error()); ... }
 //
 // Owner-only: one executor per worker, used by its thread alone (its counters are read by
 // anyone, relaxed).
@@ -32,6 +33,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "runtime/context_access.h"
@@ -55,10 +57,12 @@ enum class run_outcome : std::uint8_t {
               ///< the task there, where it runs beside no writer (optimistic_scheduled only)
 };
 
+/// Trivially copyable, so that it comes back in two registers: the exception of a `failed` run
+/// waits in the executor (take_error), not in here (an exception_ptr member made every run
+/// return through memory and destroy an empty pointer, ~10 instructions per task).
 struct guarded_run {
   run_outcome outcome;
   task* follow = nullptr;
-  std::exception_ptr error;
 };
 
 class guarded_executor {
@@ -82,11 +86,14 @@ class guarded_executor {
   TESSERA_ALWAYS_INLINE guarded_run run_plain(task* t) noexcept {
     try {
       task* f = t->execute(m_ctx);
-      return {f == nullptr ? run_outcome::done : run_outcome::follow_up, f, nullptr};
+      return {f == nullptr ? run_outcome::done : run_outcome::follow_up, f};
     } catch (...) {
-      return {run_outcome::failed, nullptr, std::current_exception()};
+      m_error = std::current_exception();
+      return {run_outcome::failed, nullptr};
     }
   }
+  /// The exception of the last run whose outcome was `failed` (moved out; empty afterwards).
+  std::exception_ptr take_error() noexcept { return std::exchange(m_error, nullptr); }
 
   std::uint64_t retries() const noexcept { return m_retries.load(std::memory_order_relaxed); }
   std::uint64_t fallbacks() const noexcept { return m_fallbacks.load(std::memory_order_relaxed); }
@@ -141,6 +148,7 @@ class guarded_executor {
   std::uint16_t m_index;
   const std::vector<std::unique_ptr<pool>>& m_pools;
   std::unique_ptr<std::byte[]> m_snapshot;  // the copy of the task a read restores from
+  std::exception_ptr m_error;  // what the last `failed` run threw, until take_error()
   std::atomic<std::uint64_t> m_retries{0};    // torn optimistic runs
   std::atomic<std::uint64_t> m_fallbacks{0};  // reads run with the writers kept out
 };
@@ -152,6 +160,8 @@ inline constexpr bool debug_checks = false;
 #endif
 
 TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header& h) {
+  // No primitive (an automatic choice at one worker): one compare, not the switch's table jump.
+  if (h.applied == primitive::none) [[likely]] return run_plain(t);
   const bool write = hdr(t).m_access == static_cast<std::uint8_t>(access::write);
   switch (h.applied) {
     case primitive::spinlock: {
