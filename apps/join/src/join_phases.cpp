@@ -40,6 +40,7 @@ void join_phases::choose_table() {
   for (std::size_t m = 0; m < m_build_morsels; ++m) all += m_bounds[m];
   m_dense = use_dense_table(all, m_input.build_keys.size());
   if (m_dense) m_dense_table = dense_table(all, m_partitions);
+  m_scan = m_dense && m_partitions <= dense_scan_partitions;
 }
 
 template <typename PartitionOf>
@@ -63,6 +64,7 @@ void join_phases::scatter_morsel(std::size_t m, PartitionOf partition_of) noexce
 }
 
 void join_phases::partition_morsel(std::size_t m) noexcept {
+  if (m_scan) return;
   const unsigned partitions = m_partitions;
   if (m_dense) {
     const dense_table& table = m_dense_table;
@@ -76,6 +78,11 @@ void join_phases::partition_morsel(std::size_t m) noexcept {
 
 std::size_t join_phases::partition_rows(unsigned p) const noexcept {
   std::size_t rows = 0;
+  if (m_scan) {  // no scatter: count them
+    for (const std::int64_t key : m_input.build_keys)
+      rows += m_dense_table.partition_of(key) == p ? 1 : 0;
+    return rows;
+  }
   for (std::size_t m = 0; m < m_build_morsels; ++m) {
     const std::size_t* o = offsets_of(m);
     rows += o[p + 1] - o[p];
@@ -90,6 +97,12 @@ void join_phases::allocate_partition(unsigned p) {
 }
 
 void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept {
+  if (m_scan) {
+    const std::size_t first = first_morsel * m_records;
+    const std::size_t last = std::min(last_morsel * m_records, m_input.build_keys.size());
+    m_dense_table.insert_partition(p, m_input.build_keys.data(), first, last);
+    return;
+  }
   if (m_dense) {
     for (std::size_t m = first_morsel; m < last_morsel; ++m) {
       const std::size_t* o = offsets_of(m);

@@ -44,6 +44,9 @@ join::join_result sequential(const join::join_input& in, unsigned partitions,
   run.choose_table();
   if (dense != nullptr) *dense = run.dense();
   for (std::size_t m = 0; m < run.build_morsels(); ++m) run.partition_morsel(m);
+  std::size_t rows = 0;
+  for (unsigned p = 0; p < partitions; ++p) rows += run.partition_rows(p);
+  EXPECT_EQ(rows, in.build_keys.size());
   for (unsigned p = 0; p < partitions; ++p) {
     run.allocate_partition(p);
     for (std::size_t m = 0; m < run.build_morsels(); m += run.build_chunk_morsels())

@@ -88,6 +88,12 @@ class dense_table {
   /// only before the table is probed.
   void insert(std::int64_t key) noexcept { ++m_counts[index_of(key)]; }
 
+  /// Counts the keys of keys[first, last) (all within the bounds) that fall in partition p:
+  /// for a build that reads the build keys themselves instead of a partitioned copy. Only the
+  /// owner of p, and only before the table is probed.
+  void insert_partition(unsigned p, const std::int64_t* keys, std::size_t first,
+                        std::size_t last) noexcept;
+
   dense_view view() const noexcept { return {m_counts, m_min, m_range}; }
 
  private:

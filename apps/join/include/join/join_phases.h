@@ -8,7 +8,11 @@
 //      4 times the build rows (dense()), the hash tables of hash_table.h otherwise.
 //   1. partition_morsel(m), m < build_morsels(): writes build rows [m*R, (m+1)*R), grouped by
 //      partition (by hash; for the dense table by key range), into the morsel's own region of
-//      the scatter buffer. Any thread; morsels touch disjoint memory.
+//      the scatter buffer. Any thread; morsels touch disjoint memory. Not for a dense table of
+//      at most dense_scan_partitions partitions: there each build step reads the build keys
+//      themselves and counts those of its partition (every key read once per partition, where
+//      the scatter writes, reads and has the kernel zero 16 bytes a row: for orders at scale
+//      factor 1 the scatter and its fresh pages were over half the run), and the step returns.
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
 //      [first, last): inserts partition p's rows of those morsels into table p (the dense
 //      table: into p's run of counters, allocated by choose_table, touched first here). Every
@@ -57,6 +61,9 @@ class join_phases {
   void choose_table();
   /// Whether choose_table chose the direct-addressed table.
   bool dense() const noexcept { return m_dense; }
+  /// The most partitions for which a dense table's build reads the build keys directly
+  /// (no scatter).
+  static constexpr unsigned dense_scan_partitions = 4;
 
   void partition_morsel(std::size_t m) noexcept;
   void allocate_partition(unsigned p);
@@ -89,6 +96,7 @@ class join_phases {
   std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
   std::unique_ptr<key_bounds[]> m_bounds;  ///< per build morsel (phase 0)
   bool m_dense = false;
+  bool m_scan = false;  ///< dense, and built from the build keys without the scatter
   dense_table m_dense_table;
   std::vector<partition_table> m_tables;
   std::vector<table_view> m_views;
