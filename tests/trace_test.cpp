@@ -275,6 +275,52 @@ TEST_P(trace_test, a_throwing_task_and_a_cancelled_group_still_leave_a_valid_fil
   std::remove(path.c_str());
 }
 
+// Tasks on resources whose primitive serializes them in a pool (scheduling, and the writers of
+// optimistic_scheduled) are forwarded there when they are taken elsewhere, and optimistic reads
+// beside writers retry: a forwarded task is an instant, not a span, and runs (one span) where it
+// went; retries land in the spans' args.
+TEST_P(trace_test, forwarded_and_retried_tasks_keep_one_span_per_executed_task) {
+  const std::string path = trace_path("forwarded");
+  auto& r = start({.trace = {.file = path}});
+  std::vector<counter*> objects;
+  for (const primitive p : {primitive::scheduling, primitive::optimistic_scheduled,
+                            primitive::optimistic_latch, primitive::scheduling}) {
+    objects.push_back(r.make_resource<counter>({.primitive = p}));
+  }
+  const group g = r.make_group();
+  const std::uint64_t n = scaled(400, 100);
+  const auto op = [&](runtime& rt, std::uint64_t i) {
+    counter* c = objects[i % objects.size()];
+    const bool write = i % 3 != 0;
+    auto* t = rt.make_task_from([c, write](context& ctx) {
+      if (write) {
+        ++c->value;
+      } else if (!ctx.validate()) {  // a read beside a writer: retried
+        return;
+      }
+    });
+    t->annotate_resource(c, write ? access::write : access::read);
+    return t;
+  };
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (i % 2 == 0) {
+      r.spawn(op(r, i), g);  // from outside
+    } else {
+      r.spawn([&op, i](context& ctx) { ctx.spawn(op(ctx.runtime(), i)); }, g);  // from a task
+    }
+  }
+  r.wait(g);
+  r.stop();
+  std::uint64_t writes = 0;
+  for (counter* c : objects) writes += c->value;
+  EXPECT_EQ(writes, n - (n + 2) / 3);
+  const trace_summary s = check_trace(path);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(s.spans, r.statistics().total().executed);
+  for (counter* c : objects) r.destroy_resource(c);
+  std::remove(path.c_str());
+}
+
 // One worker: every task lands in its ring.
 TEST(trace, a_tiny_ring_keeps_the_newest_events_and_counts_the_rest) {
   const std::string path = trace_path("tiny");
