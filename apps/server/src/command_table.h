@@ -66,7 +66,10 @@ std::string lower(std::string_view s);
 std::int64_t unix_ms() noexcept;
 /// A batch's tree request (or walk) finished: the last one finishes the batch.
 void op_done_count(connection& c, tessera::context& ctx);
-void op_done(key_op& op, tessera::context& ctx);
+/// A key request's settle (under the leaf's latch: counts it done; true if it was the batch's
+/// last) and on_done (then only for the last: finishes the batch).
+bool op_settle(key_op& op);
+void op_done_last(key_op& op, tessera::context& ctx);
 std::string encode_scan_cursor(std::string_view key);
 
 }  // namespace server

@@ -35,7 +35,8 @@ op_slot& add_op(call& k, std::string_view key, bool writes, void (*apply)(key_op
   s.op.key = key;
   s.op.writes = writes;
   s.op.apply = apply;
-  s.op.on_done = &op_done;
+  s.op.on_done = &op_done_last;
+  s.op.settle = &op_settle;
   s.op.user = &s;
   s.op.arg = arg;
   ++k.cmd->nops;
@@ -642,7 +643,18 @@ void op_done_count(connection& c, tessera::context& ctx) {
   if (c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) c.srv->batch_done(c, ctx);
 }
 
-void op_done(key_op& op, tessera::context& ctx) { op_done_count(*slot_of(op).conn, ctx); }
+bool op_settle(key_op& op) {
+  connection& c = *slot_of(op).conn;
+  // acq_rel: as op_done_count. Under the leaf's latch: a request that is not the batch's last
+  // is finished here, without a second run of its task; the last finishes the batch after the
+  // latch is released (op_done_last).
+  return c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+void op_done_last(key_op& op, tessera::context& ctx) {
+  connection& c = *slot_of(op).conn;
+  c.srv->batch_done(c, ctx);
+}
 
 const std::vector<command_spec>& key_commands() {
   static const std::vector<command_spec> table = {

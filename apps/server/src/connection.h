@@ -251,7 +251,7 @@ class connection {
   /// event; an RMW reads the latest value, so the serve task synchronizes with the flow before
   /// it (a happens-before that ThreadSanitizer, which does not model epoll, can see).
   std::atomic<std::uint64_t> handoff{0};
-  std::string last_command;   ///< CLIENT LIST's cmd=
+  std::string_view last_command;  ///< the command table's name of the last command
   /// The LSN the replies in `out` wait for (aof.h): the batch's last record; 0: none.
   std::uint64_t wait_lsn = 0;
 };

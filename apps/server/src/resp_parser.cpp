@@ -1,6 +1,7 @@
 // server::request_parser — see resp_parser.h.
 #include "resp_parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstring>
@@ -75,6 +76,14 @@ bool parse_integer(std::string_view s, long long& out) noexcept {
     return false;  // a leading zero, or "-0"
   }
   unsigned long long v = 0;
+  // Up to 19 digits cannot overflow an unsigned 64-bit value (10^19 - 1 < 2^64); only a 20th
+  // digit is checked (a division per digit was most of a request header's parse).
+  const std::size_t unchecked = std::min(s.size(), i + 19);
+  for (; i < unchecked; ++i) {
+    const char c = s[i];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<unsigned long long>(c - '0');
+  }
   for (; i < s.size(); ++i) {
     const char c = s[i];
     if (c < '0' || c > '9') return false;

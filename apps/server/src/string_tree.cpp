@@ -253,6 +253,7 @@ class op_task final : public tessera::task {
       ctx.spawn(ctx.make_task<link_task>(m_tree, l, split(*m_tree, *l), 0, m_route.parent));
     }
     if (m_op->on_done == nullptr) return nullptr;
+    if (m_op->settle != nullptr && !m_op->settle(*m_op)) return nullptr;  // m_op not touched
     m_applied = true;
     clear_annotations();  // runs next on this worker, the latch released
     return this;

@@ -21,7 +21,8 @@
 // reads of inner nodes, the leaf's latch), writers annotated as such one level early; at the
 // leaf it follows right links while the key is at or beyond the high key, runs the request's
 // `apply` under the latch, then, with the latch released (the task returns itself without data:
-// it runs next on its worker, nothing queued), calls `on_done`.
+// it runs next on its worker, nothing queued), calls `on_done` (unless `settle`, under the
+// latch, says there is nothing left to do).
 //
 // Values live out of line (server::value_blob, a tessera resource): an overwrite or delete
 // retires the old value (rt.retire_resource), freed once no task that could hold it is left.
@@ -110,6 +111,11 @@ struct key_op {
   bool writes = false;
   void (*apply)(key_op&, leaf_access&) = nullptr;  ///< under the leaf's latch
   void (*on_done)(key_op&, tessera::context&) = nullptr;  ///< after, latch released
+  /// Optional, with on_done: called under the latch right after apply; false when the request
+  /// needs nothing more (on_done is skipped, and the op must not be touched once it returned:
+  /// its owner may reuse it), true to run on_done after the latch is released. Saves the task a
+  /// second run for the requests whose completion is a counter's decrement.
+  bool (*settle)(key_op&) = nullptr;
   void* user = nullptr;
   std::size_t index = 0;   ///< for the caller (which result slot)
   std::string_view arg;    ///< for the caller (a value, a number)

@@ -115,6 +115,19 @@ TEST(resp_parser, integers_as_string2ll) {
   EXPECT_FALSE(server::parse_integer(" 1", v));
   EXPECT_FALSE(server::parse_integer("-0", v));
   EXPECT_TRUE(server::parse_integer("0", v));
+  EXPECT_TRUE(server::parse_integer("9223372036854775807", v));
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_FALSE(server::parse_integer("-9223372036854775809", v));
+  // 19 and 20 digits past the signed range, and past the unsigned one.
+  EXPECT_FALSE(server::parse_integer("9999999999999999999", v));
+  EXPECT_FALSE(server::parse_integer("18446744073709551615", v));
+  EXPECT_FALSE(server::parse_integer("18446744073709551616", v));
+  EXPECT_FALSE(server::parse_integer("-18446744073709551616", v));
+  EXPECT_FALSE(server::parse_integer("99999999999999999999", v));
+  EXPECT_FALSE(server::parse_integer("123456789012345678901", v));
+  EXPECT_FALSE(server::parse_integer("12345x", v));
+  EXPECT_TRUE(server::parse_integer("1234567890123456789", v));
+  EXPECT_EQ(v, 1234567890123456789LL);
 }
 
 TEST(resp_writer, resp2_and_resp3) {
