@@ -118,6 +118,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   if (s.workers != 0) o.workers = s.workers;
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
+  config_changed();
   m_rt = std::make_unique<tessera::runtime>(o);
   m_tree = std::make_unique<string_tree>(*m_rt);
   m_start_ms = steady_ms();
@@ -145,6 +146,11 @@ kv_server::~kv_server() {
   if (m_epoll >= 0) ::close(m_epoll);
   if (m_signal_fd >= 0) ::close(m_signal_fd);
   if (m_wake_fd >= 0) ::close(m_wake_fd);
+}
+
+void kv_server::config_changed() noexcept {
+  m_auth_required.store(!m_settings.requirepass.empty(), std::memory_order_release);
+  m_maxmemory.store(m_settings.maxmemory, std::memory_order_release);
 }
 
 parse_limits kv_server::limits() const {
@@ -583,6 +589,8 @@ bool kv_server::run_batch(connection& c, tessera::context& ctx) {
     if (d == dispatch_outcome::end_after) break;
   }
   c.batch_bytes = parsed;
+  // Every dispatched command made one entry (counted per batch: one shared RMW, not one each).
+  m_stats.commands_processed.fetch_add(c.cmds.size(), std::memory_order_relaxed);
   // acq_rel: see connection.h; the task that takes it to 0 finishes the batch.
   return c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }

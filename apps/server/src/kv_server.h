@@ -68,6 +68,16 @@ class kv_server {
   // ---- used by the connection flow and the commands --------------------------------------------
   settings& config() noexcept { return m_settings; }  ///< CONFIG SET on the serve flow
   std::mutex& config_mutex() noexcept { return m_config_mutex; }
+  /// After a change of config() (under config_mutex()): refreshes the settings that every
+  /// request reads without the mutex (below).
+  void config_changed() noexcept;
+  /// Whether requirepass is set, and maxmemory (0: none), as of the last config_changed().
+  [[nodiscard]] bool auth_required() const noexcept {
+    return m_auth_required.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] std::uint64_t maxmemory() const noexcept {
+    return m_maxmemory.load(std::memory_order_acquire);
+  }
   string_tree& tree() noexcept { return *m_tree; }
   tessera::runtime& runtime() noexcept { return *m_rt; }
   server_stats& stats() noexcept { return m_stats; }
@@ -110,6 +120,9 @@ class kv_server {
 
   settings m_settings;
   mutable std::mutex m_config_mutex;
+  // release stores in config_changed(), acquire loads per request (no mutex on that path).
+  std::atomic<bool> m_auth_required{false};
+  std::atomic<std::uint64_t> m_maxmemory{0};
   std::unique_ptr<tessera::runtime> m_rt;
   std::unique_ptr<string_tree> m_tree;
   server_stats m_stats;

@@ -370,6 +370,7 @@ void cmd_config(call& k) {
                      "it with --appendonly " + std::string(next.appendonly ? "yes" : "no"));
     }
     k.srv->config() = next;
+    k.srv->config_changed();
     if (aof_log* log = k.srv->aof()) log->set_policy(next.appendfsync);
     w.ok();
   } else if (sub == "RESETSTAT" && k.args.size() == 2) {
@@ -594,7 +595,6 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
   cmd.nargs = nargs;
   cmd.first_op = c.ops.size();
   call k{&srv, &c, &ctx, args, &cmd, spec};
-  srv.stats().commands_processed.fetch_add(1, std::memory_order_relaxed);
   if (spec == nullptr) {
     std::string msg = "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
                       "', with args beginning with: ";
@@ -606,13 +606,8 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
     return dispatch_outcome::next;
   }
   c.last_command = spec->name;
-  bool need_auth = false;
-  std::uint64_t maxmemory = 0;
-  {
-    const std::lock_guard<std::mutex> lock(srv.config_mutex());
-    need_auth = !srv.config().requirepass.empty();
-    maxmemory = srv.config().maxmemory;
-  }
+  const bool need_auth = srv.auth_required();
+  const std::uint64_t maxmemory = srv.maxmemory();
   if (need_auth && !c.authenticated && (spec->flags & cmd_no_auth) == 0) {
     k.error("NOAUTH Authentication required.");
     return dispatch_outcome::next;
