@@ -45,8 +45,10 @@ struct run_state {
   /// off; the one that brings it to zero frees the state. An increment is made by a holder of
   /// weight (relaxed, as shared_ptr's); the decrement is acq_rel: the one that reaches zero
   /// sees every other task's use of the state before it frees it.
-  std::atomic<std::uint64_t> refs{0};
-  graph_data* graph;
+  /// On a line of its own: written by every worker that destroys a task of the run, it would
+  /// otherwise take with it the fields below, which every node task reads.
+  alignas(64) std::atomic<std::uint64_t> refs{0};
+  alignas(64) graph_data* graph;
   const task_graph* owner;
   std::uint32_t* pending;  // one per node, right after this struct
 
@@ -79,7 +81,7 @@ void release_weight(run_state* run, std::uint64_t weight) noexcept {
   if (run->refs.fetch_sub(weight, std::memory_order_acq_rel) != weight) return;
   graph_data* g = run->graph;
   run->~run_state();
-  ::operator delete(run);
+  ::operator delete(run, std::align_val_t{alignof(run_state)});
   // release: the graph's owner, reading 0 (acquire), is after everything this run did with it.
   g->runs_in_flight.fetch_sub(1, std::memory_order_release);
 }
@@ -137,6 +139,17 @@ class node_task final : public task {
   task* execute(context& ctx) override;
 
  private:
+  /// One node with everything a node may need: annotations (an optimistic reader's
+  /// validation, the next node's annotations applied to this task), the run's roots to split.
+  /// Returns this task as the follow-up for the first ready successor, or nullptr.
+  TESSERA_NOINLINE task* execute_general(context& ctx);
+  /// Node v's body, then the successors' counts (what they read is prefetched before the
+  /// body). Spawns every ready successor but the first, which it returns (no_node: none).
+  /// `Validate`: this task may be an optimistic reader; a torn read (ctx.validate() false)
+  /// returns `torn` before anything else is done (the guard runs the task again).
+  template <bool Validate>
+  TESSERA_ALWAYS_INLINE std::uint32_t run_node(context& ctx, worker& w, const graph_data& d,
+                                               graph_run& state, std::uint32_t v, bool& torn);
   void split_roots(context& ctx, worker& w, const graph_data& d);
   /// Makes and spawns from this (running) task a node task for `v` (ready), or for the roots
   /// [roots_begin, roots_end) of the run when roots_end > roots_begin + 1. The new task gets
@@ -171,74 +184,104 @@ void node_task::split_roots(context& ctx, worker& w, const graph_data& d) {
   }
 }
 
-task* node_task::execute(context& ctx) {
+template <bool Validate>
+std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
+                                  graph_run& state, std::uint32_t v, bool& torn) {
   run_state* const run = m_run;
-  const graph_data& d = *run->graph;
-  worker& w = context_access::worker_of(ctx);
-  // Read once: the graph does not change while a run of it is in flight.
   const std::uint32_t* const succ_begin = d.succ_begin.data();
   const std::uint32_t* const succ = d.succ.data();
-  std::uint32_t* const pending = run->pending;
-  // A graph of one body (one add_many) never reads body_of: a run then touches one per-node
-  // array less (in a big graph, a cache miss per node less).
-  const bool one_body = d.bodies.size() == 1;
-  const body_record* const bodies = d.bodies.data();
-  const std::uint32_t* const body_of = d.body_of.data();
-  const body_record* b = bodies;
-  // An annotated graph's next node goes through the worker (its task takes the node's
-  // annotations, which the runtime applies): one node per execution.
-  unsigned left = d.annotations.empty() ? inline_nodes : 1;
-  std::uint32_t v = m_node;
-  graph_run state = graph_access::make_run(run, ctx, v);
-  for (;;) {
-    // The successors' counts are written after the body, and a successor made ready reads its
-    // entry of succ_begin next: those lines (each a cache miss in a big graph, the successors
-    // being anywhere) are fetched while the body runs.
-    const std::uint32_t first = succ_begin[v];
-    const std::uint32_t end = succ_begin[v + 1];
+  // The successors' counts are written after the body, and a successor made ready reads its
+  // entry of succ_begin next: those lines (each a cache miss in a big graph, the successors
+  // being anywhere) are fetched while the body runs.
+  const std::uint32_t first = succ_begin[v];
+  const std::uint32_t end = succ_begin[v + 1];
+  const bool one_successor = end - first == 1;  // a chain's link, a fan-in: the short way
+  if (one_successor) {
+    const std::uint32_t s = succ[first];
+    __builtin_prefetch(&run->pending[s], 1, 3);
+    __builtin_prefetch(&succ_begin[s], 0, 3);
+  } else {
     const std::uint32_t prefetch_end =
         end - first <= prefetch_successors ? end : first + prefetch_successors;
     for (std::uint32_t i = first; i < prefetch_end; ++i) {
       const std::uint32_t s = succ[i];
-      __builtin_prefetch(&pending[s], 1, 3);
+      __builtin_prefetch(&run->pending[s], 1, 3);
       __builtin_prefetch(&succ_begin[s], 0, 3);
     }
-    if (!one_body) b = &bodies[body_of[v]];
-    b->ops->invoke(b->body, ctx, state, v - b->first);
+  }
+  const body_record& b = d.body_for(v);
+  b.ops->invoke(b.body, ctx, state, v - b.first);
+  if constexpr (Validate) {
     // An optimistic reader acts outside only once its read held; a torn one runs again.
-    if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] return nullptr;
-    if (m_roots_end != m_roots_begin) [[unlikely]] {
-      split_roots(ctx, w, d);
-      m_roots_begin = m_roots_end = 0;
+    if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] {
+      torn = true;
+      return no_node;
     }
-    std::vector<task*>& added = graph_access::added(state);
-    if (!added.empty()) [[unlikely]] {
-      for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
-      added.clear();
+  }
+  std::vector<task*>& added = graph_access::added(state);
+  if (!added.empty()) [[unlikely]] {
+    for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
+    added.clear();
+  }
+  // One decrement per successor; the first ready one is the caller's to run next.
+  if (one_successor) {
+    const std::uint32_t s = succ[first];
+    return run->arrive(s) ? s : no_node;
+  }
+  std::uint32_t next = no_node;
+  for (std::uint32_t i = first; i < end; ++i) {
+    const std::uint32_t s = succ[i];
+    if (!run->arrive(s)) continue;
+    if (next == no_node) {
+      next = s;  // its succ_begin entry was prefetched above; the caller reads it at once
+    } else {
+      // s runs soon: its successor list (located by the line prefetched above) is fetched
+      // meanwhile, so that its own prefetches above need not wait for it.
+      __builtin_prefetch(succ + succ_begin[s], 0, 3);
+      spawn_node(ctx, w, d, s);
     }
-    // One decrement per successor; the first ready one runs next, in this task.
-    std::uint32_t next = no_node;
-    for (std::uint32_t i = first; i < end; ++i) {
-      const std::uint32_t s = succ[i];
-      if (!run->arrive(s)) continue;
-      if (next == no_node) {
-        next = s;  // its succ_begin entry was prefetched above; read at once below
-      } else {
-        // s runs soon: its successor list (located by the line prefetched above) is fetched
-        // meanwhile, so that its own prefetches above need not wait for it.
-        __builtin_prefetch(succ + succ_begin[s], 0, 3);
-        spawn_node(ctx, w, d, s);
-      }
-    }
+  }
+  return next;
+}
+
+task* node_task::execute_general(context& ctx) {
+  const graph_data& d = *m_run->graph;
+  worker& w = context_access::worker_of(ctx);
+  graph_run state = graph_access::make_run(m_run, ctx, m_node);
+  bool torn = false;
+  const std::uint32_t next = run_node<true>(ctx, w, d, state, m_node, torn);
+  if (torn) return nullptr;  // state's destructor discards what the body added
+  if (m_roots_end != m_roots_begin) {
+    split_roots(ctx, w, d);
+    m_roots_begin = m_roots_end = 0;
+  }
+  if (next == no_node) return nullptr;
+  m_node = next;
+  apply_annotations(this, d, next);
+  return this;  // a follow-up, with the runtime's rules for one (task.h)
+}
+
+task* node_task::execute(context& ctx) {
+  const graph_data& d = *m_run->graph;
+  // An annotated graph's next node goes through the worker (its task takes the node's
+  // annotations, which the runtime applies): one node per execution.
+  if (!d.annotations.empty() || m_roots_end != m_roots_begin) [[unlikely]] {
+    return execute_general(ctx);
+  }
+  worker& w = context_access::worker_of(ctx);
+  std::uint32_t v = m_node;
+  graph_run state = graph_access::make_run(m_run, ctx, v);
+  // The first ready successor runs next in place, without a trip through the worker (it would
+  // be this task as it is, held on the work-first stack to run next), while no thief waits for
+  // this worker's answer, no group is cancelled (the worker's checking loop drops the task of a
+  // cancelled one), and for at most inline_nodes nodes.
+  for (unsigned left = inline_nodes;;) {
+    bool torn = false;  // never set: a graph without annotations has no optimistic reader
+    const std::uint32_t next = run_node<false>(ctx, w, d, state, v, torn);
     if (next == no_node) return nullptr;
-    // In place, without a trip through the worker: the graph has no annotations (so the next
-    // node's task would be this one as it is, held on the work-first stack to run next), no
-    // thief waits for this worker's answer, no group is cancelled (the worker's checking loop
-    // drops the task of a cancelled one), and this execution has not run inline_nodes yet.
     if (--left == 0 || w.steal_requested_by() != worker::no_thief ||
         w.sched().cancellations() != 0) [[unlikely]] {
       m_node = next;
-      apply_annotations(this, d, next);
       return this;  // a follow-up, with the runtime's rules for one (task.h)
     }
     v = next;
@@ -297,7 +340,8 @@ void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
     }
   }
 #endif
-  void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n});
+  void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n},
+                             std::align_val_t{alignof(run_state)});
   auto* run = ::new (mem) run_state();
   run->refs.store(weight_refill, std::memory_order_relaxed);  // the first task's weight
   run->graph = &d;
