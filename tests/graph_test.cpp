@@ -294,6 +294,31 @@ TEST_P(graph_test, cancel_drops_the_nodes_not_started) {
   EXPECT_EQ(ran.load(), n + 64);
 }
 
+TEST_P(graph_test, cancel_from_a_node_stops_a_long_chain_running_on) {
+  // A chain's nodes run one after another in one task (run in place): a cancellation from one
+  // of them still drops the rest.
+  auto& r = start();
+  constexpr std::uint32_t n = 20'000;
+  constexpr std::uint32_t canceller = 1'000;
+  std::atomic<std::uint32_t> ran{0};
+  std::atomic<std::uint32_t> cancelled_at{0};
+  group grp;
+  task_graph g;
+  g.add_many(n, [&](context& ctx, std::uint32_t i) {
+    ran.fetch_add(1, std::memory_order_relaxed);
+    if (i == canceller) {
+      cancelled_at.store(ctx.runtime().cancel(grp) ? 1 : 2);
+    }
+  });
+  for (std::uint32_t i = 0; i + 1 < n; ++i) g.precede(g.node(i), g.node(i + 1));
+  g.validate();
+  grp = r.make_group();
+  r.spawn(g, grp);
+  r.wait(grp);
+  EXPECT_EQ(cancelled_at.load(), 1u);
+  EXPECT_EQ(ran.load(), canceller + 1) << "the chain ran on after the node that cancelled";
+}
+
 /// Reruns a graph from tasks: each run's when_done continuation checks the run's record, resets
 /// it and starts the next run (no thread blocks between two runs).
 struct checked_reruns {
