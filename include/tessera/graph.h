@@ -34,8 +34,8 @@
 // all join group g (group{} from a task: the running task's group). Each node runs exactly once
 // per run, after all of its predecessors finished. Runs of one graph are independent of each
 // other (each has its own counts), also when they overlap. A node readied by a completing node
-// runs on that node's worker, or where its annotations place it: one of them as the completing
-// task's follow-up (no queue), the others spawned onto the worker's own queue (stealable).
+// runs on that node's worker, or where its annotations place it: one of them next in the
+// completing node's task (no queue), the others spawned onto the worker's own queue (stealable).
 //
 // Errors. A cycle makes spawn (and validate()) throw std::invalid_argument naming a node on the
 // cycle (and its name if it has one); nothing of the run is spawned then. A node that throws:
