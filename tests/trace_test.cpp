@@ -522,6 +522,19 @@ TEST(trace, a_ring_marks_retries_and_forwarding_on_the_task_they_belong_to) {
   std::uint32_t expected = 34;
   b->for_each([&](const trace_event& e) { EXPECT_EQ(e.value(), expected++); });
   EXPECT_EQ(expected, 50u);
+
+  // A task whose run records more than the ring holds: its event is gone, and so is its span
+  // (no mark lands on the instant that overwrote it, no span_end).
+  b->task_begins(&type_a, on_object, retries);
+  for (std::uint32_t i = 0; i < 16; ++i)
+    b->record(trace_event::instant(detail::trace_clock::now(), trace_kind::group_completed, i));
+  b->task_forwarded();
+  b->close_span(retries + 1);
+  ASSERT_EQ(b->kept_count(), 16u);
+  b->for_each([](const trace_event& e) {
+    EXPECT_EQ(e.kind(), trace_kind::group_completed);
+    EXPECT_EQ(e.retries(), 0u);
+  });
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(trace_test);

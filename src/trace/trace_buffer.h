@@ -257,8 +257,13 @@ class alignas(64) trace_buffer {
   trace_buffer(const trace_buffer&) = delete;
   trace_buffer& operator=(const trace_buffer&) = delete;
 
-  /// Owner thread only.
-  void record(const trace_event& e) noexcept { *push() = e; }
+  /// Owner thread only. If this overwrites the open span's task event (a ring smaller than
+  /// what one task's run records), the span is dropped with it: nothing marks a newer event.
+  void record(const trace_event& e) noexcept {
+    trace_event* slot = push();
+    if (slot == m_task) [[unlikely]] m_task = nullptr;
+    *slot = e;
+  }
 
   /// Owner thread only: a task of type `type` (its std::type_info) begins, with payload
   /// trace_event::task_payload. `retries`: the worker's optimistic retries so far (a running
