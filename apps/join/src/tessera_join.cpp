@@ -10,6 +10,8 @@
 #include "tessera/context.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/loop_options.h"
+#include "tessera/parallel_reduce.h"
 
 namespace join {
 
@@ -23,7 +25,6 @@ tessera_join::tessera_join(tessera::runtime& rt, const join_input& input,
     throw std::invalid_argument("join: " + std::to_string(m_build_morsels) +
                                 " build tasks are too many for one graph; use more records "
                                 "per task");
-  m_partials.resize(rt.workers());
   build_graph();
 }
 
@@ -32,26 +33,25 @@ tessera_join::~tessera_join() = default;
 void tessera_join::build_graph() {
   tessera::task_graph& g = m_graph;
   const auto morsels = static_cast<std::uint32_t>(m_build_morsels);
-  tessera::graph_node combine = g.add([this](tessera::context&) {
-    join_result sum;
-    for (const partial& p : m_partials) sum += p.value;
-    m_result = sum;
+  // The probe phase: one loop over the probe morsels (a piece is one morsel of R rows), each
+  // participant adding its pieces' counts and sums into a slot of its own, and the continuation
+  // storing their total.
+  const tessera::graph_node probe_start = g.add([this](tessera::context& ctx) {
+    tessera::parallel_reduce(
+        ctx, 0, m_probe_morsels, join_result{},
+        [this](std::size_t first, std::size_t last) {
+          join_result r;
+          for (std::size_t m = first; m < last; ++m) r += m_run->probe(m);
+          return r;
+        },
+        [](join_result a, const join_result& b) {
+          a += b;
+          return a;
+        },
+        [this](tessera::context&, const join_result& r) { m_result = r; },
+        tessera::loop_options{.grain = 1});
   });
-  combine.name("combine");
-  const tessera::graph_node probe_start =
-      g.add([this, combine](tessera::context&, tessera::graph_run& run) {
-        const std::int64_t* keys = m_input.probe_keys.data();
-        for (std::size_t m = 0; m < m_probe_morsels; ++m) {
-          const std::size_t first = m * m_records;
-          const std::size_t rows = std::min(m_records, m_input.probe_keys.size() - first);
-          run.add([this, m](tessera::context& ctx) {
-               m_partials[ctx.worker().value].value += m_run->probe(m);
-             })
-              .annotate_data(keys + first, rows * sizeof(std::int64_t))
-              .before(combine);
-        }
-      });
-  g.node(probe_start.index()).name("probe start").precede(combine);
+  g.node(probe_start.index()).name("probe start");
   const tessera::graph_node partitioned = g.add([](tessera::context&) {});
   g.node(partitioned.index()).name("partitioned");
   if (morsels > 0) {
@@ -106,7 +106,6 @@ void tessera_join::build_graph() {
 
 join_result tessera_join::run() {
   m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records);
-  std::fill(m_partials.begin(), m_partials.end(), partial{});
   m_result = {};
   const tessera::group g = m_rt.make_group();
   m_rt.spawn(m_graph, g);
@@ -117,7 +116,7 @@ join_result tessera_join::run() {
 
 std::size_t tessera_join::tasks_per_run() const noexcept {
   const std::size_t chunks = (m_build_morsels + m_partitions - 1) / m_partitions;
-  return 2 * m_build_morsels + 2 + m_partitions * (1 + chunks) + 1 + m_probe_morsels + 1;
+  return 2 * m_build_morsels + 2 + m_partitions * (1 + chunks) + 1;
 }
 
 }  // namespace join
