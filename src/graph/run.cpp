@@ -232,12 +232,12 @@ std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
   for (std::uint32_t i = first; i < end; ++i) {
     const std::uint32_t s = succ[i];
     if (!run->arrive(s)) continue;
+    // s runs next or soon: its successor list (located by the line prefetched above) is
+    // fetched meanwhile, so that its own prefetches above need not wait for it.
+    __builtin_prefetch(succ + succ_begin[s], 0, 3);
     if (next == no_node) {
-      next = s;  // its succ_begin entry was prefetched above; the caller reads it at once
+      next = s;
     } else {
-      // s runs soon: its successor list (located by the line prefetched above) is fetched
-      // meanwhile, so that its own prefetches above need not wait for it.
-      __builtin_prefetch(succ + succ_begin[s], 0, 3);
       spawn_node(ctx, w, d, s);
     }
   }
