@@ -153,6 +153,14 @@ bool apply_directive(settings& out, std::string_view name, const std::vector<std
       return true;
     });
   }
+  if (name == "worker-spin-us") {
+    return one([&](const std::string& a) {
+      std::uint64_t us = 0;
+      if (!parse_count(a, us) || us > 1000000) return false;
+      out.worker_spin_us = static_cast<std::int64_t>(us);
+      return true;
+    });
+  }
   if (name == "client-output-buffer-limit") {
     // Redis's form: <class> <hard> <soft> <seconds>; the hard limit of class normal is ours.
     if (args.size() != 4) return bad_args(error, name);
@@ -290,6 +298,8 @@ std::string usage_text() {
          "  client-output-buffer-limit normal <hard> <soft> <secs>\n"
          "                               a client's pending replies at most <hard> (256mb)\n"
          "  workers <n>                  tessera workers (default: one per CPU)\n"
+         "  worker-spin-us <us>          an idle worker looks for work this long, then parks\n"
+         "                               (default: the runtime's, 200)\n"
          "  logfile <path>               log here instead of stdout\n"
          "  trace <file.json>            write a timeline of the workers' tasks (Perfetto) when\n"
          "                               the server stops; same as TESSERA_TRACE=<file.json>\n"

@@ -35,6 +35,9 @@ struct settings {
   std::uint64_t timeout_s = 0;                          ///< idle clients closed; 0: never
   std::uint64_t output_buffer_limit = 256ULL << 20;     ///< per client, then disconnect
   unsigned workers = 0;                                 ///< 0: one per CPU
+  /// How long an idle worker looks for work before it parks (runtime_options::spin_before_park);
+  /// -1: the runtime's default.
+  std::int64_t worker_spin_us = -1;
   std::string logfile;                                  ///< "" : stdout
   std::string trace;                                    ///< timeline file (tessera/trace.h); "": off
   std::uint64_t trace_events = 0;                       ///< per worker's ring; 0: the runtime's default

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -116,6 +117,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   tessera::runtime_options o;
   if (s.workers != 0) o.workers = s.workers;
+  if (s.worker_spin_us >= 0) o.spin_before_park = std::chrono::microseconds(s.worker_spin_us);
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   config_changed();
