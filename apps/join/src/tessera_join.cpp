@@ -54,34 +54,30 @@ void tessera_join::build_graph() {
   g.node(probe_start.index()).name("probe start");
   const tessera::graph_node partitioned = g.add([](tessera::context&) {});
   g.node(partitioned.index()).name("partitioned");
+  // bound morsel m ──▶ bounded (chooses the table; adds partition morsel m ──▶ partitioned
+  // where the build reads a scattered copy) ──▶ partitioned
+  const tessera::graph_node bounded =
+      g.add([this, partitioned](tessera::context&, tessera::graph_run& run) {
+        m_run->choose_table();
+        if (!m_run->scatters()) return;
+        for (std::size_t m = 0; m < m_build_morsels; ++m)
+          run.add([this, m](tessera::context&) { m_run->partition_morsel(m); })
+              .before(partitioned);
+      });
+  g.node(bounded.index()).name("bounded").precede(partitioned);
   if (morsels > 0) {
-    // bound morsel m ──▶ bounded (choose the table) ──▶ partition morsel m ──▶ partitioned
     const std::int64_t* keys = m_input.build_keys.data();
     const tessera::graph_node first_bound = g.add_many(
         morsels, [this](tessera::context&, std::uint32_t m) { m_run->bound_morsel(m); });
-    const tessera::graph_node bounded =
-        g.add([this](tessera::context&) { m_run->choose_table(); });
-    g.node(bounded.index()).name("bounded");
-    const tessera::graph_node first = g.add_many(
-        morsels, [this](tessera::context&, std::uint32_t m) { m_run->partition_morsel(m); });
     std::vector<tessera::graph_node> bounds;
-    std::vector<tessera::graph_node> nodes;
     bounds.reserve(morsels);
-    nodes.reserve(morsels);
     for (std::uint32_t m = 0; m < morsels; ++m) {
       const std::size_t row = std::size_t{m} * m_records;
       const std::size_t rows = std::min(m_records, m_input.build_keys.size() - row);
       bounds.push_back(g.node(first_bound.index() + m));
       bounds.back().annotate_data(keys + row, rows * sizeof(std::int64_t));
-      nodes.push_back(g.node(first.index() + m));
     }
     g.precede(bounds, bounded);
-    g.precede(bounded, nodes);
-    g.precede(nodes, partitioned);
-  } else {
-    const tessera::graph_node bounded =
-        g.add([this](tessera::context&) { m_run->choose_table(); });
-    g.precede(bounded, partitioned);
   }
   const tessera::graph_node allocate = g.add_many(
       m_partitions,
@@ -116,7 +112,7 @@ join_result tessera_join::run() {
 
 std::size_t tessera_join::tasks_per_run() const noexcept {
   const std::size_t chunks = (m_build_morsels + m_partitions - 1) / m_partitions;
-  return 2 * m_build_morsels + 2 + m_partitions * (1 + chunks) + 1;
+  return 2 * m_build_morsels + 2 + m_partitions * (1 + chunks) + 1;  // with a scatter
 }
 
 }  // namespace join

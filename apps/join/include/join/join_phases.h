@@ -61,6 +61,9 @@ class join_phases {
   void choose_table();
   /// Whether choose_table chose the direct-addressed table.
   bool dense() const noexcept { return m_dense; }
+  /// Whether phase 1 has work (after choose_table): false for a dense table built from the
+  /// build keys themselves, whose partition_morsel returns at once.
+  bool scatters() const noexcept { return !m_scan; }
   /// The most partitions for which a dense table's build reads the build keys directly
   /// (no scatter).
   static constexpr unsigned dense_scan_partitions = 4;

@@ -3,21 +3,24 @@
 // One graph per (input, records per task), built once and run many times (a query plan run per
 // query). A run is a fresh join_phases (join_phases.h) and these nodes:
 //
-//   bound morsel 0..M-1 ──▶ bounded ──▶ partition morsel 0..M-1 ──▶ partitioned ──▶
-//     allocate p (on worker p), p < P ──▶ probe start
-//       └─ adds build chunks of p (on worker p) ──┘
+//   bound morsel 0..M-1 ──▶ bounded ──▶ partitioned ──▶ allocate p (on worker p) ──▶ probe start
+//                             └─ adds partition morsel 0..M-1 ─┘   └─ adds build chunks of p ─┘
+//                                (only where the build reads a       (on worker p)
+//                                 scattered copy)
 //   probe start: parallel_reduce over probe morsel 0..N-1 ──▶ its continuation stores the sum
 //
 // P = the runtime's workers: each partition's table is allocated and filled only by tasks
 // annotated with its worker (worker_id{p}), so no latch guards it and its memory is first
-// touched where it is used. "bounded" chooses the table (join_phases::choose_table). The probe
-// phase is a graph edge after the build phase: "probe start" runs after every allocate node and
-// every build chunk (each added with before(probe start)), and starts a tessera loop over the
-// probe morsels (parallel_reduce from a task, one morsel of R rows per piece): each participant
-// adds its pieces' counts and sums into a slot of its own, and the loop's continuation, in the
-// run's group, stores their total. A loop's piece costs less than a graph node (no task, no
+// touched where it is used. "bounded" chooses the table (join_phases::choose_table) and adds
+// the partition nodes only where the build needs the scatter (not for a dense table of few
+// partitions, whose build reads the keys themselves). The probe phase is a graph edge after
+// the build phase: "probe start" runs after every allocate node and every build chunk (each
+// added with before(probe start)), and starts a tessera loop over the probe morsels
+// (parallel_reduce from a task, one morsel of R rows per piece): each participant adds its
+// pieces' counts and sums into a slot of its own, and the loop's continuation, in the run's
+// group, stores their total. A loop's piece costs less than a graph node (no task, no
 // successor count, no shared fan-in counter): at 128 records per task a customer-orders run at
-// scale factor 1 took 21.6 M instructions, 27.4 M with a node per morsel (callgrind, 1 worker).
+// scale factor 1 took 21.5 M instructions, 27.4 M with a node per morsel (callgrind, 1 worker).
 //
 //   tessera::runtime rt({.workers = 2});
 //   join::tessera_join j(rt, input, 4096);     // records per task
@@ -46,8 +49,8 @@ class tessera_join {
   /// Runs the join once and waits for it (not from a worker); rethrows a task's exception.
   join_result run();
 
-  /// Graph nodes of one run: bound, partition, allocate and build tasks and the three joints
-  /// (the probe loop's pieces are not nodes).
+  /// Graph nodes of one run with a scatter: bound, partition, allocate and build tasks and the
+  /// three joints (the probe loop's pieces are not nodes; without a scatter, M fewer).
   std::size_t tasks_per_run() const noexcept;
 
  private:
