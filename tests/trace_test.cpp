@@ -4,6 +4,7 @@
 // (also when TESSERA_TRACE_EVENTS sets it); the 16-byte event keeps what the file shows, the
 // table of task types gives each type one id, and a ring puts a task's retries and forwarding
 // on that task's own event.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -204,7 +205,7 @@ trace_summary check_trace(const std::string& path) {
       EXPECT_TRUE(e["args"].has("timed"));
       if (e["args"].has("timed") && !std::get<bool>(e["args"]["timed"].v)) ++s.untimed;
       // ts and dur are exact to the nanosecond: compare in whole nanoseconds
-      const auto ns = [](double us) { return static_cast<long long>(us * 1000.0 + 0.5); };
+      const auto ns = [](double us) { return std::llround(us * 1000.0); };
       auto it = last_end.find(track);
       if (it != last_end.end()) {
         EXPECT_LE(ns(it->second), ns(ts)) << "spans overlap or are out of order on worker "
