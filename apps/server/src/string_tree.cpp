@@ -371,18 +371,19 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
                        bool keep_ttl) {
   tree_counters& c = m_tree->mutable_counters();
   const std::size_t i = lower_bound(key);
-  value_blob* v = m_tree->make_value(std::move(bytes));
-  const auto added = static_cast<std::int64_t>(v->bytes.size());
+  const auto added = static_cast<std::int64_t>(bytes.size());
   if (i < m_leaf->slots.size() && m_leaf->slots[i].key == key) {
     slot& s = m_leaf->slots[i];
     const bool expired = s.expire_ms != 0 && s.expire_ms <= m_now;
     c.bytes.fetch_add(added - static_cast<std::int64_t>(s.value->bytes.size()),
                       std::memory_order_relaxed);
-    m_tree->retire_value(s.value);
-    s.value = v;
+    // In place: the writer holds the leaf's latch exclusively, and every reader of a value
+    // copies what it needs under the latch (string_tree.h), so no task can hold the old bytes.
+    s.value->bytes = std::move(bytes);
     if (!keep_ttl || expired) set_expire(s, expire_ms);
     return s;
   }
+  value_blob* v = m_tree->make_value(std::move(bytes));
   c.keys.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(added + static_cast<std::int64_t>(key.size()) + string_tree::slot_overhead,
                     std::memory_order_relaxed);

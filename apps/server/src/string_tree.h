@@ -24,8 +24,10 @@
 // it runs next on its worker, nothing queued), calls `on_done` (unless `settle`, under the
 // latch, says there is nothing left to do).
 //
-// Values live out of line (server::value_blob, a tessera resource): an overwrite or delete
-// retires the old value (rt.retire_resource), freed once no task that could hold it is left.
+// Values live out of line (server::value_blob, a tessera resource): a delete retires the value
+// (rt.retire_resource), freed once no task that could hold it is left; an overwrite replaces the
+// blob's bytes in place under the write latch. So a reader must copy what it needs of a value
+// under the latch (in apply or a walk's visit) and keep no pointer into it after.
 // Expiry: a slot may carry a deadline (milliseconds of a steady clock); leaf_access never
 // returns an expired slot (lazy check) and a writer removes it; a walk of the leaves removes
 // the expired ones (background reclamation).
