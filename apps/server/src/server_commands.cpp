@@ -306,7 +306,9 @@ std::vector<std::pair<std::string, std::string>> config_values(const settings& s
       {"client-output-buffer-limit",
        "normal " + std::to_string(s.output_buffer_limit) + " 0 0 replica 0 0 0 pubsub 0 0 0"},
       {"workers", std::to_string(s.workers)},
-      {"worker-spin-us", s.worker_spin_us < 0 ? std::string("200") : std::to_string(s.worker_spin_us)},
+      {"worker-spin-us", std::to_string(s.worker_spin_us >= 0
+                                         ? s.worker_spin_us
+                                         : tessera::runtime_options{}.spin_before_park.count())},
       {"save", ""},
       {"appendonly", s.appendonly ? "yes" : "no"},
       {"appendfsync", std::string(to_string(s.appendfsync))},
