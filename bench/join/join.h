@@ -4,8 +4,8 @@
 // Every implementation joins the same columns, mapped from the column cache that DuckDB's
 // generator filled (apps/join/scripts/tpch_export.py), and answers count(*) and the sum of the
 // probe side's price; each answer is checked against DuckDB's (stored with the cache) before its
-// time counts. What is timed is the join alone (partition, build, probe, combine; the tables are
-// made in the timed part by every implementation):
+// time counts. What is timed is the join alone (bound, partition, build, probe, combine; the
+// tables are made in the timed part by every implementation):
 // - tessera: join::tessera_join, its task graph built once per configuration, run per sample;
 // - onetbb: join::join_phases (the same steps) under tbb::parallel_for with the
 //   simple_partitioner over morsels of R records, one task per partition's table, partial sums

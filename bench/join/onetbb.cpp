@@ -1,6 +1,6 @@
 // join on oneTBB, as its user would write it: the same steps (join::join_phases) under
-// tbb::parallel_for with the simple_partitioner, one task per morsel of R records (partition,
-// probe) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
+// tbb::parallel_for with the simple_partitioner, one task per morsel of R records (bound,
+// partition, probe; choose_table between bound and partition) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
 // table is filled by the one task that owns it), partial sums in a tbb::combinable; inside a
 // tbb::task_arena of W slots (the calling thread takes one).
 #include <tbb/blocked_range.h>
