@@ -395,7 +395,7 @@ TEST(trace, the_clock_sampler_reads_less_often_while_reads_are_close_and_again_w
     }
     return reads;
   };
-  EXPECT_EQ(run(1000, 10), 1000 / 16 + 4);  // short tasks: down to every 16th
+  EXPECT_EQ(run(1000, 10), 1000 / 64 + 6);  // short tasks: down to every 64th
   EXPECT_EQ(c.every(), detail::trace_clock_sampler::max_every);
   run(1000, 100000);  // long tasks: back to every task
   EXPECT_EQ(c.every(), 1u);

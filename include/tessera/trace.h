@@ -47,7 +47,7 @@ struct trace_options {
   /// is one event, 16 bytes. The environment variable TESSERA_TRACE_EVENTS overrides it.
   std::size_t events_per_worker = 32768;
   /// Read the clock at every task's start. Otherwise (the default) a worker whose tasks are
-  /// short reads it every 2nd to 16th task, keeping reads about 4,096 clock ticks (1-2 us) or
+  /// short reads it every 2nd to 64th task, keeping reads about 4,096 clock ticks (1-2 us) or
   /// more apart, and the spans in between are evenly spaced ("timed":false in their args): the
   /// cost of a clock read (10-20 ns on AMD Zen) is then under 1 % of such tasks instead of a
   /// tenth to a fifth.

@@ -8,7 +8,7 @@
 // event begins, so a task costs at most one clock read and one 16-byte store.
 //
 // A clock read is dear (a TSC read is ~11 ns of CPU on the 2-core AMD EPYC VM, a tenth of a
-// YCSB task): while a worker's tasks are short, it reads the clock only every 2nd to 16th task
+// YCSB task): while a worker's tasks are short, it reads the clock only every 2nd to 64th task
 // (trace_clock_sampler) and records the others untimed; the writer spaces untimed events
 // evenly between the timed ones around them, and marks their spans.
 //
@@ -150,16 +150,15 @@ struct trace_event {
 static_assert(sizeof(trace_event) == 16);
 
 /// When a worker's task reads the clock: every task while tasks are long, every 2nd, 4th, ...
-/// 16th while they are short, so that reads stay about `short_ticks` or more apart (4096 ticks:
+/// 64th while they are short, so that reads stay about `short_ticks` or more apart (4096 ticks:
 /// 1-2 us of TSC; a read, 11 ns on the 2-core AMD EPYC VM, is then under 1 % of the time).
-/// Owner-only. The first task after
-/// the worker left its run of tasks (restart()) always reads: idle time is never spread over
-/// tasks.
+/// Owner-only. The first task after the worker left its run of tasks (restart()) always reads:
+/// idle time is never spread over tasks.
 class trace_clock_sampler {
  public:
   /// Two reads closer than this: read half as often; more than 4x apart: twice as often.
   static constexpr std::uint64_t short_ticks = 4096;
-  static constexpr std::uint32_t max_every = 16;
+  static constexpr std::uint32_t max_every = 64;
 
   explicit trace_clock_sampler(bool every_task) noexcept
       : m_max(every_task ? 1 : max_every) {}
