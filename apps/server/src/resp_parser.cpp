@@ -57,6 +57,21 @@ bool is_blank(char c) noexcept {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f' || c == '\0';
 }
 
+/// parse_integer for a header's count or length, with the one- and two-digit ones (nearly
+/// every request's) decided inline.
+bool parse_length(std::string_view s, long long& out) noexcept {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.size() == 1 && digit(s[0])) {
+    out = s[0] - '0';
+    return true;
+  }
+  if (s.size() == 2 && s[0] != '0' && digit(s[0]) && digit(s[1])) {
+    out = (s[0] - '0') * 10 + (s[1] - '0');
+    return true;
+  }
+  return parse_integer(s, out);
+}
+
 }  // namespace
 
 bool parse_integer(std::string_view s, long long& out) noexcept {
@@ -220,7 +235,7 @@ parse_result request_parser::parse_multibulk(std::string_view in,
   }
   if (cr > m_limits.max_inline) return error(err_big_mbulk);
   long long count = 0;
-  if (!parse_integer(in.substr(1, cr - 1), count) || count > INT_MAX) {
+  if (!parse_length(in.substr(1, cr - 1), count) || count > INT_MAX) {
     return error(err_multibulk_len);
   }
   if (count > 0 && static_cast<unsigned long long>(count) > m_limits.max_multibulk) {
@@ -253,7 +268,7 @@ parse_result request_parser::parse_multibulk(std::string_view in,
       return error(err_big_bulk);
     }
     long long len = 0;
-    if (!parse_integer(in.substr(pos + 1, cr - pos - 1), len) || len < 0 ||
+    if (!parse_length(in.substr(pos + 1, cr - pos - 1), len) || len < 0 ||
         static_cast<unsigned long long>(len) > m_limits.max_bulk_len) {
       args.resize(first);
       return error(err_bulk_len);
