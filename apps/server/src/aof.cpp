@@ -57,12 +57,7 @@ std::uint64_t aof_log::append(std::initializer_list<std::string_view> args) {
 }
 
 std::uint64_t aof_log::append(std::span<const std::string_view> args) {
-  const std::lock_guard<std::mutex> lock(m_buf_mutex);
-  const std::size_t at = m_buf.size();
-  encode_command(m_buf, args);
-  if (m_tail_active) m_tail.append(m_buf, at, std::string::npos);
-  m_appended += m_buf.size() - at;
-  return m_appended;
+  return append_delta(args, args);  // an assignment is its own tail form
 }
 
 std::uint64_t aof_log::append_delta(std::span<const std::string_view> delta,

@@ -37,7 +37,8 @@
 // records of the live keys to a temp file; then the tail is written after them, the file
 // fdatasync'ed, renamed over the log, the directory fsync'ed, and the log goes on in the new
 // file. A write that hit a leaf before the walk did is in the snapshot and in the tail:
-// harmless, tail records being assignments (append_delta). A crash at any step leaves the old log or the new one.
+// harmless, tail records being assignments (append_delta). A crash at any step leaves the
+// old log or the new one.
 // A rewrite that fails (the directory read-only or full) leaves the old log as it was and is
 // retried by the tick after 1 s, then 2, 4, ... up to 60 s, until one succeeds (INFO
 // aof_rewrite_scheduled:1 meanwhile); the automatic rewrite waits for the same time.
