@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -590,6 +591,319 @@ TEST_P(graph_test, a_large_graph_runs_every_node) {
   r.wait(grp);
   EXPECT_EQ(w.bad.load(), 0u);
   EXPECT_EQ(std::count(w.done.begin(), w.done.end(), 1), static_cast<std::ptrdiff_t>(w.n));
+}
+
+// ---- deferred completion (graph_run::parallel_for, graph_run::defer) ----
+
+/// A loop node's pieces, checked: each index once, and the successors after every piece.
+struct loop_record {
+  explicit loop_record(std::size_t n) : hits(n) {}
+  std::vector<std::atomic<std::uint32_t>> hits;
+  std::atomic<std::size_t> total{0};
+  void hit(std::size_t i) {
+    hits[i].fetch_add(1, std::memory_order_relaxed);
+    total.fetch_add(1, std::memory_order_relaxed);
+  }
+  void reset() {
+    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+    total = 0;
+  }
+  std::string exactly_once() const {
+    for (std::size_t i = 0; i < hits.size(); ++i)
+      if (hits[i].load() != 1)
+        return "index " + std::to_string(i) + " ran " + std::to_string(hits[i].load()) + " times";
+    return "";
+  }
+};
+
+TEST_P(graph_test, a_loop_node_completes_when_its_last_piece_finishes) {
+  auto& r = start();
+  constexpr std::size_t n = 5000;
+  loop_record by_index(n), by_range(n), by_ctx(n);
+  std::atomic<int> bodies{0};
+  std::atomic<int> early{0};  // a successor that started before its loop's last piece
+  std::atomic<int> tails{0};
+  task_graph g;
+  auto head = g.add([](context&) {});
+  // three loop nodes after the head, each body form, with a tiny grain (many pieces)
+  auto l1 = g.add([&](context&, graph_run& run) {
+    bodies.fetch_add(1);
+    run.parallel_for(0, n, [&](std::size_t i) { by_index.hit(i); }, loop_options{.grain = 7});
+  });
+  auto l2 = g.add([&](context&, graph_run& run) {
+    bodies.fetch_add(1);
+    run.parallel_for(
+        0, n, [&](std::size_t f, std::size_t l) { for (; f < l; ++f) by_range.hit(f); },
+        loop_options{.grain = 64});
+  });
+  // a chain of two loop nodes: the second loop starts after the first one's last piece
+  auto l3 = g.add([&](context&, graph_run& run) {
+    bodies.fetch_add(1);
+    run.parallel_for(0, n, [&](context&, std::size_t f, std::size_t l) {
+      for (; f < l; ++f) by_ctx.hit(f);
+    });
+  });
+  auto l4 = g.add([&](context&, graph_run& run) {
+    if (by_ctx.total.load() != n) early.fetch_add(1);
+    run.parallel_for(0, 10, [&](std::size_t) {
+      if (by_ctx.total.load() != n) early.fetch_add(1);
+    });
+  });
+  auto empty_loop = g.add([&](context&, graph_run& run) {
+    run.parallel_for(5, 5, [&](std::size_t) { early.fetch_add(1); });  // defers nothing
+  });
+  // a fan-out of successors after l1 and l2, then a join node
+  auto fan = g.add_many(8, [&](context&, std::uint32_t) {
+    if (by_index.total.load() != n || by_range.total.load() != n) early.fetch_add(1);
+  });
+  auto tail = g.add([&](context&) {
+    if (by_ctx.total.load() != n) early.fetch_add(1);
+    tails.fetch_add(1);
+  });
+  g.precede(head, std::vector<graph_node>{l1, l2, l3, empty_loop});
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    g.precede(l1, g.node(fan.index() + i));
+    g.precede(l2, g.node(fan.index() + i));
+    g.precede(g.node(fan.index() + i), tail);
+  }
+  l3.precede(l4);
+  l4.precede(tail);
+  empty_loop.precede(tail);
+  const int rounds = static_cast<int>(scaled(300, 30));
+  for (int round = 0; round < rounds; ++round) {
+    by_index.reset();
+    by_range.reset();
+    by_ctx.reset();
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    r.wait(grp);
+    ASSERT_EQ(by_index.exactly_once(), "") << "round " << round;
+    ASSERT_EQ(by_range.exactly_once(), "") << "round " << round;
+    ASSERT_EQ(by_ctx.exactly_once(), "") << "round " << round;
+    ASSERT_EQ(early.load(), 0) << "round " << round;
+    ASSERT_EQ(tails.load(), round + 1);
+    ASSERT_EQ(bodies.load(), 3 * (round + 1));
+  }
+}
+
+TEST_P(graph_test, loop_nodes_rerun_from_tasks_many_times) {
+  // A chain of loop nodes, each run of the graph started by the previous run's continuation.
+  auto& r = start();
+  constexpr std::size_t n = 64;
+  std::atomic<std::size_t> sum{0};
+  std::atomic<std::size_t> bad{0};
+  task_graph g;
+  auto a = g.add([&](context&, graph_run& run) {
+    run.parallel_for(0, n, [&](std::size_t) { sum.fetch_add(1, std::memory_order_relaxed); },
+                     loop_options{.grain = 4});
+  });
+  auto b = g.add([&](context&, graph_run& run) {
+    if (sum.load(std::memory_order_relaxed) != n) bad.fetch_add(1);
+    run.parallel_for(0, n, [&](std::size_t) { sum.fetch_add(1, std::memory_order_relaxed); },
+                     loop_options{.grain = 16});
+  });
+  auto c = g.add([&](context&) {
+    if (sum.load(std::memory_order_relaxed) != 2 * n) bad.fetch_add(1);
+    sum.store(0, std::memory_order_relaxed);
+  });
+  a.precede(b);
+  b.precede(c);
+  std::atomic<std::size_t> left{scaled(3'000, 300) + 1};
+  const group outer = r.make_group();
+  r.spawn(rerun_from_tasks{&g, &left}, outer);
+  r.wait(outer);
+  EXPECT_EQ(left.load(), 0u);
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+TEST_P(graph_test, a_throw_inside_a_loop_node_stops_its_successors_only) {
+  auto& r = start();
+  constexpr std::size_t n = 2000;
+  std::atomic<int> after{0};
+  std::atomic<int> independent{0};
+  task_graph g;
+  auto loop = g.add([](context&, graph_run& run) {
+    run.parallel_for(
+        0, n,
+        [](std::size_t i) {
+          if (i == 777) throw std::runtime_error("piece failed");
+        },
+        loop_options{.grain = 10});
+  });
+  auto b = g.add([&after](context&) { after.fetch_add(1); });
+  auto c = g.add([&after](context&, graph_run& run) {
+    run.parallel_for(0, 10, [&after](std::size_t) { after.fetch_add(1); });
+  });
+  loop.precede(b);
+  b.precede(c);
+  auto other = g.add([&independent](context&, graph_run& run) {
+    run.parallel_for(0, 100, [&independent](std::size_t) { independent.fetch_add(1); });
+  });
+  auto other_after = g.add([&independent](context&) { independent.fetch_add(1000); });
+  other.precede(other_after);
+  for (int round = 0; round < 5; ++round) {
+    independent = 0;
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    EXPECT_THROW(r.wait(grp), std::runtime_error);
+    EXPECT_EQ(after.load(), 0);
+    EXPECT_EQ(independent.load(), 1100);
+  }
+}
+
+TEST_P(graph_test, a_node_that_throws_after_starting_a_loop_stops_its_successors) {
+  auto& r = start();
+  std::atomic<int> pieces{0};
+  std::atomic<int> after{0};
+  task_graph g;
+  auto loop = g.add([&pieces](context&, graph_run& run) {
+    run.parallel_for(0, 100, [&pieces](std::size_t) { pieces.fetch_add(1); });
+    throw std::runtime_error("body failed");
+  });
+  loop.precede(g.add([&after](context&) { after.fetch_add(1); }));
+  for (int round = 0; round < 5; ++round) {
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    EXPECT_THROW(r.wait(grp), std::runtime_error);
+    EXPECT_EQ(after.load(), 0);
+  }
+}
+
+TEST_P(graph_test, cancel_drops_a_loop_node_and_its_successors) {
+  auto& r = start();
+  constexpr std::size_t n = 4000;
+  gate gt;
+  std::atomic<std::size_t> ran{0};
+  std::atomic<int> after{0};
+  task_graph g;
+  auto loop = g.add([&](context&, graph_run& run) {
+    run.parallel_for(
+        0, n,
+        [&](std::size_t i) {
+          if (i == 0) gt.pass();
+          ran.fetch_add(1);
+        },
+        loop_options{.grain = 1});
+  });
+  loop.precede(g.add([&after](context&) { after.fetch_add(1); }));
+  const group grp = r.make_group();
+  r.spawn(g, grp);
+  gt.wait_for_arrivals(1);
+  EXPECT_TRUE(r.cancel(grp));
+  gt.release();
+  r.wait(grp);
+  EXPECT_EQ(after.load(), 0) << "a successor of a cancelled loop ran";
+  // whole again
+  ran = 0;
+  gt.arrived = 0;
+  const group again = r.make_group();
+  r.spawn(g, again);
+  r.wait(again);
+  EXPECT_EQ(ran.load(), n);
+  EXPECT_EQ(after.load(), 1);
+}
+
+TEST_P(graph_test, a_stopped_loop_node_still_completes) {
+  auto& r = start();
+  std::stop_source stop;
+  std::atomic<int> after{0};
+  task_graph g;
+  auto loop = g.add([&](context&, graph_run& run) {
+    run.parallel_for(
+        0, 10000, [&](std::size_t i) { if (i == 3) stop.request_stop(); },
+        loop_options{.grain = 1, .stop = stop.get_token()});
+  });
+  loop.precede(g.add([&after](context&) { after.fetch_add(1); }));
+  const group grp = r.make_group();
+  r.spawn(g, grp);
+  r.wait(grp);
+  EXPECT_EQ(after.load(), 1);
+}
+
+/// A task holding one completion of a node: finishes it, or throws and drops it.
+struct deferred_work {
+  std::shared_ptr<graph_run::completion> done;
+  std::atomic<int>* count;
+  bool fail;
+  void operator()(context& ctx) const {
+    count->fetch_add(1, std::memory_order_relaxed);
+    if (fail) throw std::runtime_error("deferred work failed");
+    done->done(ctx);
+  }
+};
+
+TEST_P(graph_test, defer_completes_a_node_when_every_completion_is_done) {
+  auto& r = start();
+  constexpr int k = 16;
+  std::atomic<int> count{0};
+  std::atomic<int> early{0};
+  std::atomic<int> after{0};
+  task_graph g;
+  auto spawner = g.add([&](context& ctx, graph_run& run) {
+    for (int i = 0; i < k; ++i)
+      ctx.spawn(deferred_work{std::make_shared<graph_run::completion>(run.defer()), &count,
+                              false});
+  });
+  auto succ = g.add([&](context&) {
+    if (count.load() % k != 0) early.fetch_add(1);
+    after.fetch_add(1);
+  });
+  spawner.precede(succ);
+  for (int round = 0; round < static_cast<int>(scaled(500, 50)); ++round) {
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    r.wait(grp);
+    ASSERT_EQ(count.load(), k * (round + 1));
+    ASSERT_EQ(after.load(), round + 1);
+    ASSERT_EQ(early.load(), 0);
+  }
+}
+
+TEST_P(graph_test, a_completion_dropped_without_done_fails_the_node) {
+  auto& r = start();
+  std::atomic<int> count{0};
+  std::atomic<int> after{0};
+  task_graph g;
+  auto spawner = g.add([&](context& ctx, graph_run& run) {
+    for (int i = 0; i < 4; ++i)
+      ctx.spawn(deferred_work{std::make_shared<graph_run::completion>(run.defer()), &count,
+                              i == 2});
+    graph_run::completion unused = run.defer();  // dropped at once: fails the node too
+    EXPECT_TRUE(unused.valid());
+  });
+  spawner.precede(g.add([&after](context&) { after.fetch_add(1); }));
+  const group grp = r.make_group();
+  r.spawn(g, grp);
+  EXPECT_THROW(r.wait(grp), std::runtime_error);
+  EXPECT_EQ(after.load(), 0);
+  EXPECT_EQ(count.load(), 4);
+}
+
+TEST_P(graph_test, defer_is_refused_where_it_cannot_work) {
+  auto& r = start();
+  std::atomic<int> refused{0};
+  task_graph g;
+  g.add([&refused](context& ctx, graph_run& run) {
+    run.add([&refused](context&, graph_run& inner) {
+      try {
+        (void)inner.defer();
+      } catch (const std::logic_error&) {
+        refused.fetch_add(1);
+      }
+    });
+    graph_run::completion c = run.defer();
+    c.done(ctx);
+    EXPECT_FALSE(c.valid());
+    try {
+      c.done(ctx);
+    } catch (const std::logic_error&) {
+      refused.fetch_add(1);
+    }
+  });
+  const group grp = r.make_group();
+  r.spawn(g, grp);
+  r.wait(grp);
+  EXPECT_EQ(refused.load(), 2);
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(graph_test);

@@ -71,6 +71,34 @@
 //       run.add([m](tessera::context&) { probe(m); }).before(aggregate);
 //   });
 //   build.precede(aggregate);
+//
+// Deferred completion. A node whose work goes on after its body returns (a loop it started,
+// tasks it spawned) may say so: then it is complete, and its successors are readied, when that
+// work finished, and no task waits for it. `run.parallel_for(first, last, body)` is the usual
+// form: a loop split by the runtime at its own grain (as tessera::parallel_for from a task),
+// whose last piece to finish readies the node's successors, the first of them running in that
+// piece's place. The general form is `run.defer()`: it gives a completion (move-only) to hand to
+// the work; the node is complete once its body returned and every completion it gave was
+// finished with `done(ctx)` (from any task; `done_then(ctx)` returns the first successor's task
+// for an execute to return). A completion destroyed without done() (the task holding it threw
+// or was dropped by a cancellation) fails the node: its successors never run, as after a throw.
+// The deferred work must be in the run's group (a task spawned from the node joins it; the
+// loop's pieces do), so that the group's waiter gets its exceptions and cancel(g) drops it:
+//
+//   auto bounds = graph.add([&](tessera::context&, tessera::graph_run& run) {
+//     run.parallel_for(0, morsels, [&](std::size_t m) { bound(m); });  // returns at once
+//   });
+//   bounds.precede(choose);   // choose starts after the loop's last piece finished
+//   auto io = graph.add([&](tessera::context& ctx, tessera::graph_run& run) {
+//     ctx.spawn([c = std::make_shared<tessera::graph_run::completion>(run.defer())](
+//                   tessera::context& ctx) { read_block(); c->done(ctx); });
+//   });
+//
+// Memory ordering of a deferred node: everything its body wrote, and everything the deferred
+// work wrote before its done() (for a loop: every piece), happens-before each successor starts
+// (each share is taken off with an acq_rel read-modify-write; the last one readies the
+// successors). defer() is for nodes of the graph (std::logic_error in a node added by
+// graph_run::add); an optimistic reader must validate() before it defers.
 #pragma once
 
 #include <cstddef>
@@ -87,6 +115,8 @@
 #include "tessera/context.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/loop_options.h"
+#include "tessera/parallel_for.h"
 #include "tessera/runtime.h"
 #include "tessera/task.h"
 
@@ -140,6 +170,21 @@ task* finish_dynamic_node(context& ctx, graph_run& run, std::uint32_t before);
 void add_dependency(run_state* run, const task_graph* graph, std::uint32_t x);
 
 inline constexpr std::uint32_t no_node = 0xFFFFFFFF;
+
+/// A node's deferred completion (graph_run::defer; in src/graph/run.cpp): how many of the
+/// node's shares are not finished (its body's and one per completion), whether one failed.
+struct deferral;
+/// graph_run::defer: the node's deferral, made at the first call (holding the body's share)
+/// with one more share for the completion. std::logic_error in a node added by graph_run::add.
+deferral* defer_node(run_state* run, deferral* existing, std::uint32_t node);
+/// A completion ended without done(): the node failed (its successors never run).
+void abandon_deferral(deferral* d) noexcept;
+/// A completion's done(): takes its share off; the last share readies the node's successors
+/// (if none failed) and returns the first ready one's task for the caller to run next (or
+/// nullptr), the others spawned from ctx's worker.
+task* finish_deferral(context& ctx, deferral* d);
+template <class Body>
+class graph_loop_piece;
 }  // namespace detail
 
 /// A graph body: `void(context&)` or `void(context&, graph_run&)`, callable through a const
@@ -318,13 +363,70 @@ class graph_run {
     graph_run* m_run;
   };
 
+  /// A share of the running node's completion (defer()): move-only. done() finishes it; one
+  /// destroyed (or assigned over) without done() says the work failed or was dropped, and the
+  /// node's successors then never run.
+  class completion {
+   public:
+    completion() noexcept = default;
+    completion(completion&& other) noexcept : m_d(other.m_d) { other.m_d = nullptr; }
+    completion& operator=(completion&& other) noexcept {
+      if (this != &other) {
+        if (m_d != nullptr) detail::abandon_deferral(m_d);
+        m_d = other.m_d;
+        other.m_d = nullptr;
+      }
+      return *this;
+    }
+    completion(const completion&) = delete;
+    completion& operator=(const completion&) = delete;
+    ~completion() {
+      if (m_d != nullptr) detail::abandon_deferral(m_d);
+    }
+    /// Not done, moved from or default-made.
+    bool valid() const noexcept { return m_d != nullptr; }
+    /// The work is done: if it was the node's last share, the node is complete and its
+    /// successors whose counts reach zero are spawned from ctx's worker. Call it from a task
+    /// (ctx: its context), once: std::logic_error if !valid().
+    void done(context& ctx);
+    /// done(), for a task's execute to return what this returns: the first successor readied
+    /// (its node task, to run in the caller's place, as a follow-up) or nullptr.
+    [[nodiscard]] task* done_then(context& ctx);
+
+   private:
+    friend class graph_run;
+    explicit completion(detail::deferral* d) noexcept : m_d(d) {}
+    detail::deferral* m_d = nullptr;
+  };
+
   graph_run(const graph_run&) = delete;
   graph_run& operator=(const graph_run&) = delete;
-  /// Frees what was added and not spawned (the node threw). Inline: every node makes one, and
-  /// nearly all add nothing.
+  /// Frees what was added and not spawned, and a deferral the body did not hand back (the node
+  /// threw). Inline: every node makes one, and nearly all add and defer nothing.
   ~graph_run() {
-    if (!m_added.empty()) [[unlikely]] discard_added();
+    if (!m_added.empty() || m_deferral != nullptr) [[unlikely]] discard_added();
   }
+
+  /// Defers the running node's completion (see "Deferred completion" at the top of this file):
+  /// the node is complete, and its successors readied, once its body returned and every
+  /// completion defer() gave finished with done(). std::logic_error in a node added by add().
+  [[nodiscard]] completion defer() {
+    m_deferral = detail::defer_node(m_run, m_deferral, m_node);
+    return completion(m_deferral);
+  }
+
+  /// Starts a loop over [first, last) whose end completes the running node: returns at once,
+  /// and the node's successors are readied by the loop's last piece to finish (no task waits).
+  /// The body takes the forms of tessera::parallel_for's (`body(i)`, `body(first, last)`,
+  /// `body(ctx, first, last)`); the runtime splits the range in halves down to
+  /// options.grain (0: about 16 pieces per active worker), the pieces being tasks of the run's
+  /// group (stealable, cancelled with it). A piece that throws: the pieces not started are
+  /// skipped, the node's successors never run, the group's waiter gets the exception. A stop
+  /// requested through options.stop skips the pieces not started and completes the node.
+  /// first > last: std::invalid_argument; an empty range defers nothing.
+  template <class Body>
+    requires loop_body<std::decay_t<Body>>
+  void parallel_for(std::size_t first, std::size_t last, Body&& body, loop_options options = {});
 
   /// Adds a node running `body` (`void(context&)` or `void(context&, graph_run&)`; called once,
   /// so it may be mutable) after the current node: it is spawned into the run's group when the
@@ -347,6 +449,7 @@ class graph_run {
   detail::run_state* m_run;
   context* m_ctx;
   std::uint32_t m_node;
+  detail::deferral* m_deferral = nullptr;  // the running node's, while its body runs
   std::vector<task*> m_added;
 };
 
@@ -391,6 +494,106 @@ graph_run::dynamic_node graph_run::add(F&& body) {
     throw;
   }
   return dynamic_node(t, t->before_slot(), this);
+}
+
+namespace detail {
+/// What the pieces of one graph_run::parallel_for share; freed by the last piece destroyed
+/// (one that ran, or one dropped with its cancelled group).
+template <class Body>
+struct graph_loop_state {
+  template <class B>
+  graph_loop_state(B&& b, std::size_t g, const loop_options& o, std::size_t n,
+                   graph_run::completion c)
+      : body(std::forward<B>(b)), grain(g), prio(o.priority), stop(o.stop), remaining(n),
+        done(std::move(c)) {}
+  Body body;
+  std::size_t grain;
+  tessera::priority prio;
+  std::stop_token stop;
+  /// Pieces made and not destroyed (as loop_state's: relaxed increment by a holder, acq_rel
+  /// decrement; the one reaching zero frees the state, and with it `done` if it is still held:
+  /// the loop did not finish, so the node fails).
+  std::atomic<std::size_t> pieces{1};
+  /// Indices not run yet. Each piece takes off the indices it ran (acq_rel): the one that
+  /// brings it to zero sees every piece's writes and finishes `done`. A piece skipped after a
+  /// throw never takes its indices off, so a failed loop never completes its node.
+  std::atomic<std::size_t> remaining;
+  std::atomic<bool> failed{false};  // relaxed: a hint to skip the pieces not started
+  graph_run::completion done;
+};
+
+template <class Body>
+class graph_loop_piece final : public task {
+ public:
+  graph_loop_piece(graph_loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
+      : m_state(state), m_first(first), m_last(last) {}
+  ~graph_loop_piece() {
+    if (m_state->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete m_state;
+  }
+  graph_loop_piece(const graph_loop_piece&) = delete;
+  graph_loop_piece& operator=(const graph_loop_piece&) = delete;
+
+  task* execute(context& ctx) override {
+    graph_loop_state<Body>& s = *m_state;
+    if (s.failed.load(std::memory_order_relaxed)) return nullptr;
+    if (s.stop.stop_requested()) return ran(ctx, m_last - m_first);  // skipped, counted done
+    std::size_t last = m_last;
+    while (last - m_first > s.grain) {
+      const std::size_t mid = m_first + (last - m_first) / 2;
+      auto* upper = ctx.make_task<graph_loop_piece>(m_state, mid, last);
+      upper->annotate(s.prio);
+      s.pieces.fetch_add(1, std::memory_order_relaxed);  // upper's, dropped by its destructor
+      m_last = last = mid;  // before the spawn: a refused spawn destroys upper at once
+      ctx.spawn(upper);     // joins this piece's group: the run's
+    }
+    try {
+      if constexpr (context_range_body<Body>) {
+        std::invoke(s.body, ctx, m_first, last);
+      } else if constexpr (range_body<Body>) {
+        std::invoke(s.body, m_first, last);
+      } else {
+        for (std::size_t i = m_first; i < last; ++i) std::invoke(s.body, i);
+      }
+    } catch (...) {
+      s.failed.store(true, std::memory_order_relaxed);
+      throw;
+    }
+    return ran(ctx, last - m_first);
+  }
+
+ private:
+  task* ran(context& ctx, std::size_t n) {
+    graph_loop_state<Body>& s = *m_state;
+    if (s.remaining.fetch_sub(n, std::memory_order_acq_rel) != n) return nullptr;
+    return s.done.done_then(ctx);  // the node's successors: the first runs in this task's place
+  }
+
+  graph_loop_state<Body>* m_state;
+  std::size_t m_first;
+  std::size_t m_last;
+};
+}  // namespace detail
+
+template <class Body>
+  requires loop_body<std::decay_t<Body>>
+void graph_run::parallel_for(std::size_t first, std::size_t last, Body&& body,
+                             loop_options options) {
+  if (!detail::loop_range_ok(first, last)) return;
+  using B = std::decay_t<Body>;
+  static_assert(std::is_nothrow_destructible_v<B>, "a loop body's destructor must not throw");
+  const std::size_t grain =
+      detail::loop_grain(first, last, options.grain, m_ctx->runtime().active_workers());
+  auto* state = new detail::graph_loop_state<B>(std::forward<Body>(body), grain, options,
+                                                last - first, defer());
+  task* root;
+  try {
+    root = m_ctx->make_task<detail::graph_loop_piece<B>>(state, first, last);
+  } catch (...) {
+    delete state;  // its completion fails the node; the exception fails it too
+    throw;
+  }
+  root->annotate(options.priority);
+  m_ctx->spawn(root);  // into the running node's group (refused: root and state destroyed)
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+
 #include "graph/graph_data.h"
 #include "tessera/graph.h"
 
@@ -30,6 +31,12 @@ struct graph_access {
   static void set_node(graph_run& r, std::uint32_t node) noexcept { r.m_node = node; }
   static std::vector<task*>& added(graph_run& r) noexcept { return r.m_added; }
   static run_state* state(const graph_run& r) noexcept { return r.m_run; }
+  /// The running node's deferral (nullptr: it did not defer), handed over to the node task.
+  static deferral* take_deferral(graph_run& r) noexcept {
+    deferral* d = r.m_deferral;
+    r.m_deferral = nullptr;
+    return d;
+  }
   static context& ctx(const graph_run& r) noexcept { return *r.m_ctx; }
 };
 

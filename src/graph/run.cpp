@@ -13,6 +13,11 @@
 // a new task, again and again, until it holds one root, so a graph with many roots spreads over
 // the workers as a parallel_for does.
 //
+// A node that defers its completion (graph_run::defer, graph_run::parallel_for) gets a deferral:
+// a count of its unfinished shares (its body's, one per completion). The node task takes the
+// body's share off when the body returns; whichever takes the last one off readies the node's
+// successors (from a completion's done: as new node tasks, the first returned to run next).
+//
 // Every node task holds a weight of its run_state (weighted reference counting: a spawn gives
 // half of the spawner's, without a shared write); a destroyed task takes its weight off, and the
 // one that brings the total to zero frees the state, so a run whose tasks were dropped (cancel)
@@ -24,6 +29,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "graph/graph_access.h"
 #include "graph/graph_data.h"
@@ -87,6 +93,10 @@ void release_weight(run_state* run, std::uint64_t weight) noexcept {
 }
 
 void release_run(run_state* run) noexcept { release_weight(run, 1); }
+
+/// A node task whose body deferred its completion (d: its deferral) takes the body's share off:
+/// true if that completed the node without a failure (the caller readies the successors).
+bool body_finishes(deferral* d) noexcept;
 
 void graph_access::require_no_runs(const graph_data& d) noexcept {
   if (d.runs_in_flight.load(std::memory_order_acquire) == 0) return;
@@ -223,6 +233,9 @@ std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
     for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
     added.clear();
   }
+  if (deferral* const df = graph_access::take_deferral(state)) [[unlikely]] {
+    if (!body_finishes(df)) return no_node;  // the last completion readies the successors
+  }
   // One decrement per successor; the first ready one is the caller's to run next.
   if (one_successor) {
     const std::uint32_t s = succ[first];
@@ -290,6 +303,91 @@ task* node_task::execute(context& ctx) {
 }
 
 }  // namespace
+
+struct deferral {
+  run_state* run;
+  std::uint32_t node;
+  /// Shares not finished: the body's, and one per completion given. acq_rel decrements: the
+  /// one that reaches zero sees every share's writes before it readies the successors.
+  std::atomic<std::uint32_t> shares{1};
+  /// A completion was abandoned (release; read after the last decrement, which orders it).
+  std::atomic<bool> failed{false};
+};
+
+namespace {
+
+/// Takes one share off; true if it was the last one (the caller then owns d, to free).
+bool take_share(deferral* d) noexcept {
+  return d->shares.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+/// Frees d (its run's weight of one with it).
+void free_deferral(deferral* d) noexcept {
+  run_state* const run = d->run;
+  delete d;
+  release_run(run);
+}
+
+}  // namespace
+
+bool body_finishes(deferral* d) noexcept {
+  if (!take_share(d)) return false;
+  const bool ok = !d->failed.load(std::memory_order_relaxed);
+  free_deferral(d);  // the node task's own weight keeps the run alive
+  return ok;
+}
+
+deferral* defer_node(run_state* run, deferral* existing, std::uint32_t node) {
+  if (existing != nullptr) {
+    // Relaxed: the body's share is held, so the count cannot reach zero meanwhile.
+    existing->shares.fetch_add(1, std::memory_order_relaxed);
+    return existing;
+  }
+  if (node == no_node) {
+    throw std::logic_error("tessera: graph_run::defer in a node added by graph_run::add");
+  }
+  auto* d = new deferral{run, node};
+  d->shares.store(2, std::memory_order_relaxed);  // the body's and the completion's
+  acquire_run(run);  // the deferral's weight: the run lives until the node completed
+  return d;
+}
+
+void abandon_deferral(deferral* d) noexcept {
+  d->failed.store(true, std::memory_order_relaxed);  // ordered by the decrement's release
+  if (take_share(d)) free_deferral(d);  // failed: nothing readied
+}
+
+task* finish_deferral(context& ctx, deferral* d) {
+  if (!take_share(d)) return nullptr;
+  run_state* const run = d->run;
+  const std::uint32_t v = d->node;
+  const bool ok = !d->failed.load(std::memory_order_relaxed);
+  task* next = nullptr;
+  if (ok) {
+    const graph_data& g = *run->graph;
+    worker& w = context_access::worker_of(ctx);
+    try {
+      for (std::uint32_t i = g.succ_begin[v]; i < g.succ_begin[v + 1]; ++i) {
+        const std::uint32_t s = g.succ[i];
+        if (!run->arrive(s)) continue;
+        auto* t = ctx.make_task<node_task>(run, 1, s, 0, 0);
+        acquire_run(run);  // t's weight of one
+        apply_annotations(t, g, s);
+        if (next == nullptr) {
+          next = t;
+        } else {
+          scheduler::spawn_from(t, w);
+        }
+      }
+    } catch (...) {  // no memory for a node task: the run stops here, as after a throw
+      if (next != nullptr) ctx.runtime().discard(next);
+      free_deferral(d);
+      throw;
+    }
+  }
+  free_deferral(d);  // after the tasks took their weights: the run stays alive
+  return next;
+}
 
 void add_dependency(run_state* run, const task_graph* graph, std::uint32_t x) {
   if (graph != run->owner || x >= run->graph->size()) {
@@ -376,6 +474,20 @@ void graph_run::discard_added() noexcept {
   // Added but not spawned: the node threw (or was torn). Their destructors release the run.
   for (task* t : m_added) m_ctx->runtime().discard(t);
   m_added.clear();
+  // A deferral the node task did not take: the body threw, so the node fails.
+  if (m_deferral != nullptr) detail::abandon_deferral(std::exchange(m_deferral, nullptr));
+}
+
+void graph_run::completion::done(context& ctx) {
+  if (task* t = done_then(ctx)) ctx.spawn(t);
+}
+
+task* graph_run::completion::done_then(context& ctx) {
+  if (m_d == nullptr) {
+    throw std::logic_error("tessera: graph_run::completion::done on a completion that is done, "
+                           "moved from or empty");
+  }
+  return detail::finish_deferral(ctx, std::exchange(m_d, nullptr));
 }
 
 graph_run::dynamic_node& graph_run::dynamic_node::before(graph_node x) {
