@@ -2,12 +2,16 @@
 // server::connection — one client: its socket, its unparsed input, its pending output, and the
 // batch of pipelined requests in flight.
 //
-// A connection is driven by one flow at a time, never by two workers at once: the poller turns
-// a readiness event (EPOLLONESHOT: the descriptor is disarmed until re-armed) into a serve task;
-// that task reads, parses a batch of requests and dispatches them (replies written at once, or
-// key requests submitted to the tree as tasks); the last of the batch's tree tasks to finish
-// (`pending` reaches 0) assembles the replies in request order and goes on with the next batch
-// or re-arms the descriptor. Re-arming is the last thing a flow does with the connection.
+// A connection is driven by one flow at a time, never by two workers at once. The socket is
+// registered once, edge-triggered (EPOLLIN | EPOLLOUT | EPOLLET), and `flow` counts the readiness
+// events: the poller adds one per event and spawns a serve task only when it found 0 (no flow
+// running). That task reads, parses a batch of requests and dispatches them (replies written at
+// once, or key requests submitted to the tree as tasks); the last of the batch's tree tasks to
+// finish (`pending` reaches 0) assembles the replies in request order and goes on with the next
+// batch or ends the flow: it sets `flow` from the count it read when it started back to 0. If
+// that fails, events came meanwhile, and the flow hands the connection to the poller for a fresh
+// serve task (as it does when requests are left in its input); no event is lost, and no system
+// call is made at the end of a flow (EPOLLONESHOT would need an epoll_ctl to re-arm).
 //
 // Ordering: requests of one batch run concurrently, so a batch never holds two requests on the
 // same key when one of them writes, nor a command that sees the whole store (KEYS, SCAN,
@@ -15,7 +19,10 @@
 // in request order.
 //
 // Memory-ordering contract: everything the dispatching flow and each tree task wrote is visible
-// to the flow that takes `pending` to 0 (acq_rel decrements).
+// to the flow that takes `pending` to 0 (acq_rel decrements). A flow's end (a release CAS of
+// `flow` to 0) happens before the next flow (the poller's acquire RMW that finds 0, then the
+// spawn). A closed connection is freed by the poller after the epoll_wait round in which it
+// last could have seen an event of it (kv_server::close_connection).
 
 #include <atomic>
 #include <cstddef>
@@ -246,11 +253,14 @@ class connection {
   std::unique_ptr<walk_state> walk;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};
-  /// Hands the connection from one flow to the next across epoll: a release RMW before each
-  /// (re-)arm, an acquire RMW when a serve task starts. The kernel orders the arm before the
-  /// event; an RMW reads the latest value, so the serve task synchronizes with the flow before
-  /// it (a happens-before that ThreadSanitizer, which does not model epoll, can see).
-  std::atomic<std::uint64_t> handoff{0};
+  /// Readiness events counted by the poller since the last flow ended (0: no flow running).
+  std::atomic<std::uint64_t> flow{0};
+  /// `flow` as the running flow read it when its serve task started: it ends with a CAS from it.
+  std::uint64_t flow_seen = 0;
+  /// The last read stopped at the per-event limit: input may be waiting in the socket.
+  bool input_may_remain = false;
+  /// The last batch stopped at an incomplete request (its rest has not come yet).
+  bool parse_waits = true;
   std::string_view last_command;  ///< the command table's name of the last command
   /// The LSN the replies in `out` wait for (aof.h): the batch's last record; 0: none.
   std::uint64_t wait_lsn = 0;

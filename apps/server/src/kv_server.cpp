@@ -141,6 +141,11 @@ kv_server::~kv_server() {
     }
     m_clients.clear();
   }
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    for (connection* c : m_closed) delete c;  // NOLINT(cppcoreguidelines-owning-memory)
+    m_closed.clear();
+  }
   m_aof.reset();
   m_tree.reset();
   m_rt->stop();
@@ -271,6 +276,9 @@ int kv_server::run() {
   while (!m_stopping.load(std::memory_order_relaxed)) {
     const int n = ::epoll_wait(m_epoll, events, 256, 100);
     for (int i = 0; i < n; ++i) handle_event(events[i]);
+    // After the round: a connection closed before this point had its EPOLL_CTL_DEL done before
+    // the next epoll_wait, so no later round can name it.
+    if (m_have_closed.load(std::memory_order_relaxed)) free_closed();
     const std::int64_t now = steady_ms();
     if (now >= next_tick) {
       next_tick = now + 100;
@@ -301,10 +309,20 @@ void kv_server::handle_event(const epoll_event& e) {
     std::uint64_t v = 0;
     [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
     if (!m_stopping.load(std::memory_order_relaxed)) spawn_posted();
+    std::vector<connection*> ready;
+    {
+      const std::lock_guard<std::mutex> lock(m_posted_mutex);
+      ready.swap(m_reserve);
+    }
+    // Flows that go on (their `flow` count stays above 0); from outside, as below.
+    for (connection* c : ready) m_rt->spawn(m_rt->make_task<serve_task>(this, c));
   } else if ((e.data.u64 & 0xFF) == 1) {
     accept_all(static_cast<int>(e.data.u64 >> 8));
   } else {
     auto* c = static_cast<connection*>(tag);
+    // acquire: a count of 0 was stored by the last flow's release (connection.h). Only the
+    // event that finds 0 starts a flow; a running flow sees the count move and goes on.
+    if (c->flow.fetch_add(1, std::memory_order_acquire) != 0) return;
     // From outside the runtime: each serve task begins an operation of its own (epochs).
     m_rt->spawn(m_rt->make_task<serve_task>(this, c));
   }
@@ -373,10 +391,12 @@ void kv_server::accept_all(int listener) {
       const std::lock_guard<std::mutex> lock(m_clients_mutex);
       m_clients.emplace(id, c);
     }
+    // Registered once, edge-triggered: an event per arrival of input (or of room for output
+    // after a send that found none), counted in `flow` (connection.h). The registration itself
+    // reports the socket writable: a first serve task that finds nothing to read.
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c;
-    c->handoff.fetch_add(1, std::memory_order_release);  // see connection::handoff
     ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, fd, &ev);
   }
 }
@@ -447,21 +467,33 @@ kv_server::flush_outcome kv_server::flush(connection& c) {
   return flush_outcome::sent;
 }
 
-void kv_server::rearm(connection& c, bool want_write) {
-  epoll_event ev{};
-  ev.events = (want_write ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
-  ev.data.ptr = &c;
-  c.handoff.fetch_add(1, std::memory_order_release);  // see connection::handoff
-  // The last touch of the connection by this flow: the next event may start another at once.
-#if defined(__SANITIZE_THREAD__)
-  // ThreadSanitizer models EPOLL_CTL_ADD as a release on the epoll descriptor (and epoll_wait as
-  // its acquire) but not EPOLL_CTL_MOD: the next flow's close() of the socket would be reported
-  // as racing with this call. Under TSan only, re-arm by DEL + ADD.
-  ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, c.fd, nullptr);
-  ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, c.fd, &ev);
-#else
-  ::epoll_ctl(m_epoll, EPOLL_CTL_MOD, c.fd, &ev);
-#endif
+void kv_server::release(connection& c, bool blocked) {
+  const bool more_ready =
+      !blocked && (c.input_may_remain || (c.in_pos < c.in.size() && !c.parse_waits));
+  if (!more_ready) {
+    std::uint64_t seen = c.flow_seen;
+    // release: this flow's writes to the connection happen before the next flow's (the poller's
+    // acquire RMW that finds 0). The last touch of the connection by this flow on success.
+    if (c.flow.compare_exchange_strong(seen, 0, std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+      return;
+    }
+    // Events came after this flow read the count: input or room for output that it may not
+    // have seen. A fresh serve task reads again.
+  }
+  queue_serve(c);
+}
+
+void kv_server::queue_serve(connection& c) {
+  // The flow goes on in a serve task spawned by the poller (from outside the runtime, so that it
+  // begins an operation of its own: a task spawned here would extend this one's, see
+  // batch_done). `flow` stays above 0 meanwhile: the poller's events start nothing.
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    m_reserve.push_back(&c);
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
 }
 
 void kv_server::close_connection(connection& c) {
@@ -472,14 +504,34 @@ void kv_server::close_connection(connection& c) {
   }
   ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, c.fd, nullptr);
   ::close(c.fd);
-  delete &c;  // NOLINT(cppcoreguidelines-owning-memory): out of the registry, no task holds it
+  // Not freed here: the poller may hold an event of this connection from an epoll_wait before the
+  // DEL (its count is above 0, so that event starts nothing). The poller frees it after its
+  // current round of events (free_closed); no task holds it any more.
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    m_closed.push_back(&c);
+  }
+  m_have_closed.store(true, std::memory_order_relaxed);
+}
+
+void kv_server::free_closed() {
+  std::vector<connection*> closed;
+  {
+    const std::lock_guard<std::mutex> lock(m_posted_mutex);
+    closed.swap(m_closed);
+    m_have_closed.store(false, std::memory_order_relaxed);
+  }
+  for (connection* c : closed) delete c;  // NOLINT(cppcoreguidelines-owning-memory)
 }
 
 void kv_server::serve(connection& c, tessera::context& ctx) {
-  c.handoff.fetch_add(1, std::memory_order_acquire);  // see connection::handoff
+  // The events counted so far are answered by what this task reads and sends from now on; one
+  // counted later makes the flow's end go round again (release).
+  c.flow_seen = c.flow.load(std::memory_order_acquire);
+  c.input_may_remain = false;
   if (c.out_pos < c.out.size()) {
     switch (flush(c)) {
-      case flush_outcome::pending: return rearm(c, true);
+      case flush_outcome::pending: return release(c, true);
       case flush_outcome::failed: return close_connection(c);
       case flush_outcome::sent: break;
     }
@@ -490,6 +542,9 @@ void kv_server::serve(connection& c, tessera::context& ctx) {
   // Read into the worker's buffer and append what came (growing c.in by a whole chunk first
   // would zero-fill 16 KiB per read: a sixth of a pipelined GET's instructions).
   thread_local std::unique_ptr<char[]> chunk = std::make_unique_for_overwrite<char[]>(read_chunk);
+  // Edge-triggered: read until the socket is empty (a short read), or to the per-event limit,
+  // after which the flow's end goes round again (input_may_remain).
+  c.input_may_remain = true;
   while (got < read_per_event) {
     if (c.in_pos > 0 && c.in_pos == c.in.size()) {
       c.in.clear();
@@ -499,10 +554,16 @@ void kv_server::serve(connection& c, tessera::context& ctx) {
     if (n > 0) {
       c.in.append(chunk.get(), static_cast<std::size_t>(n));
       got += static_cast<std::size_t>(n);
-      if (static_cast<std::size_t>(n) < read_chunk) break;
+      if (static_cast<std::size_t>(n) < read_chunk) {
+        c.input_may_remain = false;
+        break;
+      }
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      c.input_may_remain = false;
+      break;
+    }
     if (n < 0 && errno == EINTR) continue;
     eof = true;  // the peer closed, or an error
     break;
@@ -525,7 +586,7 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
     if (c.wait_lsn != 0 && !m_aof->is_safe(c.wait_lsn)) break;
     if (c.out.size() - c.out_pos >= std::size_t{64} * 1024) {
       if (flush(c) == flush_outcome::failed) return close_connection(c);
-      if (c.out_pos < c.out.size()) return rearm(c, true);  // the client reads slowly
+      if (c.out_pos < c.out.size()) return release(c, true);  // the client reads slowly
     }
   }
   finish_flow(c);
@@ -535,8 +596,8 @@ void kv_server::batch_done(connection& c, tessera::context& /*ctx*/) {
   complete_batch(c);
   // The flow ends here, even with requests left in c.in: a task spawned by this one would
   // belong to the same operation, and a flow that never ends would hold the epoch (and every
-  // retired value and directory) for ever. Requests left over are served by a fresh serve task:
-  // armed for writing, the socket is ready at once and the poller spawns one from outside.
+  // retired value and directory) for ever. Requests left over are served by a fresh serve task
+  // that the poller spawns from outside (release, queue_serve).
   finish_flow(c);
 }
 
@@ -548,30 +609,34 @@ void kv_server::finish_flow(connection& c) {
     c.wait_lsn = 0;
     kick = m_aof->policy() == fsync_policy::no;
   }
-  send_and_rearm(c);
+  send_and_release(c);
   // appendfsync no: the replies went out at once; the records are written now, by this flow
   // unless another one is writing (drain() touches no connection of ours).
   if (kick) m_aof->drain();
 }
 
-void kv_server::send_and_rearm(connection& c) {
+void kv_server::send_and_release(connection& c) {
   switch (flush(c)) {
-    case flush_outcome::pending: return rearm(c, true);
+    case flush_outcome::pending: return release(c, true);
     case flush_outcome::failed: return close_connection(c);
     case flush_outcome::sent: break;
   }
   if (c.close_after_reply) return close_connection(c);
-  rearm(c, c.in_pos < c.in.size());
+  release(c, false);
 }
 
 bool kv_server::run_batch(connection& c, tessera::context& ctx) {
   c.pending.store(1, std::memory_order_relaxed);  // the flow's own count
   std::size_t parsed = 0;
+  c.parse_waits = false;
   while (c.cmds.size() < batch_limit && !c.close_after_reply) {
     const std::string_view rest(c.in.data() + c.in_pos + parsed, c.in.size() - c.in_pos - parsed);
     const std::size_t first_arg = c.args.size();
     const parse_result r = c.parser.parse(rest, c.args, c.authenticated);
-    if (r.outcome == parse_outcome::need_more) break;
+    if (r.outcome == parse_outcome::need_more) {
+      c.parse_waits = true;  // nothing more to run until input comes (an event)
+      break;
+    }
     if (r.outcome == parse_outcome::protocol_error) {
       c.error_reply = std::string(r.error);
       c.close_after_reply = true;

@@ -105,16 +105,22 @@ class kv_server {
   void accept_all(int listener);
   /// A readiness event on the poller thread.
   void handle_event(const epoll_event& e);
-  /// Sends what is pending and re-arms the connection (or closes it): the end of a flow.
+  /// Sends what is pending and ends the flow (or closes the connection).
   void finish_flow(connection& c);
-  void send_and_rearm(connection& c);
+  void send_and_release(connection& c);
   void advance(connection& c, tessera::context& ctx);
   bool run_batch(connection& c, tessera::context& ctx);
   void complete_batch(connection& c);
   enum class flush_outcome : std::uint8_t { sent, pending, failed };
   flush_outcome flush(connection& c);
-  void rearm(connection& c, bool want_write);
+  /// The end of a flow: `flow` back to 0, unless events came meanwhile or, `blocked` false,
+  /// requests or input are left; then the poller spawns a fresh serve task (queue_serve).
+  /// `blocked`: replies wait for the client to read (EPOLLOUT's edge starts the next flow).
+  void release(connection& c, bool blocked);
+  void queue_serve(connection& c);
   void close_connection(connection& c);
+  /// The poller, after a round of events: frees the connections closed before it.
+  void free_closed();
   void tick();
   void spawn_posted();
 
@@ -142,6 +148,9 @@ class kv_server {
   std::unique_ptr<aof_log> m_aof;
   std::mutex m_posted_mutex;
   std::vector<std::function<void(tessera::context&)>> m_posted;  // GUARDED_BY(m_posted_mutex)
+  std::vector<connection*> m_reserve;  // GUARDED_BY(m_posted_mutex): flows to go on with
+  std::vector<connection*> m_closed;   // GUARDED_BY(m_posted_mutex): to free (free_closed)
+  std::atomic<bool> m_have_closed{false};  ///< m_closed may be non-empty (relaxed hint)
 };
 
 }  // namespace server
