@@ -32,7 +32,6 @@ tessera_join::~tessera_join() = default;
 
 void tessera_join::build_graph() {
   tessera::task_graph& g = m_graph;
-  const auto morsels = static_cast<std::uint32_t>(m_build_morsels);
   // The probe phase: one loop over the probe morsels (a piece is one morsel of R rows), each
   // participant adding its pieces' counts and sums into a slot of its own, and the continuation
   // storing their total.
@@ -52,33 +51,26 @@ void tessera_join::build_graph() {
         tessera::loop_options{.grain = 1});
   });
   g.node(probe_start.index()).name("probe start");
-  const tessera::graph_node partitioned = g.add([](tessera::context&) {});
-  g.node(partitioned.index()).name("partitioned");
-  // bound morsel m ──▶ bounded (chooses the table; adds partition morsel m ──▶ partitioned
-  // where the build reads a scattered copy) ──▶ partitioned
+  // bounds (a loop over the build morsels) ──▶ bounded (chooses the table, then, where the build
+  // reads a scattered copy, a loop over the build morsels partitioning them) ──▶ allocate p.
+  // Both loops are split by the runtime at its own grain, the node after each readied by the
+  // loop's last piece (graph_run::parallel_for): a phase costs a few tasks, not one per morsel.
+  const tessera::graph_node bounds = g.add([this](tessera::context&, tessera::graph_run& run) {
+    run.parallel_for(0, m_build_morsels, [this](std::size_t first, std::size_t last) {
+      for (std::size_t m = first; m < last; ++m) m_run->bound_morsel(m);
+    });
+  });
+  g.node(bounds.index()).name("bounds");
   const tessera::graph_node bounded =
-      g.add([this, partitioned](tessera::context&, tessera::graph_run& run) {
+      g.add([this](tessera::context&, tessera::graph_run& run) {
         m_run->choose_table();
         if (!m_run->scatters()) return;
-        for (std::size_t m = 0; m < m_build_morsels; ++m)
-          run.add([this, m](tessera::context&) { m_run->partition_morsel(m); })
-              .before(partitioned);
+        run.parallel_for(0, m_build_morsels, [this](std::size_t first, std::size_t last) {
+          for (std::size_t m = first; m < last; ++m) m_run->partition_morsel(m);
+        });
       });
-  g.node(bounded.index()).name("bounded").precede(partitioned);
-  if (morsels > 0) {
-    const std::int64_t* keys = m_input.build_keys.data();
-    const tessera::graph_node first_bound = g.add_many(
-        morsels, [this](tessera::context&, std::uint32_t m) { m_run->bound_morsel(m); });
-    std::vector<tessera::graph_node> bounds;
-    bounds.reserve(morsels);
-    for (std::uint32_t m = 0; m < morsels; ++m) {
-      const std::size_t row = std::size_t{m} * m_records;
-      const std::size_t rows = std::min(m_records, m_input.build_keys.size() - row);
-      bounds.push_back(g.node(first_bound.index() + m));
-      bounds.back().annotate_data(keys + row, rows * sizeof(std::int64_t));
-    }
-    g.precede(bounds, bounded);
-  }
+  g.node(bounded.index()).name("bounded");
+  g.precede(bounds, bounded);
   const tessera::graph_node allocate = g.add_many(
       m_partitions,
       [this, probe_start](tessera::context&, tessera::graph_run& run, std::uint32_t p) {
@@ -94,7 +86,7 @@ void tessera_join::build_graph() {
   for (unsigned p = 0; p < m_partitions; ++p) {
     tessera::graph_node a = g.node(allocate.index() + p);
     a.annotate(tessera::worker_id{static_cast<std::uint16_t>(p)});
-    g.precede(partitioned, a);
+    g.precede(bounded, a);
     g.precede(a, probe_start);
   }
   g.validate();
@@ -112,7 +104,7 @@ join_result tessera_join::run() {
 
 std::size_t tessera_join::tasks_per_run() const noexcept {
   const std::size_t chunks = (m_build_morsels + m_partitions - 1) / m_partitions;
-  return 2 * m_build_morsels + 2 + m_partitions * (1 + chunks) + 1;  // with a scatter
+  return 3 + m_partitions * (1 + chunks);  // nodes; the loops' pieces are not counted
 }
 
 }  // namespace join

@@ -3,16 +3,20 @@
 // One graph per (input, records per task), built once and run many times (a query plan run per
 // query). A run is a fresh join_phases (join_phases.h) and these nodes:
 //
-//   bound morsel 0..M-1 ──▶ bounded ──▶ partitioned ──▶ allocate p (on worker p) ──▶ probe start
-//                             └─ adds partition morsel 0..M-1 ─┘   └─ adds build chunks of p ─┘
-//                                (only where the build reads a       (on worker p)
-//                                 scattered copy)
+//   bounds ──▶ bounded ──▶ allocate p (on worker p) ──▶ probe start
+//     │          │                 └─ adds build chunks of p (on worker p) ─┘
+//     │          └─ chooses the table; where the build reads a scattered copy, a loop over
+//     │             partition morsel 0..M-1 (bounded completes when it finished)
+//     └─ a loop over bound morsel 0..M-1 (bounds completes when it finished)
 //   probe start: parallel_reduce over probe morsel 0..N-1 ──▶ its continuation stores the sum
 //
 // P = the runtime's workers: each partition's table is allocated and filled only by tasks
 // annotated with its worker (worker_id{p}), so no latch guards it and its memory is first
-// touched where it is used. "bounded" chooses the table (join_phases::choose_table) and adds
-// the partition nodes only where the build needs the scatter (not for a dense table of few
+// touched where it is used. The bound and partition phases are loop nodes
+// (graph_run::parallel_for): the runtime splits the morsels into pieces at its own grain, and the
+// loop's last piece readies the next node, so these phases cost a few tasks each whatever the
+// records per task. "bounded" chooses the table (join_phases::choose_table) and starts the
+// partition loop only where the build needs the scatter (not for a dense table of few
 // partitions, whose build reads the keys themselves). The probe phase is a graph edge after
 // the build phase: "probe start" runs after every allocate node and every build chunk (each
 // added with before(probe start)), and starts a tessera loop over the probe morsels
@@ -49,8 +53,8 @@ class tessera_join {
   /// Runs the join once and waits for it (not from a worker); rethrows a task's exception.
   join_result run();
 
-  /// Graph nodes of one run with a scatter: bound, partition, allocate and build tasks and the
-  /// three joints (the probe loop's pieces are not nodes; without a scatter, M fewer).
+  /// Graph nodes of one run: bounds, bounded, allocate and build tasks and probe start (the
+  /// loops' pieces are not nodes).
   std::size_t tasks_per_run() const noexcept;
 
  private:
