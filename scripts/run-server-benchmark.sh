@@ -12,7 +12,11 @@
 # everysec and always, and redis-server with appendonly yes + appendfsync everysec and always,
 # each log in a fresh directory under AOF_DIR (default: a temp directory under build/, on the
 # repository's disk). Defaults N=200000, NP_N=50000. Prints everysec / log off and always /
-# redis-server always.
+# redis-server always. BASE_BUILD_DIR=DIR (a build directory of another commit, configured like
+# build/server-bench and containing apps/server/tessera-kv-server) adds that binary under
+# `always` to every round, in turn with the others, and prints this build's always / its.
+# AOF_SERVERS="tessera-always redis-always base-always" runs only the servers named (of tessera,
+# tessera-everysec, tessera-always, redis-everysec, redis-always, base-always).
 #
 # Pinning: with 3 or more CPUs the client runs alone on the last CPU and every server on the
 # others (taskset); with 2 CPUs, PIN=apart (the default) gives the server CPU 0 and the client
@@ -46,6 +50,14 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 cmake --build "$build" --target tessera-kv-server >/dev/null
 server_bin=$build/apps/server/tessera-kv-server
+base_build=${BASE_BUILD_DIR:-}
+if [[ -n $base_build ]]; then
+  [[ -n $AOF ]] || { echo "run-server-benchmark: BASE_BUILD_DIR needs AOF=1" >&2; exit 1; }
+  [[ -f $base_build/build.ninja ]] ||
+    { echo "run-server-benchmark: $base_build is not a configured build directory" >&2; exit 1; }
+  cmake --build "$base_build" --target tessera-kv-server >/dev/null
+  base_bin=$base_build/apps/server/tessera-kv-server
+fi
 
 ncpu=$(nproc)
 last=$((ncpu - 1))
@@ -79,6 +91,10 @@ start_server() {  # name -> sets pid
     tessera-everysec|tessera-always)
       taskset -c "$server_cpus" "$server_bin" --port "$port" --workers "$workers" \
         --appendonly yes --appendfsync "${1#tessera-}" --dir "$dir" >"$out/server.log" 2>&1 & ;;
+    base-always)
+      taskset -c "$server_cpus" "${base_bin:?base-always needs BASE_BUILD_DIR}" --port "$port" \
+        --workers "$workers" --appendonly yes --appendfsync always --dir "$dir" \
+        >"$out/server.log" 2>&1 & ;;
     redis-everysec|redis-always)
       taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
         --appendonly yes --appendfsync "${1#redis-}" --dir "$dir" --daemonize no \
@@ -107,6 +123,9 @@ stop_server() {
 
 servers=(redis redis-io2 tessera)
 [[ -n $AOF ]] && servers=(tessera tessera-everysec tessera-always redis-everysec redis-always)
+[[ -n $base_build ]] && servers+=(base-always)
+# AOF_SERVERS="tessera-always redis-always base-always": only those, in that order.
+[[ -n $AOF && -n ${AOF_SERVERS:-} ]] && read -ra servers <<<"$AOF_SERVERS"
 echo "run-server-benchmark: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); $pin_note"
 redis_version=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')
 echo "run-server-benchmark: tessera-kv-server --workers $workers;" \
@@ -154,6 +173,24 @@ for m in ("P16", "P1"):
     cells.append(f"{med('tessera-always', m, 0) / med('redis-always', m, 0):.2f}x")
     cells.append(f"{med('tessera-everysec', m, 0) / med('redis-everysec', m, 0):.2f}x")
     print("| " + " | ".join(cells) + " |")
+if any(s == "base-always" for s, _ in rows):
+    print(f"\nalways, this build / the base build (BASE_BUILD_DIR), "
+          f"medians of {sys.argv[2]} rounds")
+    print("| mode | this build rps | base build rps | this / base | base / redis always |")
+    print("|---|---|---|---|---|")
+    for m in ("P16", "P1"):
+        new, old = med("tessera-always", m, 0), med("base-always", m, 0)
+        print(f"| {'-P 16' if m == 'P16' else 'no pipelining'} | {new:,.0f} | {old:,.0f} | "
+              f"{new / old:.2f}x | {old / med('redis-always', m, 0):.2f}x |")
+    print("\nper round, always / redis always (this build, base build):")
+    by_round = collections.defaultdict(dict)
+    for line in open(sys.argv[1]):
+        s, m, r, test, rps, p50, p99 = line.split()
+        by_round[(m, r)][s] = float(rps)
+    for (m, r), d in sorted(by_round.items()):
+        if "redis-always" in d and "tessera-always" in d and "base-always" in d:
+            print(f"  {m} round {r}: {d['tessera-always'] / d['redis-always']:.2f}x, "
+                  f"{d['base-always'] / d['redis-always']:.2f}x")
 EOF
   exit 0
 fi

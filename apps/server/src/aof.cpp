@@ -286,8 +286,15 @@ void aof_log::sync_loop() {
     }
     m_sync_busy.store(false, std::memory_order_seq_cst);
     if (p == fsync_policy::always) {
-      // The replies that waited, and the group that formed meanwhile: a task spawned from this
-      // thread (outside the runtime: a fresh operation) goes on with their connections.
+      // The group that formed during this fdatasync goes to the file from here, before the
+      // replies are released, so that the next fdatasync starts at once (the loop's next
+      // check) instead of after a hand-over to a worker and back: the disk is what bounds
+      // `always`, and each hand-over between threads is a wake-up during which it idles.
+      if (!last_failed) write_group();
+      // The replies that waited: a task spawned from this thread (outside the runtime: a
+      // fresh operation) goes on with their connections, while the disk syncs the next group.
+      // Spawned after write_group() let go of the leader flag: a connection parked while this
+      // thread held it is seen by the task's take_ready() or drain().
       m_srv.runtime().spawn([this](tessera::context&) {
         for (connection* c : take_ready()) m_srv.resume_flow(*c);
         drain();
@@ -295,6 +302,15 @@ void aof_log::sync_loop() {
     }
     lock.lock();
   }
+}
+
+void aof_log::write_group() {
+  // m_sync_busy is clear (seq_cst) before this exchange: a leader that holds the flag now
+  // looks for work after it lets go (has_work, seq_cst), sees the sync thread idle and writes
+  // the group itself (lead_round wakes this thread for it).
+  if (m_leading.exchange(true, std::memory_order_seq_cst)) return;
+  lead_round();
+  m_leading.store(false, std::memory_order_seq_cst);
 }
 
 void aof_log::check_file() {

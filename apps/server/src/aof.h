@@ -164,6 +164,9 @@ class aof_log {
   void start_sync_thread();
   void stop_sync_thread();
   void sync_loop();
+  /// From the sync thread after an fdatasync under `always`: writes the buffered group (the
+  /// next fdatasync's) if no leader is writing; one that is writes it instead.
+  void write_group();
   // The rewrite (aof_rewrite.cpp).
   void rewrite_step(tessera::context& ctx);
   void rewrite_chunk_done(tessera::context& ctx);
