@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "tessera/context.h"
 #include "tessera/group.h"
@@ -14,6 +15,36 @@
 #include "tessera/parallel_reduce.h"
 
 namespace join {
+
+namespace {
+
+/// Partition p's build: step after step of build_chunk_morsels() morsels on worker p (the task
+/// returns itself between two), the last one finishing the allocate node's completion.
+class build_chain final : public tessera::task {
+ public:
+  build_chain(join_phases& run, unsigned p, std::size_t morsels,
+              tessera::graph_run::completion done) noexcept
+      : m_run(&run), m_p(p), m_morsels(morsels), m_chunk(run.build_chunk_morsels()),
+        m_done(std::move(done)) {}
+
+  tessera::task* execute(tessera::context& ctx) override {
+    const std::size_t last = std::min(m_next + m_chunk, m_morsels);
+    m_run->build(m_p, m_next, last);
+    m_next = last;
+    if (m_next < m_morsels) return this;
+    return m_done.done_then(ctx);  // probe start, if this was its last predecessor
+  }
+
+ private:
+  join_phases* m_run;
+  unsigned m_p;
+  std::size_t m_morsels;
+  std::size_t m_chunk;
+  std::size_t m_next = 0;
+  tessera::graph_run::completion m_done;
+};
+
+}  // namespace
 
 tessera_join::tessera_join(tessera::runtime& rt, const join_input& input,
                            std::size_t records_per_task)
@@ -71,17 +102,17 @@ void tessera_join::build_graph() {
       });
   g.node(bounded.index()).name("bounded");
   g.precede(bounds, bounded);
+  // allocate p (on worker p) defers its completion to a chain of build steps on worker p, one
+  // task returning itself per step of about R rows, the last step completing the node: no task
+  // per step, and no count that every step decrements.
   const tessera::graph_node allocate = g.add_many(
       m_partitions,
-      [this, probe_start](tessera::context&, tessera::graph_run& run, std::uint32_t p) {
+      [this](tessera::context& ctx, tessera::graph_run& run, std::uint32_t p) {
         m_run->allocate_partition(p);
-        const std::size_t chunk = m_run->build_chunk_morsels();
-        for (std::size_t first = 0; first < m_build_morsels; first += chunk) {
-          const std::size_t last = std::min(first + chunk, m_build_morsels);
-          run.add([this, p, first, last](tessera::context&) { m_run->build(p, first, last); })
-              .annotate(tessera::worker_id{static_cast<std::uint16_t>(p)})
-              .before(probe_start);
-        }
+        if (m_build_morsels == 0) return;
+        auto* chain = ctx.make_task<build_chain>(*m_run, p, m_build_morsels, run.defer());
+        chain->annotate(tessera::worker_id{static_cast<std::uint16_t>(p)});
+        ctx.spawn(chain);
       });
   for (unsigned p = 0; p < m_partitions; ++p) {
     tessera::graph_node a = g.node(allocate.index() + p);
@@ -103,8 +134,7 @@ join_result tessera_join::run() {
 }
 
 std::size_t tessera_join::tasks_per_run() const noexcept {
-  const std::size_t chunks = (m_build_morsels + m_partitions - 1) / m_partitions;
-  return 3 + m_partitions * (1 + chunks);  // nodes; the loops' pieces are not counted
+  return 3 + 2 * std::size_t{m_partitions};  // nodes and build chains; not the loops' pieces
 }
 
 }  // namespace join
