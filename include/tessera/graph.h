@@ -404,13 +404,16 @@ class graph_run {
   /// Frees what was added and not spawned, and a deferral the body did not hand back (the node
   /// threw). Inline: every node makes one, and nearly all add and defer nothing.
   ~graph_run() {
-    if (!m_added.empty() || m_deferral != nullptr) [[unlikely]] discard_added();
+    if (!m_added.empty()) [[unlikely]] discard_added();
   }
 
   /// Defers the running node's completion (see "Deferred completion" at the top of this file):
   /// the node is complete, and its successors readied, once its body returned and every
   /// completion defer() gave finished with done(). std::logic_error in a node added by add().
   [[nodiscard]] completion defer() {
+    // A null entry in m_added marks the deferral: the node task looks at m_added after every
+    // body anyway, so a node that defers nothing pays nothing more.
+    if (m_deferral == nullptr) m_added.push_back(nullptr);
     m_deferral = detail::defer_node(m_run, m_deferral, m_node);
     return completion(m_deferral);
   }
@@ -450,7 +453,7 @@ class graph_run {
   context* m_ctx;
   std::uint32_t m_node;
   detail::deferral* m_deferral = nullptr;  // the running node's, while its body runs
-  std::vector<task*> m_added;
+  std::vector<task*> m_added;  // and a null entry once m_deferral is set (see defer())
 };
 
 namespace detail {

@@ -229,12 +229,14 @@ std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
     }
   }
   std::vector<task*>& added = graph_access::added(state);
-  if (!added.empty()) [[unlikely]] {
-    for (task* t : added) scheduler::spawn_from(t, w);  // each holds its run reference
+  if (!added.empty()) [[unlikely]] {  // dynamic nodes, or a deferral's null mark
+    for (task* t : added) {
+      if (t != nullptr) scheduler::spawn_from(t, w);  // each holds its run reference
+    }
     added.clear();
-  }
-  if (deferral* const df = graph_access::take_deferral(state)) [[unlikely]] {
-    if (!body_finishes(df)) return no_node;  // the last completion readies the successors
+    if (deferral* const df = graph_access::take_deferral(state)) {
+      if (!body_finishes(df)) return no_node;  // the last completion readies the successors
+    }
   }
   // One decrement per successor; the first ready one is the caller's to run next.
   if (one_successor) {
@@ -411,7 +413,9 @@ task* finish_dynamic_node(context& ctx, graph_run& run, std::uint32_t before) {
   run_state* const state = graph_access::state(run);
   worker& w = context_access::worker_of(ctx);
   std::vector<task*>& added = graph_access::added(run);
-  for (task* t : added) scheduler::spawn_from(t, w);
+  for (task* t : added) {
+    if (t != nullptr) scheduler::spawn_from(t, w);  // null: a refused defer()'s mark
+  }
   added.clear();
   if (before == no_node || !state->arrive(before)) return nullptr;
   auto* t = ctx.make_task<node_task>(state, 1, before, 0, 0);
@@ -472,7 +476,9 @@ namespace tessera {
 
 void graph_run::discard_added() noexcept {
   // Added but not spawned: the node threw (or was torn). Their destructors release the run.
-  for (task* t : m_added) m_ctx->runtime().discard(t);
+  for (task* t : m_added) {
+    if (t != nullptr) m_ctx->runtime().discard(t);  // null: defer()'s mark
+  }
   m_added.clear();
   // A deferral the node task did not take: the body threw, so the node fails.
   if (m_deferral != nullptr) detail::abandon_deferral(std::exchange(m_deferral, nullptr));
