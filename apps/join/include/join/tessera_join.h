@@ -4,7 +4,7 @@
 // query). A run is a fresh join_phases (join_phases.h) and these nodes:
 //
 //   bounds ──▶ bounded ──▶ allocate p (on worker p) ──▶ probe start
-//     │          │                 └─ adds build chunks of p (on worker p) ─┘
+//     │          │            └─ spawns p's build chain (worker p), completes when it finished
 //     │          └─ chooses the table; where the build reads a scattered copy, a loop over
 //     │             partition morsel 0..M-1 (bounded completes when it finished)
 //     └─ a loop over bound morsel 0..M-1 (bounds completes when it finished)
@@ -18,8 +18,9 @@
 // records per task. "bounded" chooses the table (join_phases::choose_table) and starts the
 // partition loop only where the build needs the scatter (not for a dense table of few
 // partitions, whose build reads the keys themselves). The probe phase is a graph edge after
-// the build phase: "probe start" runs after every allocate node and every build chunk (each
-// added with before(probe start)), and starts a tessera loop over the probe morsels
+// the build phase: "probe start" runs after every allocate node, each of which completes when
+// its partition's build chain (one task on worker p running a step of about R rows, returning
+// itself for the next) finished, and starts a tessera loop over the probe morsels
 // (parallel_reduce from a task, one morsel of R rows per piece): each participant adds its
 // pieces' counts and sums into a slot of its own, and the loop's continuation, in the run's
 // group, stores their total. A loop's piece costs less than a graph node (no task, no
