@@ -11,6 +11,7 @@
 #include <memory>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -93,6 +94,14 @@ std::string peer_name(const sockaddr_storage& a) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+/// Whether the process may run on one CPU only (its affinity mask).
+bool one_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return CPU_COUNT(&set) == 1;
+}
+
 bool is_loopback(const std::string& addr) {
   return addr == "127.0.0.1" || addr == "::1" || addr == "localhost" ||
          addr.rfind("127.", 0) == 0;
@@ -117,7 +126,15 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   tessera::runtime_options o;
   if (s.workers != 0) o.workers = s.workers;
-  if (s.worker_spin_us >= 0) o.spin_before_park = std::chrono::microseconds(s.worker_spin_us);
+  if (s.worker_spin_us < 0 && one_cpu()) {
+    // On one CPU an idle worker that spins holds the CPU that the poller thread needs to hand
+    // it the next event: no spin (performance-notes.md, "The server's CPU per request"; with
+    // two CPUs shared by two workers the spin paid in throughput). Reported by CONFIG GET.
+    m_settings.worker_spin_us = 0;
+  }
+  if (m_settings.worker_spin_us >= 0) {
+    o.spin_before_park = std::chrono::microseconds(m_settings.worker_spin_us);
+  }
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   config_changed();
