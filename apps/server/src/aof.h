@@ -21,9 +21,10 @@
 // a few rounds at most, then hands on through the poller (a task spawned from outside begins a
 // fresh operation of the epoch mechanism). fdatasync runs on one sync thread (a tessera task
 // never blocks for milliseconds): under `always` the leader wakes it, it syncs everything
-// written so far (all the groups written meanwhile: the next group commit forms while the
-// disk works) and spawns a task that releases the connections now safe; under everysec it
-// syncs once a second.
+// written so far (the next group forms in the buffer while the disk works), writes that group
+// itself when the leader flag is free (write_group), spawns a task that releases the
+// connections now safe, and starts the next fdatasync at once; under everysec it syncs once a
+// second.
 //
 // Errors. A failed write or fdatasync (ENOSPC, EFBIG, EIO, ...) keeps the data in the buffer,
 // releases nothing, makes writes answer -MISCONF (reads go on) and is retried every tick (100
