@@ -264,6 +264,31 @@ def test_pipelining(srv):
     data = b"PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nq\r\n$1\r\n7\r\nGET q\r\n*1\r\n$4\r\nQUIT\r\n"
     expect(raw(srv.port, data, read_until_close=True), b"+PONG\r\n+OK\r\n$1\r\n7\r\n+OK\r\n",
            "a raw pipeline")
+    # Edge-triggered readiness (connection.h): a request whose bytes come in several writes is
+    # answered once whole; a pipeline longer than a batch (512 requests) in one write, and a
+    # request longer than one read's limit (1 MiB), are answered completely (the flow hands the
+    # rest to a fresh serve task).
+    def recv_exactly(s, n):
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(min(65536, n - len(out)))
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=20) as s:
+        req = b"*3\r\n$3\r\nSET\r\n$5\r\nsplit\r\n$4\r\nabcd\r\n"
+        for i in range(0, len(req), 7):
+            s.sendall(req[i:i + 7])
+            time.sleep(0.01)
+        expect(recv_exactly(s, 5), b"+OK\r\n", "a request sent in pieces")
+        n = 1500
+        s.sendall(b"PING\r\n" * n)
+        expect(recv_exactly(s, 7 * n), b"+PONG\r\n" * n, f"{n} pipelined PINGs in one write")
+        big = b"y" * (3 << 20)
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n%s\r\nSTRLEN big\r\n" % (len(big), big))
+        expect(recv_exactly(s, 5 + 10), b"+OK\r\n:3145728\r\n", "a 3 MiB value, then STRLEN")
 
 
 def test_concurrent_clients(srv):
