@@ -426,7 +426,9 @@ class graph_run {
   /// group (stealable, cancelled with it). A piece that throws: the pieces not started are
   /// skipped, the node's successors never run, the group's waiter gets the exception. A stop
   /// requested through options.stop skips the pieces not started and completes the node.
-  /// first > last: std::invalid_argument; an empty range defers nothing.
+  /// Tasks a piece spawns are not waited for: give them a completion (defer()) if the node's
+  /// successors need their work. first > last: std::invalid_argument; an empty range defers
+  /// nothing.
   template <class Body>
     requires loop_body<std::decay_t<Body>>
   void parallel_for(std::size_t first, std::size_t last, Body&& body, loop_options options = {});
