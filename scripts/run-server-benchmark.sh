@@ -75,7 +75,17 @@ fi
 workers=$nserver
 io_threads=2
 
-port=$((20000 + RANDOM % 20000))
+# A port below Linux's ephemeral range (32768-60999 by default: a client's own connection may hold
+# one there) that nothing listens on, chosen again before each server starts.
+pick_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 12000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; return 0; fi
+  done
+  echo "run-server-benchmark: no free port found in 20000-31999" >&2; exit 1
+}
+port=
 out=$(mktemp -d)
 mkdir -p build
 aof_root=${AOF_DIR:-$(mktemp -d "$root/build/server-bench-aof.XXXXXX")}
@@ -84,6 +94,7 @@ trap 'rm -rf "$out" "$aof_root"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null ||
 start_server() {  # name -> sets pid
   local dir="$aof_root/$1"
   rm -rf "$dir" && mkdir -p "$dir"
+  pick_port
   case $1 in
     tessera)
       taskset -c "$server_cpus" "$server_bin" --port "$port" --workers "$workers" \
@@ -109,6 +120,8 @@ start_server() {  # name -> sets pid
   esac
   pid=$!
   for _ in $(seq 100); do
+    # the server must still be running: another process answering on the port is not it
+    kill -0 "$pid" 2>/dev/null || break
     redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
     sleep 0.1
   done
