@@ -1,7 +1,10 @@
 // Follow-ups: execute returning `this` schedules the same task again (after re-annotation),
 // returning another task schedules that one in its place and destroys the first (task.h).
+#include <array>
 #include <atomic>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "test_support.h"
@@ -283,6 +286,103 @@ TEST_P(followup_test, unannotated_re_runs_survive_resizing_and_stealing) {
   });
   EXPECT_EQ(c.executions, runs * tasks);
   EXPECT_EQ(c.destroyed, tasks);
+}
+
+/// A traversal's shape: re-annotated with the next of its own 8 cells each run (data, not a
+/// resource), each cell counting its visits; notes whether `marker` had run when it finished.
+class stepping_task final : public counted_task {
+ public:
+  stepping_task(unsigned steps, std::array<std::uint64_t, 8 * 8>& cells,
+                const std::atomic<bool>& marker, std::atomic<unsigned>& marker_before_end) noexcept
+      : m_left(steps), m_cells(&cells), m_marker(&marker), m_marker_before_end(&marker_before_end) {
+    annotate_data(&cells[0], sizeof(std::uint64_t), access::write);
+  }
+
+  /// The marker task this one spawns on its first run (nullptr: none).
+  stepping_task& spawns(std::atomic<bool>* ran) noexcept {
+    m_spawn_marker = ran;
+    return *this;
+  }
+
+  task* execute(context& ctx) override;
+
+ private:
+  unsigned m_left;
+  unsigned m_step = 0;
+  std::array<std::uint64_t, 8 * 8>* m_cells;
+  const std::atomic<bool>* m_marker;
+  std::atomic<unsigned>* m_marker_before_end;
+  std::atomic<bool>* m_spawn_marker = nullptr;
+};
+
+class marker_task final : public counted_task {
+ public:
+  explicit marker_task(std::atomic<bool>& ran) noexcept : m_ran(&ran) {}
+  task* execute(context&) override {
+    m_ran->store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+
+ private:
+  std::atomic<bool>* m_ran;
+};
+
+task* stepping_task::execute(context& ctx) {
+  if (m_spawn_marker != nullptr && m_step == 0) {
+    // Annotated with data: queued at the back of this worker's pool, behind the traversal's
+    // next step if that were queued too.
+    auto* marker = ctx.make_task<marker_task>(*m_spawn_marker);
+    marker->annotate_data(m_spawn_marker, sizeof(*m_spawn_marker));
+    ctx.spawn(marker);
+  }
+  ++(*m_cells)[8 * (m_step % 8)];  // a line per cell
+  ++m_step;
+  if (--m_left == 0) {
+    if (m_marker->load(std::memory_order_relaxed)) m_marker_before_end->fetch_add(1);
+    return nullptr;
+  }
+  annotate_data(&(*m_cells)[8 * (m_step % 8)], sizeof(std::uint64_t), access::write);
+  return this;
+}
+
+TEST_P(followup_test, steps_with_data_run_in_every_step_mode) {
+  // Each way a traversal's step may go on (worker::step_mode; "" is the sampled choice, here
+  // with a sample after every task so that it probes and switches within the test): every step
+  // runs once, and (one worker, where nothing else can run it) a long traversal does not keep a
+  // task queued behind it waiting to its end.
+  for (const char* mode : {"queued", "prefetched", "direct", ""}) {
+    ::setenv("TESSERA_STEP_MODE", mode, 1);  // read by each worker as it starts
+    runtime_options options;
+    options.epoch_interval_tasks = 1;
+    auto& r = start(options);
+    const unsigned steps = static_cast<unsigned>(scaled(20000, 4000));
+    const unsigned tasks = 2 * r.workers();
+    std::vector<std::array<std::uint64_t, 8 * 8>> cells(tasks);
+    for (auto& c : cells) c.fill(0);
+    std::atomic<bool> marker{false};
+    std::atomic<unsigned> marker_before_end{0};
+    const group g = r.make_group();
+    for (unsigned i = 0; i < tasks; ++i) {
+      auto* t = r.make_task<stepping_task>(steps, cells[i], marker, marker_before_end);
+      if (i == 0) t->spawns(&marker);
+      r.spawn(t, g);
+    }
+    r.wait(g);
+    r.wait_idle();
+    for (unsigned i = 0; i < tasks; ++i) {
+      std::uint64_t sum = 0;
+      for (unsigned k = 0; k < 8; ++k) sum += cells[i][8 * k];
+      EXPECT_EQ(sum, steps) << "mode '" << mode << "', task " << i;
+    }
+    EXPECT_TRUE(marker.load()) << "mode '" << mode << "'";
+    if (r.workers() == 1) {
+      EXPECT_GT(marker_before_end.load(), 0u)
+          << "mode '" << mode << "': the traversals ran to their end before a task queued behind them";
+    }
+    m_rt.reset();
+    EXPECT_EQ(live_objects.load(), 0) << "mode '" << mode << "'";
+  }
+  ::unsetenv("TESSERA_STEP_MODE");
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(followup_test);

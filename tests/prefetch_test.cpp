@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -420,8 +421,13 @@ workload_totals run_workloads(runtime& r, const arena& a, std::uint64_t seed) {
 
 class prefetch_test : public runtime_fixture {
  protected:
+  /// Every traversal step through the window (worker::step_mode queued): the counts below are
+  /// the window's. A step held to run next is prefetched as it is held, or not at all.
   runtime& start_with_distance(unsigned d) {
-    return start({.workers = GetParam(), .prefetch_distance = d});
+    ::setenv("TESSERA_STEP_MODE", "queued", 1);  // read by every worker before start() returns
+    runtime& r = start({.workers = GetParam(), .prefetch_distance = d});
+    ::unsetenv("TESSERA_STEP_MODE");
+    return r;
   }
 };
 

@@ -1,10 +1,12 @@
 #include "runtime/worker.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <typeinfo>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "memory/reclamation.h"
@@ -85,6 +87,7 @@ void worker::run() {
   } else {
     topology::get().unpin_this_thread();
   }
+  init_step_mode();  // before the runtime's constructor returns (it waits for worker_started)
   m_sched.worker_started();  // the constructor waits for every worker's pin (see pinned())
   m_distance = m_sched.prefetch_distance();
   const unsigned interval = m_sched.options().epoch_interval_tasks;
@@ -107,6 +110,7 @@ void worker::run() {
       }
     }
     context_access::current(m_ctx) = nullptr;  // not between two tasks of the run above (see current_task())
+    m_step_sample_ok = false;  // the interval under way has a pause in it
     if (m_trace != nullptr) [[unlikely]] {
       trace_close_span();
     }
@@ -122,6 +126,7 @@ void worker::periodic() {
   if (m_trace != nullptr) [[unlikely]] {
     trace_close_span();
   }
+  if (!m_step_fixed) choose_step_mode();
   flush_group();
   m_epoch.publish();
   // Tasks from other threads wait in inboxes while the work-first stack runs (a fetch, which
@@ -330,6 +335,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
     prefetch(t);
     // Nothing queued behind it (a chain, a lone request): run it now as well.
     if (local_total() == 0) return from_pool({t, p});
+    note_window_priority(t);
     m_window[m_wbegin] = {t, p};
     m_wsize = 1;
   }
@@ -338,6 +344,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
     const window_entry e = take();
     if (e.t == nullptr) break;
     prefetch(e.t);
+    note_window_priority(e.t);
     m_window[(m_wbegin + m_wsize) & (window_slots - 1)] = e;
     ++m_wsize;
   }
@@ -525,6 +532,31 @@ TESSERA_NOINLINE bool worker::follow_up_rejected(task* t, task* follow) {
 }
 #endif
 
+TESSERA_ALWAYS_INLINE bool worker::hold_stepping(task* t, const void* ran_on) noexcept {
+  // A more urgent task queued or waiting in the window goes first (as can_hold_follow_up; the
+  // queues are checked again when the stack is popped).
+  if (more_urgent_queued(stack_priority)) return false;
+  if (m_urgent_in_window) [[unlikely]] {
+    m_urgent_in_window = more_urgent_in_window(stack_priority);
+    if (m_urgent_in_window) return false;
+  }
+  if (t != m_last_held) m_slot_run = 0;
+  if (m_slot_run >= slot_run_limit) {
+    m_slot_run = 0;
+    m_last_held = nullptr;
+    return false;  // to the back of the queue, as can_hold_follow_up does
+  }
+  ++m_slot_run;
+  m_last_held = t;
+  // On the object it just ran on, its lines are in cache already; at distance 0 nothing is
+  // prefetched.
+  if (m_step_mode == step_prefetched && hdr(t).m_data != ran_on && m_distance != 0) {
+    bump(m_stats.prefetches, issue_prefetch(*t));
+  }
+  hold_next(t);
+  return true;
+}
+
 TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran_on) {
 #if defined(TESSERA_DEBUG_CHECKS)
   if (follow_up_rejected(t, follow)) return;
@@ -548,11 +580,69 @@ TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran
     // less per step, tessera-bench sync --access hot at 1 worker).
     if (scheduler::stays_home(t, *this) && (!header_hot(t, ran_on) || !serialized_by_pool(t))) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
+      // Run again next (step_prefetched, step_direct), or queued (step_queued): see
+      // choose_step_mode. Held like a follow-up without data, in the same bounded run.
+      if (m_step_mode != step_queued && hdr(t).m_priority == stack_priority) {
+        if (hold_stepping(t, ran_on)) return;
+      }
       push_local(*m_home, t, false);
       return;
     }
   }
   finish_other(t, follow, ran_on, hold);
+}
+
+// ---- how a traversal steps (finish(), step_mode) ------------------------------------------------
+
+void worker::init_step_mode() noexcept {
+  m_step_fixed = false;
+  m_step_mode = step_queued;
+  if (const char* env = std::getenv("TESSERA_STEP_MODE"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v == "queued" || v == "prefetched" || v == "direct") {
+      m_step_fixed = true;
+      m_step_mode = v == "queued" ? step_queued : v == "prefetched" ? step_prefetched : step_direct;
+    }
+  }
+  m_step_phase = 0;
+  m_step_countdown = step_probe_min;
+  m_step_probe_every = step_probe_min;
+  m_step_best = UINT64_MAX;
+  m_step_sample_ok = false;
+}
+
+void worker::choose_step_mode() noexcept {
+  const std::uint64_t now = trace_clock::now();
+  const std::uint64_t ticks = now - m_step_mark;
+  m_step_mark = now;
+  if (!m_step_sample_ok) {  // the interval had a pause (attention, idling): not a sample
+    m_step_sample_ok = true;
+    return;
+  }
+  if (m_step_phase == 0) {
+    // The held mode; its last step_samples intervals before a probe are what the probe is
+    // compared with (the fastest of them: an interrupt or a preemption only lengthens one).
+    if (m_step_countdown <= step_samples) m_step_best = std::min(m_step_best, ticks);
+    if (--m_step_countdown != 0) return;
+    m_step_held = m_step_mode;
+    m_step_mode = static_cast<std::uint8_t>((m_step_mode + m_step_probe_offset) % step_modes);
+    m_step_probe_offset = static_cast<std::uint8_t>(step_modes - m_step_probe_offset);
+    m_step_probe_best = UINT64_MAX;
+    m_step_phase = 1;
+    return;
+  }
+  // Probing: the first interval settles (the window fills or drains), then step_samples count.
+  if (m_step_phase > 1) m_step_probe_best = std::min(m_step_probe_best, ticks);
+  if (++m_step_phase <= step_samples + 1) return;
+  if (m_step_probe_best + m_step_probe_best / 32 < m_step_best) {
+    m_step_probe_every = step_probe_min;  // switched: look at the others again soon
+  } else {
+    m_step_mode = m_step_held;
+    m_step_probe_every = std::min(m_step_probe_every * 2, step_probe_max);
+  }
+  m_step_phase = 0;
+  m_step_countdown = m_step_probe_every;
+  m_step_best = UINT64_MAX;
 }
 
 TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ran_on, bool hold) {

@@ -284,6 +284,28 @@ class worker {
     }
     return e;
   }
+  /// How a task that returns itself with new data (a traversal's next step) goes on, when it
+  /// stays home: queued at the back of the home pool, where it enters the prefetch window and
+  /// its lines are fetched while d other tasks run (hides misses to DRAM, costs a queue round
+  /// trip, a window slot and a prefetch: ~70 instructions a step); or held on the work-first
+  /// stack to run next, its lines prefetched as it is held (the misses of one object overlap
+  /// each other, not those of other tasks) or not at all (data in cache). Which pays depends on
+  /// where the data is: each worker samples its cycles per periodic() interval in the mode it
+  /// holds and, now and then, in another one, and keeps the faster (choose_step_mode).
+  enum step_mode : std::uint8_t { step_queued = 0, step_prefetched = 1, step_direct = 2 };
+  static constexpr unsigned step_modes = 3;
+  /// Intervals compared, each side (the fastest of them counts).
+  static constexpr unsigned step_samples = 8;
+  /// Intervals between two probes: from step_probe_min, doubled after each probe that lost.
+  static constexpr unsigned step_probe_min = 64;
+  static constexpr unsigned step_probe_max = 2048;
+  void init_step_mode() noexcept;
+  /// periodic(): one interval's sample; probes another mode or decides after a probe.
+  void choose_step_mode() noexcept;
+  /// finish() outside step_queued: holds `t` to run next (prefetching its lines under
+  /// step_prefetched unless they are ran_on's), within the work-first stack's run limit; false
+  /// if the run is at its limit (t is queued instead).
+  TESSERA_ALWAYS_INLINE bool hold_stepping(task* t, const void* ran_on) noexcept;
   /// True (and counted) if follow-up `f`, returned by `t`, goes onto the work-first stack.
   TESSERA_ALWAYS_INLINE bool can_hold_follow_up(const task* t, const task* f) noexcept;
   /// Pushes `t` onto the work-first stack: a list linked through the tasks' own queue link
@@ -298,6 +320,11 @@ class worker {
     task* t = m_stack_top;
     m_stack_top = hdr(t).m_next.load(std::memory_order_relaxed);
     return t;
+  }
+  /// `t` enters the prefetch window: if it is more urgent than the work-first stack, steps are
+  /// not held (hold_stepping) until the window is found to hold none such.
+  TESSERA_ALWAYS_INLINE void note_window_priority(const task* t) noexcept {
+    if (hdr(t).m_priority < stack_priority) [[unlikely]] m_urgent_in_window = true;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
   /// A task more urgent than `priority` waits in the prefetch window.
@@ -444,6 +471,19 @@ class worker {
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
   unsigned m_distance = 0;
+  // How a task returning itself with new data goes on (finish(), choose_step_mode).
+  std::uint8_t m_step_mode = step_queued;
+  std::uint8_t m_step_held = step_queued;  // the mode held while another is probed
+  std::uint8_t m_step_phase = 0;           // 0: holding a mode; 1: probing, settling; 2..: sampling
+  std::uint8_t m_step_probe_offset = 1;    // the next probe: (mode + offset) % step_modes
+  bool m_step_fixed = false;               // TESSERA_STEP_MODE named a mode: no sampling
+  bool m_urgent_in_window = false;         // see note_window_priority
+  bool m_step_sample_ok = false;           // the interval since m_step_mark ran tasks only
+  unsigned m_step_countdown = 0;           // intervals until the next probe
+  unsigned m_step_probe_every = 0;         // intervals between two probes
+  std::uint64_t m_step_mark = 0;           // trace_clock ticks at the last periodic()
+  std::uint64_t m_step_best = 0;           // the fastest interval of the held mode before a probe
+  std::uint64_t m_step_probe_best = 0;     // the fastest interval of the probed mode
   // The work-first stack: fresh spawns and follow-ups without data of stack_priority, newest
   // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
