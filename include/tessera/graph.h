@@ -183,8 +183,6 @@ void abandon_deferral(deferral* d) noexcept;
 /// (if none failed) and returns the first ready one's task for the caller to run next (or
 /// nullptr), the others spawned from ctx's worker.
 task* finish_deferral(context& ctx, deferral* d);
-template <class Body>
-class graph_loop_piece;
 }  // namespace detail
 
 /// A graph body: `void(context&)` or `void(context&, graph_run&)`, callable through a const
@@ -502,80 +500,27 @@ graph_run::dynamic_node graph_run::add(F&& body) {
 }
 
 namespace detail {
-/// What the pieces of one graph_run::parallel_for share; freed by the last piece destroyed
-/// (one that ran, or one dropped with its cancelled group).
+/// What the pieces of one graph_run::parallel_for share: a loop's state (parallel_for.h) whose
+/// hooks take the indices each piece ran off a count and complete the node with the last.
 template <class Body>
-struct graph_loop_state {
+struct graph_loop_state : loop_state<Body> {
   template <class B>
   graph_loop_state(B&& b, std::size_t g, const loop_options& o, std::size_t n,
                    graph_run::completion c)
-      : body(std::forward<B>(b)), grain(g), prio(o.priority), stop(o.stop), remaining(n),
-        done(std::move(c)) {}
-  Body body;
-  std::size_t grain;
-  tessera::priority prio;
-  std::stop_token stop;
-  /// Pieces made and not destroyed (as loop_state's: relaxed increment by a holder, acq_rel
-  /// decrement; the one reaching zero frees the state, and with it `done` if it is still held:
-  /// the loop did not finish, so the node fails).
-  std::atomic<std::size_t> pieces{1};
+      : loop_state<Body>(std::forward<B>(b), g, o), remaining(n), done(std::move(c)) {}
   /// Indices not run yet. Each piece takes off the indices it ran (acq_rel): the one that
   /// brings it to zero sees every piece's writes and finishes `done`. A piece skipped after a
-  /// throw never takes its indices off, so a failed loop never completes its node.
+  /// throw never takes its indices off, so a failed loop never completes its node; the state
+  /// freed with `done` still held (the last piece destroyed) fails the node.
   std::atomic<std::size_t> remaining;
-  std::atomic<bool> failed{false};  // relaxed: a hint to skip the pieces not started
   graph_run::completion done;
-};
 
-template <class Body>
-class graph_loop_piece final : public task {
- public:
-  graph_loop_piece(graph_loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
-      : m_state(state), m_first(first), m_last(last) {}
-  ~graph_loop_piece() {
-    if (m_state->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete m_state;
-  }
-  graph_loop_piece(const graph_loop_piece&) = delete;
-  graph_loop_piece& operator=(const graph_loop_piece&) = delete;
-
-  task* execute(context& ctx) override {
-    graph_loop_state<Body>& s = *m_state;
-    if (s.failed.load(std::memory_order_relaxed)) return nullptr;
-    if (s.stop.stop_requested()) return ran(ctx, m_last - m_first);  // skipped, counted done
-    std::size_t last = m_last;
-    while (last - m_first > s.grain) {
-      const std::size_t mid = m_first + (last - m_first) / 2;
-      auto* upper = ctx.make_task<graph_loop_piece>(m_state, mid, last);
-      upper->annotate(s.prio);
-      s.pieces.fetch_add(1, std::memory_order_relaxed);  // upper's, dropped by its destructor
-      m_last = last = mid;  // before the spawn: a refused spawn destroys upper at once
-      ctx.spawn(upper);     // joins this piece's group: the run's
-    }
-    try {
-      if constexpr (context_range_body<Body>) {
-        std::invoke(s.body, ctx, m_first, last);
-      } else if constexpr (range_body<Body>) {
-        std::invoke(s.body, m_first, last);
-      } else {
-        for (std::size_t i = m_first; i < last; ++i) std::invoke(s.body, i);
-      }
-    } catch (...) {
-      s.failed.store(true, std::memory_order_relaxed);
-      throw;
-    }
-    return ran(ctx, last - m_first);
-  }
-
- private:
   task* ran(context& ctx, std::size_t n) {
-    graph_loop_state<Body>& s = *m_state;
-    if (s.remaining.fetch_sub(n, std::memory_order_acq_rel) != n) return nullptr;
-    return s.done.done_then(ctx);  // the node's successors: the first runs in this task's place
+    if (remaining.fetch_sub(n, std::memory_order_acq_rel) != n) return nullptr;
+    return done.done_then(ctx);  // the node's successors: the first runs in this piece's place
   }
-
-  graph_loop_state<Body>* m_state;
-  std::size_t m_first;
-  std::size_t m_last;
+  /// Pieces skipped after a stop request count as done: a stopped loop completes its node.
+  task* stopped(context& ctx, std::size_t n) { return ran(ctx, n); }
 };
 }  // namespace detail
 
@@ -592,7 +537,7 @@ void graph_run::parallel_for(std::size_t first, std::size_t last, Body&& body,
                                                 last - first, defer());
   task* root;
   try {
-    root = m_ctx->make_task<detail::graph_loop_piece<B>>(state, first, last);
+    root = m_ctx->make_task<detail::loop_piece<detail::graph_loop_state<B>>>(state, first, last);
   } catch (...) {
     delete state;  // its completion fails the node; the exception fails it too
     throw;

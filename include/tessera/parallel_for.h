@@ -85,6 +85,7 @@ namespace detail {
 /// one that never did: refused by the runtime, or dropped with its cancelled group).
 template <class Body>
 struct loop_state {
+  using body_type = Body;
   template <class B>
   loop_state(B&& b, std::size_t g, const loop_options& o)
       : body(std::forward<B>(b)), grain(g), prio(o.priority), stop(o.stop) {}
@@ -101,12 +102,23 @@ struct loop_state {
   // A piece threw; relaxed: only a hint that saves running the pieces not started yet (the
   // exception itself travels through the group).
   std::atomic<bool> failed{false};
+
+  // The piece's hooks (loop_piece): `n` indices ran, or were skipped after a stop request; what
+  // they return runs in the piece's place. A plain loop completes through its group: nothing.
+  // (graph_run::parallel_for's state completes its node with them.)
+  task* ran(context& /*ctx*/, std::size_t /*n*/) noexcept { return nullptr; }
+  task* stopped(context& /*ctx*/, std::size_t /*n*/) noexcept { return nullptr; }
 };
 
-template <class Body>
+/// One piece of a loop over [first, last): splits off its upper halves as pieces of their own
+/// down to the state's grain, runs the body over what is left, then the state's ran() hook.
+/// `State` is loop_state or one derived from it with its own hooks.
+template <class State>
 class loop_piece final : public task {
+  using Body = typename State::body_type;
+
  public:
-  loop_piece(loop_state<Body>* state, std::size_t first, std::size_t last) noexcept
+  loop_piece(State* state, std::size_t first, std::size_t last) noexcept
       : m_state(state), m_first(first), m_last(last) {}
   ~loop_piece() {
     if (m_state->pieces.fetch_sub(1, std::memory_order_acq_rel) == 1) delete m_state;
@@ -115,36 +127,35 @@ class loop_piece final : public task {
   loop_piece& operator=(const loop_piece&) = delete;
 
   task* execute(context& ctx) override {
-    if (m_state->failed.load(std::memory_order_relaxed) || m_state->stop.stop_requested()) {
-      return nullptr;
-    }
+    State& s = *m_state;
+    if (s.failed.load(std::memory_order_relaxed)) return nullptr;
+    if (s.stop.stop_requested()) return s.stopped(ctx, m_last - m_first);
     std::size_t last = m_last;
-    while (last - m_first > m_state->grain) {
+    while (last - m_first > s.grain) {
       const std::size_t mid = m_first + (last - m_first) / 2;
       auto* upper = ctx.make_task<loop_piece>(m_state, mid, last);
-      upper->annotate(m_state->prio);
-      m_state->pieces.fetch_add(1, std::memory_order_relaxed);  // upper's, dropped by its
-      ctx.spawn(upper);  // destructor; joins this piece's group (refused: destroyed at once)
-      last = mid;
+      upper->annotate(s.prio);
+      s.pieces.fetch_add(1, std::memory_order_relaxed);  // upper's, dropped by its destructor
+      m_last = last = mid;  // this piece's own range from here on
+      ctx.spawn(upper);     // joins this piece's group (refused: destroyed at once)
     }
-    const Body& body = m_state->body;
     try {
       if constexpr (context_range_body<Body>) {
-        std::invoke(body, ctx, m_first, last);
+        std::invoke(s.body, ctx, m_first, last);
       } else if constexpr (range_body<Body>) {
-        std::invoke(body, m_first, last);
+        std::invoke(s.body, m_first, last);
       } else {
-        for (std::size_t i = m_first; i < last; ++i) std::invoke(body, i);
+        for (std::size_t i = m_first; i < last; ++i) std::invoke(s.body, i);
       }
     } catch (...) {
-      m_state->failed.store(true, std::memory_order_relaxed);
+      s.failed.store(true, std::memory_order_relaxed);
       throw;
     }
-    return nullptr;
+    return s.ran(ctx, last - m_first);
   }
 
  private:
-  loop_state<Body>* m_state;
+  State* m_state;
   std::size_t m_first;
   std::size_t m_last;
 };
@@ -169,7 +180,7 @@ task* make_loop(runtime& rt, std::size_t first, std::size_t last, Body&& body,
   const std::size_t grain = loop_grain(first, last, options.grain, rt.active_workers());
   auto* state = new loop_state<B>(std::forward<Body>(body), grain, options);
   try {
-    task* root = rt.make_task<loop_piece<B>>(state, first, last);
+    task* root = rt.make_task<loop_piece<loop_state<B>>>(state, first, last);
     root->annotate(options.priority);
     return root;
   } catch (...) {
