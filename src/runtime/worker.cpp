@@ -1,6 +1,7 @@
 #include "runtime/worker.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -602,6 +603,9 @@ void worker::init_step_mode() noexcept {
     if (v == "queued" || v == "prefetched" || v == "direct") {
       m_step_fixed = true;
       m_step_mode = v == "queued" ? step_queued : v == "prefetched" ? step_prefetched : step_direct;
+    } else if (m_index == 0) {  // said once per runtime
+      std::fprintf(stderr, "tessera: TESSERA_STEP_MODE='%s' ignored (queued, prefetched or "
+                   "direct; unset: each worker chooses)\n", env);
     }
   }
   m_step_phase = 0;
