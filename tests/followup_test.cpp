@@ -351,7 +351,7 @@ TEST_P(followup_test, steps_with_data_run_in_every_step_mode) {
   // runs once, and (one worker, where nothing else can run it) a long traversal does not keep a
   // task queued behind it waiting to its end.
   for (const char* mode : {"queued", "prefetched", "direct", ""}) {
-    ::setenv("TESSERA_STEP_MODE", mode, 1);  // read by each worker as it starts
+    ::setenv("TESSERA_STEP_MODE", mode, 1);  // read once as the runtime starts
     runtime_options options;
     options.epoch_interval_tasks = 1;
     auto& r = start(options);
@@ -379,6 +379,34 @@ TEST_P(followup_test, steps_with_data_run_in_every_step_mode) {
       EXPECT_GT(marker_before_end.load(), 0u)
           << "mode '" << mode << "': the traversals ran to their end before a task queued behind them";
     }
+    m_rt.reset();
+    EXPECT_EQ(live_objects.load(), 0) << "mode '" << mode << "'";
+  }
+  ::unsetenv("TESSERA_STEP_MODE");
+}
+
+TEST_P(followup_test, a_polling_follow_up_without_data_yields_in_every_step_mode) {
+  // The step modes hold a task returning itself with data; one without data keeps the run limit
+  // of every held follow-up whatever mode the worker is in (a held step once restarted the run
+  // that can_hold_follow_up had just ended, and the setter below never ran).
+  for (const char* mode : {"queued", "prefetched", "direct", ""}) {
+    ::setenv("TESSERA_STEP_MODE", mode, 1);  // read once as the runtime starts
+    auto& r = start({.workers = 1});
+    std::atomic<bool> set{false};
+    std::atomic<long> polls{0};
+    constexpr long give_up = 1'000'000;  // fail instead of hanging if the setter starves
+    bool spawned = false;
+    r.spawn(r.make_task<again_while>([&](context& ctx) {
+      if (!spawned) {
+        spawned = true;
+        ctx.spawn([&set, tok2 = live_token{}](context&) { set.store(true); });
+      }
+      return !set.load() && polls.fetch_add(1) < give_up;
+    }));
+    r.wait_idle();
+    EXPECT_TRUE(set.load()) << "mode '" << mode << "'";
+    EXPECT_LT(polls.load(), give_up) << "mode '" << mode << "': the polling follow-up starved "
+                                     << "the task it waited for";
     m_rt.reset();
     EXPECT_EQ(live_objects.load(), 0) << "mode '" << mode << "'";
   }

@@ -582,8 +582,11 @@ TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran
     if (scheduler::stays_home(t, *this) && (!header_hot(t, ran_on) || !serialized_by_pool(t))) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       // Run again next (step_prefetched, step_direct), or queued (step_queued): see
-      // choose_step_mode. Held like a follow-up without data, in the same bounded run.
-      if (m_step_mode != step_queued && hdr(t).m_priority == stack_priority) {
+      // choose_step_mode. Held like a follow-up without data, in the same bounded run. A
+      // follow-up without data gets here only when can_hold_follow_up refused it (at the end of
+      // its run, or behind a more urgent task): it is queued, whatever the step mode.
+      if (m_step_mode != step_queued && hdr(t).m_priority == stack_priority &&
+          hdr(t).m_data != nullptr) {
         if (hold_stepping(t, ran_on)) return;
       }
       push_local(*m_home, t, false);
