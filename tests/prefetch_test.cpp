@@ -424,7 +424,7 @@ class prefetch_test : public runtime_fixture {
   /// Every traversal step through the window (worker::step_mode queued): the counts below are
   /// the window's. A step held to run next is prefetched as it is held, or not at all.
   runtime& start_with_distance(unsigned d) {
-    ::setenv("TESSERA_STEP_MODE", "queued", 1);  // read by every worker before start() returns
+    ::setenv("TESSERA_STEP_MODE", "queued", 1);  // read once as the runtime starts
     runtime& r = start({.workers = GetParam(), .prefetch_distance = d});
     ::unsetenv("TESSERA_STEP_MODE");
     return r;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -118,6 +119,16 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
   m_trace = trace_session::from_options(options.trace, w);
   if (m_trace != nullptr) {
     for (unsigned i = 0; i < w; ++i) m_workers[i]->attach_trace(&m_trace->buffer(i));
+  }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once per runtime, nobody here sets it
+  if (const char* env = std::getenv("TESSERA_STEP_MODE"); env != nullptr && *env != '\0') {
+    for (const std::unique_ptr<worker>& wk : m_workers) {
+      if (!wk->fix_step_mode(env)) {
+        std::fprintf(stderr, "tessera: TESSERA_STEP_MODE='%s' ignored (queued, prefetched or "
+                     "direct; unset: each worker chooses)\n", env);
+        break;
+      }
+    }
   }
   m_active.store(w, std::memory_order_release);
   m_pinned.store(options.pin, std::memory_order_relaxed);

@@ -1,8 +1,6 @@
 #include "runtime/worker.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <typeinfo>
@@ -598,19 +596,15 @@ TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran
 
 // ---- how a traversal steps (finish(), step_mode) ------------------------------------------------
 
+bool worker::fix_step_mode(std::string_view name) noexcept {
+  if (name != "queued" && name != "prefetched" && name != "direct") return false;
+  m_step_fixed = true;
+  m_step_mode = name == "queued" ? step_queued : name == "prefetched" ? step_prefetched : step_direct;
+  return true;
+}
+
 void worker::init_step_mode() noexcept {
-  m_step_fixed = false;
-  m_step_mode = step_queued;
-  if (const char* env = std::getenv("TESSERA_STEP_MODE"); env != nullptr && *env != '\0') {
-    const std::string_view v(env);
-    if (v == "queued" || v == "prefetched" || v == "direct") {
-      m_step_fixed = true;
-      m_step_mode = v == "queued" ? step_queued : v == "prefetched" ? step_prefetched : step_direct;
-    } else if (m_index == 0) {  // said once per runtime
-      std::fprintf(stderr, "tessera: TESSERA_STEP_MODE='%s' ignored (queued, prefetched or "
-                   "direct; unset: each worker chooses)\n", env);
-    }
-  }
+  // m_step_mode: step_queued, or the mode fix_step_mode() set before this worker started.
   m_step_phase = 0;
   m_step_countdown = step_probe_min;
   m_step_probe_every = step_probe_min;

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <typeinfo>
 #include <vector>
@@ -242,6 +243,10 @@ class worker {
   /// Before start(): record this worker's events into `b` (tessera/trace.h). Without it the
   /// worker records nothing, at the cost of one predictable branch per event site.
   void attach_trace(trace_buffer* b) noexcept { m_trace = b; }
+  /// Holds step mode `name` (queued, prefetched or direct) without sampling: TESSERA_STEP_MODE,
+  /// read once per runtime by the scheduler before the workers start. False, and nothing
+  /// changed, for another name.
+  bool fix_step_mode(std::string_view name) noexcept;
   /// This worker completed group `g` (its last task finished here): an instant in the trace.
   void trace_group_completed(group g) noexcept {
     if (m_trace != nullptr) [[unlikely]] {
