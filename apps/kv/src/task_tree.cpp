@@ -2,6 +2,7 @@
 #include "kv/task_tree.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "kv/node_ops.h"
@@ -39,6 +40,27 @@ node* node_of(const tessera::task& t) noexcept {
 
 void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexcept {
   t.annotate_resource(n, mode, tree.visit_bytes());
+}
+
+/// Moves `next` (on `next_level`, above `level`, reached through a validated read) down through
+/// the levels the tree reads coupled (task_tree::coupled_level), reading each node in this run
+/// instead of a run of its own; stops at `level`, at the first level not read coupled, at a node
+/// whose range ends before `k` (the ordinary step follows its right link), and at a node whose
+/// read does not validate (the ordinary step reads it again under its primitive). Sets `parent`
+/// when it goes down from level 1. Only inner nodes are read here, and they are never freed.
+void descend_coupled(const task_tree& tree, node*& next, std::uint8_t& next_level, key_type k,
+                     std::uint8_t level, node** parent) noexcept {
+  const std::uint8_t coupled = tree.coupled_level();
+  while (next_level > level && next_level >= coupled) {
+    const auto version = tessera::coupled_begin(next);
+    if (!version) return;
+    if (must_move_right(*next, k)) return;
+    node* below = child_for(*next, k);
+    if (!tessera::coupled_valid(next, *version) || below == nullptr) return;
+    if (parent != nullptr && next_level == 1) *parent = next;
+    next = below;
+    --next_level;
+  }
 }
 
 /// Annotates `t` for the root on its way to `level`.
@@ -127,6 +149,8 @@ step step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
     // A validated read of a live node has its links; kept as a guard: stay on this node.
     next = n;
     next_level = here;
+  } else {
+    descend_coupled(tree, next, next_level, k, level, parent);
   }
   visit(tree, t, next, next_level == level ? mode : access::read);
   return step::moved;
@@ -284,6 +308,13 @@ class op_task final : public tessera::task {
  public:
   op_task(task_tree* tree, request* r) : m_tree(tree), m_req(r) {}
 
+  /// Starts at `n` (on the way from the root to the leaf covering the request's key), with
+  /// `parent` the branch node above it if `n` is a leaf.
+  void begin_at(node* n, access mode, node* parent) noexcept {
+    m_parent = parent;
+    visit(*m_tree, *this, n, mode);
+  }
+
   /// Every change below (re-annotation, m_parent, m_right_moves, the request) follows a
   /// successful ctx.validate() (step_towards reads, validates, then moves): an optimistic read
   /// of a node takes no copy of the task (tessera/task.h).
@@ -409,7 +440,20 @@ task_tree::~task_tree() {
 }
 
 node* task_tree::make_node(node_kind kind, std::uint8_t level) {
-  return m_rt.make_resource<node>(hints_for(m_options.sync, level), kind, level);
+  node* n = m_rt.make_resource<node>(hints_for(m_options.sync, level), kind, level);
+  KV_ASSERT(level < std::size(m_level_nodes), "tree too high");
+  m_level_nodes[level].fetch_add(1, std::memory_order_relaxed);
+  // The lowest level >= 1 whose nodes, with those of every level above, fit coupled_bytes.
+  // (Relaxed: concurrent splits may store a slightly stale level; it only moves where runs split.)
+  std::uint64_t bytes = 0;
+  std::uint8_t coupled = 255;
+  for (std::size_t l = std::size(m_level_nodes) - 1; l >= 1; --l) {
+    bytes += m_level_nodes[l].load(std::memory_order_relaxed) * node_bytes;
+    if (bytes > m_options.coupled_bytes) break;
+    coupled = static_cast<std::uint8_t>(l);
+  }
+  m_coupled_level.store(coupled, std::memory_order_relaxed);
+  return n;
 }
 
 void task_tree::retire_node(node* n) {
@@ -423,7 +467,18 @@ void task_tree::submit(request& r, tessera::context* ctx) {
   const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
   op_task* t =
       ctx != nullptr ? ctx->make_task<op_task>(this, &r) : m_rt.make_task<op_task>(this, &r);
-  start_at_root(*this, *t, 0, writes ? access::write : access::read);
+  const access mode = writes ? access::write : access::read;
+  if (ctx != nullptr) {
+    // Inside a task the upper levels are read here (coupled), and the operation's first run is
+    // on the first node below them.
+    node* n = load_root();
+    std::uint8_t level = n->level();
+    node* parent = nullptr;
+    descend_coupled(*this, n, level, r.key, 0, &parent);
+    t->begin_at(n, level == 0 ? mode : access::read, parent);
+  } else {
+    start_at_root(*this, *t, 0, mode);
+  }
   if (ctx != nullptr) {
     ctx->spawn(t);
   } else {

@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <tessera/coupled_read.h>
 #include <tessera/tessera.h>
 
 #include "kv/node.h"
@@ -81,6 +82,12 @@ struct tree_options {
   /// default covers the metadata and the key array (what the binary search reads); the value or
   /// child slot is one more line read on demand. sizeof(node) prefetches whole nodes.
   std::size_t visit_bytes = node_search_bytes;
+  /// Upper levels a descent reads in the run of the node above them (a coupled read,
+  /// tessera/coupled_read.h) instead of one run per node: every level whose nodes, together
+  /// with those of the levels above it, take at most this many bytes. Such nodes are read by
+  /// every operation and stay in the caches, where a trip through the queue and the prefetch
+  /// window costs more than the read. 0: one run per node on every level.
+  std::size_t coupled_bytes = 64 * 1024;
 };
 
 struct request {
@@ -123,6 +130,11 @@ class task_tree {
   node* make_node(node_kind kind, std::uint8_t level);
   void retire_node(node* n);
   std::size_t visit_bytes() const noexcept { return m_options.visit_bytes; }
+  /// The lowest level a descent reads coupled (see tree_options::coupled_bytes); levels at or
+  /// above it, but never a task's target level, are read in the run of the node above.
+  std::uint8_t coupled_level() const noexcept {
+    return m_coupled_level.load(std::memory_order_relaxed);
+  }
   node* load_root() const noexcept { return m_root.load(std::memory_order_acquire); }
   bool replace_root(node* expected, node* desired) noexcept {
     // acq_rel: the new root's contents are published with it; a failed CAS sees the winner's.
@@ -134,6 +146,12 @@ class task_tree {
   tree_options m_options;
   alignas(64) std::atomic<node*> m_root;
   std::atomic<std::uint64_t> m_retired{0};
+  /// Nodes made per level (never decremented: inner nodes are never freed, and the few leaves
+  /// retired change nothing on level 0, which is never read coupled). 64 levels: more than
+  /// any tree of 2^64 keys has.
+  std::atomic<std::uint64_t> m_level_nodes[64] = {};
+  /// Read on every step (relaxed: a stale value only moves where the runs split).
+  std::atomic<std::uint8_t> m_coupled_level{255};
 };
 
 }  // namespace kv
