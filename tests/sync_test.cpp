@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/scheduler.h"
+#include "tessera/coupled_read.h"
 #include "sync/latch.h"
 #include "test_support.h"
 
@@ -968,6 +969,67 @@ TEST_P(sync_test, move_resource_from_a_task_on_that_resource_is_an_error) {
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(sync_test);
 TESSERA_INSTANTIATE_MULTI_WORKER_COUNTS(sync_test_two_workers);
+
+
+// ---- tessera/coupled_read.h: where a coupled read is possible, and that a write ends it -------
+
+/// A writer of `obj` that answers whether a coupled read of `obj` could begin while it writes.
+class coupled_probe final : public task {
+ public:
+  coupled_probe(record* obj, std::atomic<int>& answer) : m_obj(obj), m_answer(&answer) {
+    annotate_resource(obj, access::write);
+  }
+  task* execute(context&) override {
+    m_answer->store(coupled_begin(m_obj).has_value() ? 1 : 0);
+    racy_store(m_obj->fields[0].value, racy_load(m_obj->fields[0].value) + 1);
+    return nullptr;
+  }
+
+ private:
+  record* m_obj;
+  std::atomic<int>* m_answer;
+};
+
+TEST(coupled_read, is_refused_where_the_primitive_keeps_no_version) {
+  runtime r({.workers = 2});
+  for (const primitive p : {primitive::spinlock, primitive::rwlatch, primitive::scheduling}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    EXPECT_FALSE(coupled_begin(obj).has_value()) << to_string(p);
+    r.retire_resource(obj);
+  }
+}
+
+TEST(coupled_read, under_an_optimistic_primitive_a_write_ends_it_and_a_writer_inside_refuses) {
+  runtime r({.workers = 2});
+  for (const primitive p : {primitive::optimistic_latch, primitive::optimistic_scheduled}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    const auto v = coupled_begin(obj);
+    ASSERT_TRUE(v.has_value()) << to_string(p);
+    EXPECT_TRUE(coupled_valid(obj, *v)) << to_string(p);
+    std::atomic<int> answer{-1};
+    r.spawn(r.make_task<coupled_probe>(obj, answer));
+    r.wait_idle();
+    EXPECT_EQ(answer.load(), 0) << to_string(p) << ": began while a writer was inside";
+    EXPECT_FALSE(coupled_valid(obj, *v)) << to_string(p) << ": a write did not end the read";
+    const auto w = coupled_begin(obj);
+    ASSERT_TRUE(w.has_value()) << to_string(p);
+    EXPECT_NE(*w, *v) << to_string(p);
+    EXPECT_TRUE(coupled_valid(obj, *w)) << to_string(p);
+    r.retire_resource(obj);
+  }
+}
+
+TEST(coupled_read, with_one_worker_an_automatic_choice_needs_no_version) {
+  runtime r({.workers = 1});
+  auto* obj = r.make_resource<record>({});
+  const auto v = coupled_begin(obj);
+  ASSERT_TRUE(v.has_value());
+  std::atomic<int> answer{-1};
+  r.spawn(r.make_task<coupled_probe>(obj, answer));
+  r.wait_idle();
+  EXPECT_EQ(answer.load(), 1) << "one worker: nothing overlaps the running task";
+  r.retire_resource(obj);
+}
 
 }  // namespace
 }  // namespace tessera::test

@@ -178,7 +178,7 @@ class tessera_store final : public store {
   }
 
   void create_tree() override {
-    m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync});
+    m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync, .coupled_bytes = m_config.coupled_bytes});
   }
   void destroy_tree() override {
     m_rt.wait_idle();

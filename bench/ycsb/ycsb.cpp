@@ -98,6 +98,7 @@ settings read_settings(const run_context& ctx) {
   s.tessera.prefetch_distance = static_cast<unsigned>(f.integer("prefetch-distance"));
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
+  s.tessera.coupled_bytes = static_cast<std::size_t>(f.integer("coupled-kib")) * 1024;
   s.tessera.runtime = tessera_settings::from(f);
   s.check = f.boolean("check");
   s.write_load_file = f.text("write-load-file");
@@ -257,9 +258,11 @@ void run(const run_context& ctx) {
   if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch"))
     std::fprintf(stderr,
                  "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
-                 "batches of %u, %u in flight per worker, %s\n",
+                 "batches of %u, %u in flight per worker, upper levels read coupled up to "
+                 "%zu KiB, %s\n",
                  ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
-                 s.tessera.batches_per_worker, s.tessera.runtime.pin ? "pinned" : "not pinned");
+                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024,
+                 s.tessera.runtime.pin ? "pinned" : "not pinned");
 
   // Rows are added phase by phase at the end (also when a configuration fails), so that the
   // table reads load, then run, each with its workers and implementations together.
@@ -360,6 +363,10 @@ const registration ycsb_benchmark({
                   runtime::max_prefetch_distance),
          int_flag("batch", 500, "requests handed out per batch (chunk) to a worker", 1, 1 << 16),
          int_flag("batches-per-worker", 2, "tessera: batches in flight per worker", 1, 64),
+         int_flag("coupled-kib", static_cast<std::int64_t>(kv::tree_options{}.coupled_bytes / 1024),
+                  "tessera: KiB of the tree's upper levels a descent reads in one run (coupled "
+                  "reads, kv::tree_options::coupled_bytes; 0: one run per node)",
+                  0, 1 << 20),
          string_flag("load-file", "", "replay this trace (INSERT lines) as the load phase", "FILE"),
          string_flag("run-file", "",
                      "replay this trace as the run phase (without --load-file: after loading "

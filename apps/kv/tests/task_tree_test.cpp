@@ -82,19 +82,23 @@ void expect_equal_contents(tessera::runtime& rt, kv::task_tree& tree,
 struct sync_case {
   kv::tree_sync sync;
   unsigned workers;
+  /// kv::tree_options::coupled_bytes: by default the small trees here are read coupled on every
+  /// inner level; 0 tests one run per node.
+  std::size_t coupled_bytes = kv::tree_options{}.coupled_bytes;
 };
 
 std::string name_of(const testing::TestParamInfo<sync_case>& info) {
   const char* names[] = {"auto", "spinlock", "rwlatch", "optimistic", "scheduling"};
   return std::string(names[static_cast<int>(info.param.sync)]) + "_w" +
-         std::to_string(info.param.workers);
+         std::to_string(info.param.workers) +
+         (info.param.coupled_bytes == 0 ? "_uncoupled" : "");
 }
 
 class task_tree_test : public testing::TestWithParam<sync_case> {};
 
 TEST_P(task_tree_test, differential_against_std_map_under_concurrency) {
   tessera::runtime rt({.workers = GetParam().workers});
-  kv::task_tree tree(rt, {.sync = GetParam().sync});
+  kv::task_tree tree(rt, {.sync = GetParam().sync, .coupled_bytes = GetParam().coupled_bytes});
   std::map<kv::key_type, kv::value_t> model;
   std::mt19937_64 rng(42);
   const std::size_t keys = 3000 * scale;
@@ -168,7 +172,7 @@ TEST_P(task_tree_test, differential_against_std_map_under_concurrency) {
 
 TEST_P(task_tree_test, root_splits_and_delete_to_empty_then_refill) {
   tessera::runtime rt({.workers = GetParam().workers});
-  kv::task_tree tree(rt, {.sync = GetParam().sync});
+  kv::task_tree tree(rt, {.sync = GetParam().sync, .coupled_bytes = GetParam().coupled_bytes});
   std::map<kv::key_type, kv::value_t> model;
   const std::size_t n = 6000 * scale;  // several levels with ~58 keys a leaf
   for (int pass = 0; pass < 2; ++pass) {
@@ -204,7 +208,7 @@ TEST_P(task_tree_test, root_splits_and_delete_to_empty_then_refill) {
 
 TEST_P(task_tree_test, scans_cross_leaves_during_concurrent_splits) {
   tessera::runtime rt({.workers = GetParam().workers});
-  kv::task_tree tree(rt, {.sync = GetParam().sync});
+  kv::task_tree tree(rt, {.sync = GetParam().sync, .coupled_bytes = GetParam().coupled_bytes});
   // Even keys loaded; then odd keys inserted while scans run. A scan must see every even key
   // of its range (they never change) in ascending order, odd ones or not.
   const std::size_t n = 2000 * scale;
@@ -263,7 +267,9 @@ INSTANTIATE_TEST_SUITE_P(
                     sync_case{kv::tree_sync::automatic, 4}, sync_case{kv::tree_sync::spinlock, 2},
                     sync_case{kv::tree_sync::rwlatch, 2}, sync_case{kv::tree_sync::optimistic, 3},
                     sync_case{kv::tree_sync::scheduling, 2},
-                    sync_case{kv::tree_sync::scheduling, 4}),
+                    sync_case{kv::tree_sync::scheduling, 4},
+                    sync_case{kv::tree_sync::automatic, 2, 0},
+                    sync_case{kv::tree_sync::optimistic, 3, 0}),
     name_of);
 
 
