@@ -37,14 +37,24 @@
 
 namespace tessera::detail {
 
+/// True if primitive `p` (a resource's applied one) serializes `t`, a task on that resource, by
+/// the resource's pool: serialized_by_pool with the header already read.
+inline bool serializes(primitive p, const task* t) noexcept {
+  return p == primitive::scheduling ||
+         (p == primitive::optimistic_scheduled && t->mode() == access::write);
+}
+/// True if primitive `p` may serialize some task by the resource's pool (serializes() is false for
+/// every task under any other).
+inline bool may_serialize(primitive p) noexcept {
+  return p == primitive::scheduling || p == primitive::optimistic_scheduled;
+}
+
 /// True if `t` must run in its resource's pool (primitive `scheduling`, or a writer under
 /// `optimistic_scheduled`): routing rule 1, and never handed out on its own by stealing.
 /// Reads the resource's header.
 inline bool serialized_by_pool(const task* t) noexcept {
   if (!t->has_resource()) return false;
-  const primitive p = resource_header::of(t->data())->applied;
-  return p == primitive::scheduling ||
-         (p == primitive::optimistic_scheduled && t->mode() == access::write);
+  return serializes(resource_header::of(t->data())->applied, t);
 }
 
 /// True if `t` reads a resource under `optimistic_scheduled` whose pool is `pool_index`: there it

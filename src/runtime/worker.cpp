@@ -96,17 +96,27 @@ void worker::run() {
       if (!attend()) break;
     }
     // Tasks back to back, laid out so that a task that needs nothing else falls through to the
-    // next one; the attention word is checked after every task.
-    for (window_entry e = next(); e.t != nullptr; e = next()) {
-      execute(e.t, e.p);
+    // next one; the attention word is checked after every task. A traversal's step held to run
+    // next (finish(), step_prefetched and step_direct) comes back from execute() and runs next
+    // without going through the work-first stack; its run ends at the next periodic(), where
+    // it goes to the back of the home pool (the bound the stack's runs have in slot_run_limit).
+    for (window_entry e = next(); e.t != nullptr;) {
+      task* const held = execute(e.t, e.p);
       if (--until_periodic == 0) [[unlikely]] {
+        if (held != nullptr) push_local(*m_home, held, false);
         context_access::current(m_ctx) = nullptr;
         periodic();
         until_periodic = interval;
+      } else if (held != nullptr && m_attention.load(std::memory_order_relaxed) == 0) [[likely]] {
+        e = {held, m_home};
+        continue;
+      } else if (held != nullptr) {
+        hold_next(held);  // attend() puts the stack back into the home pool
       }
       if (m_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
         break;
       }
+      e = next();
     }
     context_access::current(m_ctx) = nullptr;  // not between two tasks of the run above (see current_task())
     m_step_sample_ok = false;  // the interval under way has a pause in it
@@ -281,17 +291,14 @@ TESSERA_ALWAYS_INLINE bool worker::can_hold_follow_up(const task* t, const task*
   // starts a new run. A pointer compare and a store: the completion counts that this compared
   // before (their sum, loaded as a vector straight after a scalar increment, is not forwarded
   // from the store) cost a self-following task ~3 ns per re-run (9.1 -> 6.2 ns).
-  if (t != m_last_held) m_slot_run = 0;
-  if (m_slot_run >= slot_run_limit) {
+  if (t != m_last_held) m_slot_left = slot_run_limit;
+  if (m_slot_left == 0) {
     // To the back of the queue: everything queued before it runs first, and it starts a new
-    // run when it comes back. (Resetting m_last_held alone would do, since the next call then
-    // starts a new run; without the reset of m_slot_run here the follow-up benchmark ran 5.7
-    // instead of 5.2 ns per run, from code layout alone.)
-    m_slot_run = 0;
+    // run when it comes back (the next call finds m_last_held unequal).
     m_last_held = nullptr;
     return false;
   }
-  ++m_slot_run;
+  --m_slot_left;
   m_last_held = f;
   return true;
 }
@@ -364,11 +371,11 @@ TESSERA_ALWAYS_INLINE void worker::prefetch(const task* t) noexcept {
 
 // ---- running a task -----------------------------------------------------------------------------
 
-TESSERA_ALWAYS_INLINE void worker::execute(task* t, pool* p) {
+TESSERA_ALWAYS_INLINE task* worker::execute(task* t, pool* p) {
   // Tracing off: this branch is all it costs (m_trace never changes while the worker runs).
   // On: the task's event, inline; a forwarded task marks it where it is forwarded.
   if (m_trace != nullptr) [[unlikely]] trace_task_begins(t);
-  execute_plain(t, p);
+  return execute_plain(t, p);
 }
 
 void worker::advance_epoch(std::uint64_t now) noexcept {
@@ -382,10 +389,9 @@ void worker::advance_epoch(std::uint64_t now) noexcept {
     trace_instant(trace_kind::epoch_advanced, static_cast<std::uint32_t>(after));
 }
 
-TESSERA_ALWAYS_INLINE void worker::execute_plain(task* t, pool* p) {
+TESSERA_ALWAYS_INLINE task* worker::execute_plain(task* t, pool* p) {
   if (hdr(t).m_is_resource != 0) [[unlikely]] {
-    execute_on_resource(t, p);
-    return;
+    return execute_on_resource(t, p);
   }
   // A task without a resource: no primitive, nothing to restore. Its follow-up cannot exist
   // when it threw.
@@ -396,31 +402,39 @@ TESSERA_ALWAYS_INLINE void worker::execute_plain(task* t, pool* p) {
     follow = t->execute(m_ctx);
   } catch (...) {
     fail(t, std::current_exception());
-    return;
+    return nullptr;
   }
   if (follow == nullptr) [[likely]] {
     complete(t);
-  } else {
-    finish(t, follow, nullptr);
+    return nullptr;
   }
+  return finish(t, follow, nullptr, primitive::none);
 }
 
-TESSERA_ALWAYS_INLINE void worker::execute_on_resource(task* t, pool* p) {
+TESSERA_ALWAYS_INLINE task* worker::execute_on_resource(task* t, pool* p) {
   // Inline in the task loop (out of line it cost ~17 instructions per task of saving and
   // restoring registers, tessera-bench sync at 1 worker); what is rare is out of line.
-  if (serialized_by_pool(t) && forward_to_resource_pool(t, p)) [[unlikely]] return;
-  context_access::current(m_ctx) = t;
-  m_token = true;
+  // The header's applied primitive is read once (it is set when the resource is made): under
+  // `none` (an automatic choice at one worker) nothing is serialized, and one compare decides.
   const void* ran_on = hdr(t).m_data;  // for finish()
   resource_header& h = *resource_header::of(ran_on);
-  const guarded_run r = m_guard.run(t, h);
+  const primitive applied = h.applied;
+  if (applied != primitive::none && serializes(applied, t) && forward_to_resource_pool(t, p))
+      [[unlikely]] {
+    return nullptr;
+  }
+  context_access::current(m_ctx) = t;
+  m_token = true;
+  const guarded_run r = m_guard.run(t, h, applied);
   if (r.outcome == run_outcome::follow_up) [[likely]] {
-    finish(t, r.follow, ran_on);
-  } else if (r.outcome == run_outcome::done) {
+    return finish(t, r.follow, ran_on, applied);
+  }
+  if (r.outcome == run_outcome::done) {
     complete(t);
   } else {
-    other_outcome(t, h, r.outcome);
+    other_outcome(t, *resource_header::of(ran_on), r.outcome);
   }
+  return nullptr;
 }
 
 TESSERA_NOINLINE bool worker::forward_to_resource_pool(task* t, pool* p) {
@@ -533,42 +547,49 @@ TESSERA_NOINLINE bool worker::follow_up_rejected(task* t, task* follow) {
 
 TESSERA_ALWAYS_INLINE bool worker::hold_stepping(task* t, const void* ran_on) noexcept {
   // A more urgent task queued or waiting in the window goes first (as can_hold_follow_up; the
-  // queues are checked again when the stack is popped).
+  // queues are checked again if the step goes onto the stack).
   if (more_urgent_queued(stack_priority)) return false;
   if (m_urgent_in_window) [[unlikely]] {
     m_urgent_in_window = more_urgent_in_window(stack_priority);
     if (m_urgent_in_window) return false;
   }
-  if (t != m_last_held) m_slot_run = 0;
-  if (m_slot_run >= slot_run_limit) {
-    m_slot_run = 0;
-    m_last_held = nullptr;
-    return false;  // to the back of the queue, as can_hold_follow_up does
-  }
-  ++m_slot_run;
-  m_last_held = t;
+  // No run count: the run of held steps ends at the next periodic() (worker::run), which queues
+  // the held step at the back of the home pool.
   // On the object it just ran on, its lines are in cache already; at distance 0 nothing is
   // prefetched.
   if (m_step_mode == step_prefetched && hdr(t).m_data != ran_on && m_distance != 0) {
     bump(m_stats.prefetches, issue_prefetch(*t));
   }
-  hold_next(t);
   return true;
 }
 
-TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran_on) {
+TESSERA_ALWAYS_INLINE task* worker::finish(task* t, task* follow, const void* ran_on,
+                                           primitive applied) {
 #if defined(TESSERA_DEBUG_CHECKS)
-  if (follow_up_rejected(t, follow)) return;
+  if (follow_up_rejected(t, follow)) return nullptr;
 #endif
-  // The common case first, with nothing to save: a task that runs again next on this worker
+  // The common cases first, with nothing to save: a task that runs again next on this worker
   // (a traversal's next step, fib's recursion). The rest is out of line.
-  const bool hold = can_hold_follow_up(t, follow);
-  if (follow == t) [[likely]] {
-    if (hold) {
+  if (follow != t) [[unlikely]] {
+    finish_other(t, follow, ran_on, can_hold_follow_up(t, follow));
+    return nullptr;
+  }
+  if (hdr(t).m_data == nullptr) {
+    // Without data: held on the work-first stack (can_hold_follow_up), else as below.
+    if (can_hold_follow_up(t, t)) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       hold_next(t);
-      return;
+      return nullptr;
     }
+    if (scheduler::stays_home(t, *this)) {  // no data: header_hot is false
+      carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
+      push_local(*m_home, t, false);
+      return nullptr;
+    }
+    finish_other(t, t, ran_on, false);
+    return nullptr;
+  }
+  {
     // A traversal's next step: t again, annotated with the next object, to the back of the home
     // pool, where it enters the prefetch window. It stays in this worker's pools as a held
     // follow-up stays on the stack (a forward to its resource's pool, a hand-over or a steal
@@ -577,21 +598,24 @@ TESSERA_ALWAYS_INLINE void worker::finish(task* t, task* follow, const void* ran
     // if it has one (serialized_by_pool reads the cached header); any other task on it goes
     // home here too, as choose_pool would send it (a hot object revisited: 35-36 instructions
     // less per step, tessera-bench sync --access hot at 1 worker).
-    if (scheduler::stays_home(t, *this) && (!header_hot(t, ran_on) || !serialized_by_pool(t))) {
+    // (`applied`: the primitive of ran_on's resource, read before the run; a primitive that
+    // serializes nothing skips the header test.)
+    if (scheduler::stays_home(t, *this) &&
+        !(may_serialize(applied) && header_hot(t, ran_on) && serializes(applied, t))) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
-      // Run again next (step_prefetched, step_direct), or queued (step_queued): see
-      // choose_step_mode. Held like a follow-up without data, in the same bounded run. A
-      // follow-up without data gets here only when can_hold_follow_up refused it (at the end of
-      // its run, or behind a more urgent task): it is queued, whatever the step mode.
+      // Run again next (step_prefetched, step_direct: handed back to the loop, worker::run),
+      // or queued (step_queued): see choose_step_mode.
       if (m_step_mode != step_queued && hdr(t).m_priority == stack_priority &&
-          hdr(t).m_data != nullptr) {
-        if (hold_stepping(t, ran_on)) return;
+          hold_stepping(t, ran_on)) {
+        return t;
       }
       push_local(*m_home, t, false);
-      return;
+      return nullptr;
     }
   }
-  finish_other(t, follow, ran_on, hold);
+  // (t has data: can_hold_follow_up would refuse it.)
+  finish_other(t, t, ran_on, false);
+  return nullptr;
 }
 
 // ---- how a traversal steps (finish(), step_mode) ------------------------------------------------
@@ -767,8 +791,10 @@ TESSERA_NOINLINE bool worker::run_checking_cancellations(unsigned& until_periodi
   for (window_entry e = next(); e.t != nullptr; e = next()) {
     if (m_sched.cancelled(hdr(e.t).m_group)) {
       drop_cancelled(e.t);
-    } else {
-      execute(e.t, e.p);
+    } else if (task* held = execute(e.t, e.p)) {
+      // A held step (finish()): queued here, so a traversal does not run unbounded while
+      // cancellations are checked.
+      push_local(*m_home, held, false);
     }
     if (--until_periodic == 0) {
       context_access::current(m_ctx) = nullptr;

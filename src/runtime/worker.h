@@ -307,9 +307,9 @@ class worker {
   void init_step_mode() noexcept;
   /// periodic(): one interval's sample; probes another mode or decides after a probe.
   void choose_step_mode() noexcept;
-  /// finish() outside step_queued: holds `t` to run next (prefetching its lines under
-  /// step_prefetched unless they are ran_on's), within the work-first stack's run limit; false
-  /// if the run is at its limit (t is queued instead).
+  /// finish() outside step_queued: true if `t` may run next (prefetching its lines under
+  /// step_prefetched unless they are ran_on's); false if a more urgent task waits (t is queued
+  /// instead). The loop runs a held step next, up to the next periodic() (worker::run).
   TESSERA_ALWAYS_INLINE bool hold_stepping(task* t, const void* ran_on) noexcept;
   /// True (and counted) if follow-up `f`, returned by `t`, goes onto the work-first stack.
   TESSERA_ALWAYS_INLINE bool can_hold_follow_up(const task* t, const task* f) noexcept;
@@ -348,9 +348,10 @@ class worker {
   /// tasks are left in them.
   void take_mail();
   TESSERA_ALWAYS_INLINE void prefetch(const task* t) noexcept;
-  TESSERA_ALWAYS_INLINE void execute(task* t, pool* p);
+  /// Runs `t`; returns the step held to run next (finish()), or nullptr.
+  TESSERA_ALWAYS_INLINE task* execute(task* t, pool* p);
   /// execute() without the trace: what both the plain and the traced path run.
-  TESSERA_ALWAYS_INLINE void execute_plain(task* t, pool* p);
+  TESSERA_ALWAYS_INLINE task* execute_plain(task* t, pool* p);
   /// Tracing on: `t` begins, its span opens (trace_buffer::task_begins, inline: a 16-byte
   /// store and a few compares; a clock read every few tasks).
   TESSERA_ALWAYS_INLINE void trace_task_begins(const task* t) noexcept {
@@ -386,7 +387,7 @@ class worker {
   /// done, as a task that returned nothing.
   void drop_cancelled(task* t) noexcept;
   /// execute() for a task annotated with a resource: under the resource's primitive.
-  TESSERA_ALWAYS_INLINE void execute_on_resource(task* t, pool* p);
+  TESSERA_ALWAYS_INLINE task* execute_on_resource(task* t, pool* p);
   /// `t`, serialized by its resource's pool, was taken from pool `p`: if that is not the
   /// resource's pool, pushes it there and returns true.
   bool forward_to_resource_pool(task* t, pool* p);
@@ -412,8 +413,11 @@ class worker {
   /// child took t's count already (and counted the transfer), the follow-up gets a new count.
   TESSERA_ALWAYS_INLINE void carry_count(group g, unsigned slot) noexcept;
   /// Inline (in both execute paths): the common cases, a task held to run again or going home
-  /// with new data, cost no call; the rest is finish_other.
-  TESSERA_ALWAYS_INLINE void finish(task* t, task* follow, const void* ran_on);
+  /// with new data, cost no call; the rest is finish_other. `applied`: the primitive of
+  /// ran_on's resource (primitive::none without one).
+  /// Returns `t` if it is a traversal's step held to run next (hold_stepping): the loop runs it
+  /// next (worker::run), else nullptr.
+  TESSERA_ALWAYS_INLINE task* finish(task* t, task* follow, const void* ran_on, primitive applied);
 #if defined(TESSERA_DEBUG_CHECKS)
   /// finish()'s checks of a follow-up (not spawned, a resource made by the runtime, a current
   /// group): true if `follow` was refused, reported as t's failure.
@@ -493,7 +497,7 @@ class worker {
   // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
   task* m_stack_top = nullptr;
-  unsigned m_slot_run = 0;             // follow-ups held in a row (can_hold_follow_up)
+  unsigned m_slot_left = 0;            // holds left in the run of m_last_held (can_hold_follow_up)
   const task* m_last_held = nullptr;   // the last of them; compared, never dereferenced
   context m_ctx;
   guarded_executor m_guard;  // runs tasks on resources under their primitive

@@ -80,7 +80,12 @@ class guarded_executor {
 
   /// Runs `t`, annotated with the resource whose header is `h`, under the resource's primitive.
   /// The caller has set the running task (context_access::current).
-  TESSERA_ALWAYS_INLINE guarded_run run(task* t, resource_header& h);
+  TESSERA_ALWAYS_INLINE guarded_run run(task* t, resource_header& h) {
+    return run(t, h, h.applied);
+  }
+  /// run() with the header's applied primitive already read (`applied`: h.applied, set once when
+  /// the resource is made).
+  TESSERA_ALWAYS_INLINE guarded_run run(task* t, resource_header& h, primitive applied);
 
   /// Runs `t` with no primitive (the caller synchronizes, or nothing needs to).
   TESSERA_ALWAYS_INLINE guarded_run run_plain(task* t) noexcept {
@@ -159,11 +164,12 @@ inline constexpr bool debug_checks = true;
 inline constexpr bool debug_checks = false;
 #endif
 
-TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header& h) {
+TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header& h,
+                                                      primitive applied) {
   // No primitive (an automatic choice at one worker): one compare, not the switch's table jump.
-  if (h.applied == primitive::none) [[likely]] return run_plain(t);
+  if (applied == primitive::none) [[likely]] return run_plain(t);
   const bool write = hdr(t).m_access == static_cast<std::uint8_t>(access::write);
-  switch (h.applied) {
+  switch (applied) {
     case primitive::spinlock: {
       spin_lock(h);
       guarded_run r = run_plain(t);
