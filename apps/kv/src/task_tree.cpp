@@ -48,9 +48,9 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
 /// whose range ends before `k` (the ordinary step follows its right link), and at a node whose
 /// read does not validate (the ordinary step reads it again under its primitive). Sets `parent`
 /// when it goes down from level 1. Only inner nodes are read here, and they are never freed.
-void descend_coupled(const task_tree& tree, node*& next, std::uint8_t& next_level, key_type k,
-                     std::uint8_t level, node** parent) noexcept {
-  const std::uint8_t coupled = tree.coupled_level();
+[[gnu::noinline]] void descend_coupled_from(std::uint8_t coupled, node*& next,
+                                            std::uint8_t& next_level, key_type k,
+                                            std::uint8_t level, node** parent) noexcept {
   while (next_level > level && next_level >= coupled) {
     const auto version = tessera::coupled_begin(next);
     if (!version) return;
@@ -61,6 +61,15 @@ void descend_coupled(const task_tree& tree, node*& next, std::uint8_t& next_leve
     next = below;
     --next_level;
   }
+}
+/// The test inline, the loop out of line: a step below the coupled levels (every step with
+/// coupled_bytes 0) pays a load and a compare, and the step's own search stays inlined.
+[[gnu::always_inline]] inline void descend_coupled(const task_tree& tree, node*& next,
+                                                   std::uint8_t& next_level, key_type k,
+                                                   std::uint8_t level, node** parent) noexcept {
+  const std::uint8_t coupled = tree.coupled_level();
+  if (next_level > level && next_level >= coupled)
+    descend_coupled_from(coupled, next, next_level, k, level, parent);
 }
 
 /// Annotates `t` for the root on its way to `level`.

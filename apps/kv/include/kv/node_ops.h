@@ -35,7 +35,9 @@ namespace kv {
 }
 
 /// First index i < count() with key(i) >= k, or count(). Branch-free loop (cmov), log2 steps.
-[[nodiscard]] inline std::size_t lower_bound(const node& n, key_type k) noexcept {
+/// Always inlined (both searches): a call costs as much as a few probes, and GCC's LTO left the
+/// task tree's step calling upper_bound once the step had a second caller of it.
+[[nodiscard, gnu::always_inline]] inline std::size_t lower_bound(const node& n, key_type k) noexcept {
   std::size_t len = n.count();
   if (len == 0) return 0;
   std::size_t base = 0;
@@ -48,7 +50,7 @@ namespace kv {
 }
 
 /// First index i < count() with key(i) > k, or count().
-[[nodiscard]] inline std::size_t upper_bound(const node& n, key_type k) noexcept {
+[[nodiscard, gnu::always_inline]] inline std::size_t upper_bound(const node& n, key_type k) noexcept {
   std::size_t len = n.count();
   if (len == 0) return 0;
   std::size_t base = 0;
