@@ -32,8 +32,8 @@ struct numa_node_id {
 
 /// Scheduling priority. A worker picks a task of a higher priority before one of a lower
 /// priority among those in its queues. Bounded exceptions: a task that arrives from another
-/// thread waits in an inbox until the worker next looks (every 16 tasks taken from its queues,
-/// or every `epoch_interval_tasks` while it runs spawned children); and the tasks already taken
+/// thread waits in an inbox until the worker next looks (every `epoch_interval_tasks` tasks, or
+/// at once when its queues run dry); and the tasks already taken
 /// into the prefetch window (up to prefetch_distance + 1, the distance in force when they were
 /// taken: lowering it does not put tasks back) run first.
 enum class priority : std::uint8_t { high = 0, normal = 1, low = 2 };

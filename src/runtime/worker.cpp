@@ -233,13 +233,12 @@ std::size_t worker::drain_inboxes(std::size_t limit) {
 }
 
 TESSERA_ALWAYS_INLINE worker::window_entry worker::take() {
-  // Inboxes are drained when mail says they have tasks, looked at every 16 fetches, and when
-  // nothing else is at hand (an empty local queue with a non-empty window can wait: the window
-  // still has work). Looking at every inbox of every owned pool every 16 fetches instead costs
-  // ~12 instructions per fetch in YCSB (callgrind; a worker there owns several pools).
-  if ((++m_fetches & 15) == 0) {
-    take_mail();
-  } else if (local_total() == 0 && (m_wsize != 0 || drain_inboxes(256) == 0)) {
+  // Inboxes are drained when mail says they have tasks, which periodic() looks at every
+  // epoch_interval_tasks tasks (a fetch is a task, so no count of its own here), and when nothing
+  // else is at hand (an empty local queue with a non-empty window can wait: the window still
+  // has work). Looking at every inbox of every owned pool every 16 fetches instead costs ~12
+  // instructions per fetch in YCSB (callgrind; a worker there owns several pools).
+  if (local_total() == 0 && (m_wsize != 0 || drain_inboxes(256) == 0)) {
     return {nullptr, nullptr};
   }
   const std::size_t n = m_pools.size();

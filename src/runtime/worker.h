@@ -338,8 +338,8 @@ class worker {
   /// a thief looks at the queue, or a more urgent task waits).
   void requeue_next() noexcept;
   /// The next task from the owned pools (highest priority first, round-robin over pools, at
-  /// most pool_batch from one pool in a row; inboxes drained on mail, looked at every 16 calls,
-  /// and when the local queues are empty), or {nullptr, nullptr}. Inline in both of next()'s
+  /// most pool_batch from one pool in a row; inboxes drained when the local queues are empty,
+  /// and on mail by periodic()), or {nullptr, nullptr}. Inline in both of next()'s
   /// call sites: as a call from the window's refill loop it costs ~16 instructions more per task
   /// entering the window (YCSB C at 100,000 records, callgrind).
   window_entry take();
@@ -475,7 +475,6 @@ class worker {
   std::array<std::size_t, priority_count> m_local_count{};
   std::size_t m_rr = 0;
   unsigned m_batch = 0;
-  unsigned m_fetches = 0;
   std::array<window_entry, window_slots> m_window{};
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
