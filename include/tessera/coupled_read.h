@@ -5,8 +5,10 @@
 // would rather read the next object in the same run (a tree's upper levels, which stay in the
 // caches: a trip through the queue and the prefetch window costs more than the read) can do so
 // where the next object's primitive keeps a version: optimistic_latch and optimistic_scheduled
-// (whose writers make the version odd while they write), and none as applied in a runtime of one
-// worker (nothing overlaps the running task). Elsewhere (spinlock, rwlatch, scheduling) the
+// (whose writers make the version odd while they write), and none: as applied in a runtime of one
+// worker, nothing overlaps the running task, and a resource made with primitive::none named (or
+// isolation::none) was declared to need no synchronization, so its reads count as they are, as
+// its tasks' do. Elsewhere (spinlock, rwlatch, scheduling) the
 // reader cannot be told whether a writer overlapped it, so coupled_begin refuses, and the task
 // takes the ordinary way: it annotates itself with the object and returns itself.
 //
@@ -44,7 +46,7 @@ namespace tessera {
 [[nodiscard]] inline std::optional<std::uint64_t> coupled_begin(const void* object) noexcept {
   const detail::resource_header& h = *detail::resource_header::of(object);
   switch (h.applied) {
-    case primitive::none: return std::uint64_t{0};  // one worker: nothing overlaps the task
+    case primitive::none: return std::uint64_t{0};  // nothing to overlap (see above)
     case primitive::optimistic_latch:
     case primitive::optimistic_scheduled: {
       // acquire: the reads that follow see at least the writes that led to this version.
