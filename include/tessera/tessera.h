@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessera/context.h"
+#include "tessera/coupled_read.h"
 #include "tessera/graph.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
