@@ -3,9 +3,10 @@
 // Each worker owns `batches_per_worker` batch slots (default 2, so that while one batch drains
 // the other keeps the worker's queue — and with it the prefetch window — full). A slot's driver
 // task runs on its worker: it takes the next batch of operation indices from the shared cursor
-// and submits one pre-allocated kv::request per operation from inside the task. Each request's
-// on_done checks the answer; the batch's last completion spawns the slot's next driver task. A
-// read-modify-write is a lookup whose on_done submits the update with the same request. When the
+// and submits one pre-allocated kv::request per operation from inside the task. A request's
+// on_done only counts it down; the batch's last completion checks every answer of the batch in
+// one pass and spawns the slot's next driver task. A read-modify-write is a lookup whose on_done
+// checks the read and submits the update with the same request. When the
 // cursor passes the end, the drivers stop respawning and the runtime drains; the phase ends when
 // it is idle. Per operation the benchmark allocates nothing (one driver task per batch).
 #include "tessera/tessera.h"
@@ -62,6 +63,7 @@ struct phase_state {
 };
 
 void on_request_done(kv::request& r);
+void on_rmw_read_done(kv::request& r);
 
 class batch_driver final : public task {
  public:
@@ -89,8 +91,11 @@ class batch_driver final : public task {
           r.type = kv::request_type::insert;
           r.value = op.value;
           break;
-        case op_type::read:
-        case op_type::read_modify_write: r.type = kv::request_type::lookup; break;
+        case op_type::read: r.type = kv::request_type::lookup; break;
+        case op_type::read_modify_write:
+          r.type = kv::request_type::lookup;
+          r.on_done = on_rmw_read_done;
+          break;
         case op_type::update:
           r.type = kv::request_type::update;
           r.value = op.value;
@@ -130,33 +135,60 @@ wrong_answer answer_error(const kv::request& r, const ::ycsb::operation& op, exp
   return "unknown operation type";
 }
 
-void on_request_done(kv::request& r) {
-  batch_slot& slot = *static_cast<batch_slot*>(r.user);
+/// Checks every answer of the slot's finished batch (a read-modify-write's update; its read was
+/// checked when it completed), in one pass on the worker of the last completion.
+void check_batch(const batch_slot& slot) {
+  const phase_state& p = *slot.phase;
+  const kv::request* const requests = slot.requests.data();
+  for (std::uint32_t i = 0; i < slot.count; ++i) {
+    const std::uint64_t index = slot.first + i;
+    const ::ycsb::operation& op = p.ops[index];
+    if (const wrong_answer what = answer_error(requests[i], op, p.expected[index], p.stable_keys))
+        [[unlikely]] {
+      p.errors->record(index, op, what);
+    }
+  }
+}
+
+/// The batch's last completion: check the batch, count it, respawn the slot's driver. Out of
+/// line, so that a completion that is not the batch's last stays a short leaf function.
+[[gnu::noinline]] void finish_batch(batch_slot& slot) {
   phase_state& p = *slot.phase;
-  const std::uint64_t index = slot.first + static_cast<std::uint64_t>(&r - slot.requests.data());
-  const ::ycsb::operation& op = p.ops[index];
-  if (const wrong_answer what = answer_error(r, op, p.expected[index], p.stable_keys))
-      [[unlikely]] {
-    p.errors->record(index, op, what);
-  }
-  if (op.type == op_type::read_modify_write && r.type == kv::request_type::lookup) {
-    r = kv::request{.type = kv::request_type::update,
-                    .key = op.key,
-                    .value = op.value,
-                    .on_done = on_request_done,
-                    .user = &slot};
-    p.tree->submit(r, nullptr);  // on_done has no context: routed like an outside submit
-    return;
-  }
-  // acq_rel: every completion's writes (its checks) happen-before the last one, which hands the
-  // slot to the next driver task.
-  if (slot.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  check_batch(slot);
   const std::uint32_t count = slot.count;
   p.meter->add(slot.owner.value, count);
   p.completed.fetch_add(count, std::memory_order_relaxed);  // read after the runtime is idle
   auto* next = p.rt->make_task<batch_driver>(&slot);
   next->annotate(slot.owner);
   p.rt->spawn(next);
+}
+
+/// A request's completion: only counted; the batch's last one checks every answer of the batch
+/// and respawns the slot's driver.
+void on_request_done(kv::request& r) {
+  batch_slot& slot = *static_cast<batch_slot*>(r.user);
+  // acq_rel: every completion's answer (written before its on_done) happens-before the last
+  // completion, which reads them all and hands the slot to the next driver task.
+  if (slot.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_batch(slot);
+}
+
+/// A read-modify-write's read is done: check it (the update reuses the request), then submit the
+/// update with the same request; its completion is counted and checked like any other.
+void on_rmw_read_done(kv::request& r) {
+  batch_slot& slot = *static_cast<batch_slot*>(r.user);
+  const phase_state& p = *slot.phase;
+  const std::uint64_t index = slot.first + static_cast<std::uint64_t>(&r - slot.requests.data());
+  const ::ycsb::operation& op = p.ops[index];
+  if (const wrong_answer what = answer_error(r, op, p.expected[index], p.stable_keys))
+      [[unlikely]] {
+    p.errors->record(index, op, what);
+  }
+  r = kv::request{.type = kv::request_type::update,
+                  .key = op.key,
+                  .value = op.value,
+                  .on_done = on_request_done,
+                  .user = &slot};
+  p.tree->submit(r, nullptr);  // on_done has no context: routed like an outside submit
 }
 
 class tessera_store final : public store {
