@@ -85,7 +85,11 @@ class batch_driver final : public task {
       // After the last submit the slot may already be reused: touch nothing of it then.
       kv::request& r = slot.requests[i];
       const ::ycsb::operation& op = p.ops[first + i];
-      r = kv::request{.key = op.key, .on_done = on_request_done, .user = &slot};
+      // Only what the request's type reads is written: the tree sets the status (and scanned)
+      // of every request, and the checks read a lookup's value only when it found the key.
+      r.key = op.key;
+      r.on_done = on_request_done;
+      r.user = &slot;
       switch (op.type) {
         case op_type::insert:
           r.type = kv::request_type::insert;
