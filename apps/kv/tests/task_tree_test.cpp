@@ -365,7 +365,10 @@ void set_flag(kv::request& r) { static_cast<std::atomic<bool>*>(r.user)->store(t
 /// while the lookup waits.
 TEST(task_tree_race, an_operation_that_meets_a_dead_leaf_starts_again_at_the_root) {
   dead_leaf_race s;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // Every wait below ends at one deadline for the whole test: generous, because the steps run
+  // nudge rounds of tasks (slow under ThreadSanitizer on a loaded 2-core machine), not so long
+  // that a stuck epoch goes unreported.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
   auto eventually = [&](auto done) {
     while (!done() && before_deadline()) std::this_thread::yield();
