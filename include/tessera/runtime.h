@@ -37,6 +37,7 @@
 #include "tessera/detail/task_destroyers.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/idle_hook.h"
 #include "tessera/resource.h"
 #include "tessera/statistics.h"
 #include "tessera/task.h"
@@ -126,6 +127,9 @@ struct runtime_options {
   /// needs. (200 µs: on a 16-core VM, 16 workers handing tasks round-robin parked and woke each
   /// other in convoys with 50 µs, 10.7 µs of worker time per task; 1.2 µs with 200.)
   std::chrono::microseconds spin_before_park{200};
+  /// An application's wait for its own events in place of the idle workers' park, polled while
+  /// they spin (idle_hook.h: an event loop on the workers). Empty: none.
+  idle_hook idle{};
   /// Report (to stderr) the first exception that nobody waits for (see take_unhandled_exceptions)
   /// and, when the runtime is destroyed, groups that were never waited for.
   bool report_unhandled_exceptions = true;

@@ -6,6 +6,7 @@
 #include "tessera/graph.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"
+#include "tessera/idle_hook.h"
 #include "tessera/loop_options.h"
 #include "tessera/optimistic.h"
 #include "tessera/parallel_for.h"

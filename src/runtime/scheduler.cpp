@@ -56,6 +56,8 @@ scheduler::scheduler(runtime& rt, const runtime_options& options)
     throw std::invalid_argument("tessera: runtime_options.spin_before_park: at most one hour");
   if (options.epoch_period > longest)
     throw std::invalid_argument("tessera: runtime_options.epoch_period: at most one hour");
+  if (options.idle.wait && !options.idle.wake)
+    throw std::invalid_argument("tessera: runtime_options.idle: a wait without a wake");
   m_spin_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.spin_before_park).count());
   std::vector<unsigned> cpus = options.cpus;

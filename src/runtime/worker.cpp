@@ -63,12 +63,24 @@ void worker::notify(std::uint32_t bits) noexcept {
 bool worker::wake_if_sleeping() noexcept {
   // seq_cst: ordered after the caller's push/notify; see mpsc_queue::maybe_nonempty. The
   // exchange decides which of several wakers issues the futex wake.
-  if (m_sleeping.load(std::memory_order_seq_cst) != 0 &&
-      m_sleeping.exchange(0, std::memory_order_seq_cst) != 0) {
+  if (m_sleeping.load(std::memory_order_seq_cst) == asleep_awake) return false;
+  const std::uint32_t was = m_sleeping.exchange(asleep_awake, std::memory_order_seq_cst);
+  if (was == asleep_futex) {
     futex_wake(m_sleeping);
     return true;
   }
+  if (was == asleep_hook) {
+    // The worker waits in the application's idle hook (idle_hook.h): its wake is sticky, so a
+    // wait that has not blocked yet returns at once.
+    idle_hook_or_null()->wake(worker_id{m_index});
+    return true;
+  }
   return false;
+}
+
+const idle_hook* worker::idle_hook_or_null() const noexcept {
+  const idle_hook& h = m_sched.options().idle;
+  return h.wait ? &h : nullptr;
 }
 
 void worker::set_active(bool a) noexcept {

@@ -40,6 +40,7 @@
 #include "tessera/detail/resource_header.h"
 #include "tessera/statistics.h"
 #include "tessera/detail/task_access.h"
+#include "tessera/idle_hook.h"
 #include "tessera/task.h"
 #include "trace/trace_buffer.h"
 #include "util/compiler.h"
@@ -98,6 +99,10 @@ class worker {
   /// idle() polls the inboxes this many times (a pause between two) before it publishes its
   /// counts and reads the clock: about a microsecond.
   static constexpr unsigned quick_polls = 32;
+  /// m_sleeping's values.
+  static constexpr std::uint32_t asleep_awake = 0;
+  static constexpr std::uint32_t asleep_futex = 1;
+  static constexpr std::uint32_t asleep_hook = 2;
   /// periodic() reads the clock (to advance the epoch) at least every this many calls.
   static constexpr unsigned max_clock_every = 64;
 
@@ -435,6 +440,8 @@ class worker {
   /// without a wake-up (idle() then parks again without spinning first).
   bool park();
   bool has_work_for_park() const noexcept;
+  /// The application's idle hook (runtime_options::idle, idle_hook.h), or nullptr.
+  const idle_hook* idle_hook_or_null() const noexcept;
   void try_steal();
   /// `thief` was answered with nothing while tasks were queued here (none it may take, or the
   /// last walk not paid for yet): it is marked blind when the walk is paid for (wake_a_peer), so
@@ -522,7 +529,10 @@ class worker {
   // ---- shared ---------------------------------------------------------------------------------
   /// Bits raised by others (fetch_or, seq_cst) and consumed by the worker (exchange).
   alignas(64) std::atomic<std::uint32_t> m_attention{0};
-  /// 1 while parked (futex word). seq_cst on both sides: see mpsc_queue::maybe_nonempty.
+  /// asleep_futex while parked on this word (futex), asleep_hook while in the application's idle
+  /// hook (idle_hook.h), else asleep_awake. seq_cst on both sides: see
+  /// mpsc_queue::maybe_nonempty. A waker exchanges it to asleep_awake and wakes the way the old
+  /// value names (wake_if_sleeping).
   std::atomic<std::uint32_t> m_sleeping{0};
   /// 1: an inbox of an owned pool may have tasks (post_mail, take_mail). Beside m_sleeping, which
   /// a pusher reads anyway.

@@ -1,4 +1,5 @@
 // A worker without a task: offering its queue to parked peers, spinning, parking and waking.
+#include <chrono>
 #include <utility>
 
 #include "runtime/futex.h"
@@ -109,9 +110,18 @@ void worker::idle() {
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
+  const idle_hook* hook = m_active_local ? idle_hook_or_null() : nullptr;
   for (unsigned round = 1;; ++round) {
     if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) break;
-    if ((round & 255) == 1 && m_sched.worker_count() > 1) try_steal();
+    if ((round & 255) == 1) {
+      if (m_sched.worker_count() > 1) try_steal();
+      // The application's events (idle_hook.h), polled as often as a steal is asked for; what
+      // its poll spawned went to this worker's own pools.
+      if (hook != nullptr && spin != 0) {
+        hook->wait(worker_id{m_index}, std::chrono::nanoseconds{0});
+        if (local_total() != 0 || m_stack_top != nullptr) break;
+      }
+    }
     if ((round & 7) == 0) {
       const std::uint64_t now = m_sched.now_ns();
       if (now - start >= spin) {
@@ -138,17 +148,21 @@ bool worker::park() {
   // Also here: an inactive worker parks without going through idle() (otherwise wait_idle()
   // waits for its safety timeout when the last task ends on a worker deactivated after it).
   m_sched.notify_if_idle();
-  // seq_cst: either a producer sees sleeping == 1 and wakes us, or we see its task below.
-  m_sleeping.store(1, std::memory_order_seq_cst);
+  // An active worker waits in the application's idle hook, if there is one (idle_hook.h), which
+  // it may decline; an inactive one parks on the futex.
+  const bool active = m_active_local;
+  const idle_hook* hook = active ? idle_hook_or_null() : nullptr;
+  // seq_cst: either a producer sees sleeping != 0 and wakes us (the futex, or the hook's wake),
+  // or we see its task below.
+  m_sleeping.store(hook != nullptr ? asleep_hook : asleep_futex, std::memory_order_seq_cst);
   // An active worker is counted as parked, so that busy workers with queued work wake it
   // (periodic()). seq_cst, before the checks below and the look for a victim: see periodic().
-  const bool active = m_active_local;
   if (active) m_sched.count_parked();
   const bool stay_awake = active ? has_work_for_park()
                                  : m_attention.load(std::memory_order_seq_cst) != 0;
   if (stay_awake) {
     if (active) m_sched.count_unparked();
-    m_sleeping.store(0, std::memory_order_relaxed);
+    m_sleeping.store(asleep_awake, std::memory_order_relaxed);
     return false;
   }
   // A peer that published more than one queued task before we counted ourselves parked may have
@@ -182,17 +196,36 @@ bool worker::park() {
   if (m_trace != nullptr) [[unlikely]] {
     trace_instant(trace_kind::park, 0);
   }
-  futex_wait_for(m_sleeping, 1, timeout_ns);
-  // Still 1: nobody woke us (a waker exchanges it to 0 before its futex wake); the timeout, or a
-  // spurious return. Relaxed: only this worker's own next idle() depends on it.
-  const bool timed_out = m_sleeping.load(std::memory_order_relaxed) != 0;
+  bool timed_out = false;
+  bool on_futex = hook == nullptr;
+  if (hook != nullptr) {
+    if (hook->wait(worker_id{m_index}, std::chrono::nanoseconds{timeout_ns}) == idle_wait::waited) {
+      // Not woken (still asleep_hook) and nothing spawned by the hook: as a timeout, so that the
+      // next idle() does not spin first. A waker that exchanged the word meanwhile calls the
+      // hook's wake, late: the next wait may return for nothing, as the contract allows.
+      timed_out = m_sleeping.exchange(asleep_awake, std::memory_order_relaxed) != asleep_awake &&
+                  local_total() == 0 && m_stack_top == nullptr;
+    } else {
+      // Declined: park on the futex instead, unless a waker took the word meanwhile (then its
+      // wake went to the hook, for nothing, and we are awake).
+      std::uint32_t expected = asleep_hook;
+      on_futex = m_sleeping.compare_exchange_strong(expected, asleep_futex,
+                                                    std::memory_order_seq_cst);
+    }
+  }
+  if (on_futex) {
+    futex_wait_for(m_sleeping, asleep_futex, timeout_ns);
+    // Still asleep_futex: nobody woke us (a waker exchanges it before its futex wake); the
+    // timeout, or a spurious return. Relaxed: only this worker's own next idle() depends on it.
+    timed_out = m_sleeping.load(std::memory_order_relaxed) != asleep_awake;
+  }
   if (m_trace != nullptr) [[unlikely]] {
     trace_instant(trace_kind::wake, timed_out ? 1 : 0);
   }
   // relaxed: a peer that still counts us only tries a wake-up that finds no sleeper
   if (active) m_sched.count_unparked();
   m_sched.clear_blind(*this);  // awake: we look for work ourselves
-  m_sleeping.store(0, std::memory_order_relaxed);
+  m_sleeping.store(asleep_awake, std::memory_order_relaxed);
 #if defined(TESSERA_STATISTICS)
   bump(m_stats.parked_ns, m_sched.now_ns() - start);
 #endif

@@ -18,7 +18,7 @@
 // `no` — at once. It parks the connection and calls drain(): one task at a time is the leader
 // (an atomic flag), which takes the whole buffer, write()s it in one call, and releases every
 // parked connection whose LSN is now safe; the others' records go in its write. A leader leads
-// a few rounds at most, then hands on through the poller (a task spawned from outside begins a
+// a few rounds at most, then hands on through the poll role (a task spawned from outside begins a
 // fresh operation of the epoch mechanism). fdatasync runs on one sync thread (a tessera task
 // never blocks for milliseconds): under `always` the leader wakes it, it syncs everything
 // written so far (the next group forms in the buffer while the disk works), writes that group
@@ -127,7 +127,7 @@ class aof_log {
   /// Writes what is buffered if no other task is writing (the leader; see above).
   void drain();
 
-  /// From the poller, every 100 ms: retries after an error, the check that the log file is
+  /// From run()'s thread, every 100 ms (tick): retries after an error, the check that the log file is
   /// still there (once a second), the automatic rewrite.
   void tick();
   /// From the main thread once the runtime is idle: writes and fdatasyncs what is left,
@@ -206,7 +206,7 @@ class aof_log {
   bool m_sync_stop = false;  // GUARDED_BY(m_sync_mutex)
   std::atomic<bool> m_sync_failed{false};  ///< the last fdatasync failed (relaxed)
   std::atomic<bool> m_sync_busy{false};    ///< an fdatasync is running (seq_cst: lead_round)
-  std::int64_t m_last_check_ms = 0;     ///< poller thread only
+  std::int64_t m_last_check_ms = 0;     ///< run()'s thread only
   /// The open log's inode and device (relaxed: the open and the rewrite's switch store them
   /// before the rewrite flag clears, which check_file acquires first).
   std::atomic<std::uint64_t> m_file_ino{0};

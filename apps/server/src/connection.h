@@ -4,12 +4,12 @@
 //
 // A connection is driven by one flow at a time, never by two workers at once. The socket is
 // registered once, edge-triggered (EPOLLIN | EPOLLOUT | EPOLLET), and `flow` counts the readiness
-// events: the poller adds one per event and spawns a serve task only when it found 0 (no flow
+// events: the poll role adds one per event and spawns a serve task only when it found 0 (no flow
 // running). That task reads, parses a batch of requests and dispatches them (replies written at
 // once, or key requests submitted to the tree as tasks); the last of the batch's tree tasks to
 // finish (`pending` reaches 0) assembles the replies in request order and goes on with the next
 // batch or ends the flow: it sets `flow` from the count it read when it started back to 0. If
-// that fails, events came meanwhile, and the flow hands the connection to the poller for a fresh
+// that fails, events came meanwhile, and the flow hands the connection to the poll role for a fresh
 // serve task (as it does when requests are left in its input); no event is lost, and no system
 // call is made at the end of a flow (EPOLLONESHOT would need an epoll_ctl to re-arm).
 //
@@ -20,8 +20,8 @@
 //
 // Memory-ordering contract: everything the dispatching flow and each tree task wrote is visible
 // to the flow that takes `pending` to 0 (acq_rel decrements). A flow's end (a release CAS of
-// `flow` to 0) happens before the next flow (the poller's acquire RMW that finds 0, then the
-// spawn). A closed connection is freed by the poller after the epoll_wait round in which it
+// `flow` to 0) happens before the next flow (the poll role's acquire RMW that finds 0, then the
+// spawn). A closed connection is freed by the poll role after the epoll_wait round in which it
 // last could have seen an event of it (kv_server::close_connection).
 
 #include <atomic>
@@ -253,7 +253,7 @@ class connection {
   std::unique_ptr<walk_state> walk;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};
-  /// Readiness events counted by the poller since the last flow ended (0: no flow running).
+  /// Readiness events counted by the poll role since the last flow ended (0: no flow running).
   std::atomic<std::uint64_t> flow{0};
   /// `flow` as the running flow read it when its serve task started: it ends with a CAS from it.
   std::uint64_t flow_seen = 0;

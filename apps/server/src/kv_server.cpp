@@ -1,4 +1,5 @@
-// server::kv_server — see kv_server.h: the poller thread and the connection flow.
+// server::kv_server — see kv_server.h: the poll role (the workers' idle hook) and the connection
+// flow.
 #include "kv_server.h"
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "commands.h"
 
 namespace server {
@@ -26,6 +29,10 @@ namespace {
 /// epoll's data for the descriptors that are not connections.
 char signal_tag;
 char wake_tag;
+char stop_tag;
+
+/// Events taken by one epoll_wait.
+constexpr int max_events = 256;
 
 constexpr std::size_t read_chunk = std::size_t{16} * 1024;
 /// Bytes read per readiness event before the batch runs (the rest on the next event).
@@ -75,7 +82,7 @@ walk_step sweep_leaf(leaf_walk& /*w*/, leaf_access& a, leaf& l) {
 }
 
 void sweep_done(leaf_walk& w, tessera::context& /*ctx*/) {
-  // release: the walk's state is reusable once the poller sees the flag cleared.
+  // release: the walk's state is reusable once the tick sees the flag cleared.
   static_cast<std::atomic<bool>*>(w.user)->store(false, std::memory_order_release);
 }
 
@@ -110,7 +117,7 @@ bool is_loopback(const std::string& addr) {
 }  // namespace
 
 kv_server::kv_server(const settings& s) : m_settings(s) {
-  // SIGTERM and SIGINT go to the poller's signalfd: blocked here, before the workers start, so
+  // SIGTERM and SIGINT go to run()'s signalfd: blocked here, before the workers start, so
   // that every thread inherits the mask. SIGPIPE is ignored (a write to a closed peer fails).
   sigset_t mask;
   sigemptyset(&mask);
@@ -123,18 +130,33 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   std::signal(SIGXFSZ, SIG_IGN);
   m_signal_fd = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   m_wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  m_stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  m_main_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  m_events = std::make_unique<epoll_event[]>(max_events);
+  {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &wake_tag;
+    ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_wake_fd, &ev);
+  }
   tessera::runtime_options o;
   if (s.workers != 0) o.workers = s.workers;
   if (s.worker_spin_us < 0 && one_cpu()) {
-    // On one CPU an idle worker that spins holds the CPU that the poller thread needs to hand
-    // it the next event: no spin (performance-notes.md, "The server's CPU per request"; with
-    // two CPUs shared by two workers the spin paid in throughput). Reported by CONFIG GET.
+    // On one CPU an idle worker that spins only burns it: the sockets wake it in epoll_wait
+    // (the idle hook), and a second worker would need the CPU it holds (performance-notes.md,
+    // "The server's CPU per request"; with two CPUs shared by two workers the spin paid in
+    // throughput). Reported by CONFIG GET.
     m_settings.worker_spin_us = 0;
   }
   if (m_settings.worker_spin_us >= 0) {
     o.spin_before_park = std::chrono::microseconds(m_settings.worker_spin_us);
   }
+  // The workers wait for the sockets themselves (idle_wait): no thread hands events over.
+  o.idle.wait = [this](tessera::worker_id w, std::chrono::nanoseconds timeout) {
+    return idle_wait(w, timeout);
+  };
+  o.idle.wake = [this](tessera::worker_id /*w*/) { wake_poller(); };
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   config_changed();
@@ -170,6 +192,8 @@ kv_server::~kv_server() {
   if (m_epoll >= 0) ::close(m_epoll);
   if (m_signal_fd >= 0) ::close(m_signal_fd);
   if (m_wake_fd >= 0) ::close(m_wake_fd);
+  if (m_main_epoll >= 0) ::close(m_main_epoll);
+  if (m_stop_fd >= 0) ::close(m_stop_fd);
 }
 
 void kv_server::config_changed() noexcept {
@@ -195,7 +219,8 @@ void kv_server::post(std::function<void(tessera::context&)> fn) {
     m_posted.push_back(std::move(fn));
   }
   const std::uint64_t one = 1;
-  // The eventfd write wakes the poller, which takes the list under the mutex (spawn_posted).
+  // The eventfd write wakes the poll role's holder (or is seen by the next worker to take it),
+  // which takes the list under the mutex (spawn_posted).
   [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
 }
 
@@ -277,32 +302,84 @@ listen_outcome kv_server::listen(std::string& error) {
 void kv_server::request_shutdown() noexcept {
   m_stopping.store(true, std::memory_order_relaxed);
   const std::uint64_t one = 1;
-  // The eventfd write wakes the poller; it reads m_stopping after it (the write is a syscall).
+  // The eventfd write wakes run(); it reads m_stopping after it (the write is a syscall).
+  [[maybe_unused]] const auto n = ::write(m_stop_fd, &one, sizeof(one));
+}
+
+void kv_server::wake_poller() noexcept {
+  const std::uint64_t one = 1;
   [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
+}
+
+tessera::idle_wait kv_server::idle_wait(tessera::worker_id /*w*/,
+                                        std::chrono::nanoseconds timeout) {
+  const bool poll = timeout.count() == 0;
+  // From the shutdown on, run() takes the role for good: no worker takes it again.
+  if (m_stopping.load(std::memory_order_relaxed)) {
+    return poll ? tessera::idle_wait::waited : tessera::idle_wait::declined;
+  }
+  // One worker at a time takes events (and frees closed connections after its round, which
+  // needs every round that could name them handled); the others park as without the hook.
+  // acquire: the last holder's round (its handling of the events array and of m_closed).
+  if (m_poll_role.exchange(true, std::memory_order_acquire)) {
+    return poll ? tessera::idle_wait::waited : tessera::idle_wait::declined;
+  }
+  // Rounded up: a wait shorter than a millisecond would be a poll.
+  const int ms = poll ? 0 : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
+  const int n = ::epoll_wait(m_epoll, m_events.get(), max_events, ms);
+  // Each serve task spawned here, outside any task, begins an operation of its own (epochs);
+  // it goes to this worker's pools and runs when the hook returns.
+  for (int i = 0; i < n; ++i) handle_event(m_events[static_cast<std::size_t>(i)]);
+  // After the round: a connection closed before this point had its EPOLL_CTL_DEL done before
+  // the next epoll_wait, so no later round can name it.
+  if (m_have_closed.load(std::memory_order_relaxed)) free_closed();
+  m_poll_role.store(false, std::memory_order_release);
+  return tessera::idle_wait::waited;
 }
 
 int kv_server::run() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &signal_tag;
-  ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_signal_fd, &ev);
-  ev.data.ptr = &wake_tag;
-  ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_wake_fd, &ev);
-  epoll_event events[256];
+  ::epoll_ctl(m_main_epoll, EPOLL_CTL_ADD, m_signal_fd, &ev);
+  ev.data.ptr = &stop_tag;
+  ::epoll_ctl(m_main_epoll, EPOLL_CTL_ADD, m_stop_fd, &ev);
+  // Connections already accepted by the workers may wait for an event: a worker that parked
+  // before the hook could see a listener (none was registered) waits in epoll_wait by now, or
+  // will at its next idle.
+  wake_poller();
+  epoll_event events[4];
   std::int64_t next_tick = steady_ms() + 100;
   while (!m_stopping.load(std::memory_order_relaxed)) {
-    const int n = ::epoll_wait(m_epoll, events, 256, 100);
-    for (int i = 0; i < n; ++i) handle_event(events[i]);
-    // After the round: a connection closed before this point had its EPOLL_CTL_DEL done before
-    // the next epoll_wait, so no later round can name it.
-    if (m_have_closed.load(std::memory_order_relaxed)) free_closed();
+    const int n = ::epoll_wait(m_main_epoll, events, 4, 100);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.ptr == &signal_tag) {
+        signalfd_siginfo si{};
+        while (::read(m_signal_fd, &si, sizeof(si)) == sizeof(si)) {
+          std::printf("tessera-kv-server: signal %u, shutting down\n", si.ssi_signo);
+          std::fflush(stdout);
+        }
+        request_shutdown();
+      } else {
+        std::uint64_t v = 0;
+        [[maybe_unused]] const auto r = ::read(m_stop_fd, &v, sizeof(v));
+      }
+    }
     const std::int64_t now = steady_ms();
     if (now >= next_tick) {
       next_tick = now + 100;
       tick();
     }
   }
-  // Stop accepting, let what is in flight finish (its replies are written), close everything.
+  // Stop accepting: take the poll role for good (its holder is woken out of epoll_wait and
+  // gives it up after its round; m_stopping keeps the workers from taking it again), so that no
+  // worker takes events from here on; the workers park as without the hook.
+  while (m_poll_role.exchange(true, std::memory_order_acquire)) {
+    wake_poller();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (m_have_closed.load(std::memory_order_relaxed)) free_closed();
+  // Let what is in flight finish (its replies are written), close everything.
   for (const int fd : m_listeners) ::close(fd);
   m_listeners.clear();
   m_rt->wait_idle();
@@ -315,14 +392,7 @@ int kv_server::run() {
 
 void kv_server::handle_event(const epoll_event& e) {
   void* tag = e.data.ptr;
-  if (tag == &signal_tag) {
-    signalfd_siginfo si{};
-    while (::read(m_signal_fd, &si, sizeof(si)) == sizeof(si)) {
-      std::printf("tessera-kv-server: signal %u, shutting down\n", si.ssi_signo);
-      std::fflush(stdout);
-    }
-    request_shutdown();
-  } else if (tag == &wake_tag) {
+  if (tag == &wake_tag) {
     std::uint64_t v = 0;
     [[maybe_unused]] const auto r = ::read(m_wake_fd, &v, sizeof(v));
     if (!m_stopping.load(std::memory_order_relaxed)) spawn_posted();
@@ -331,7 +401,7 @@ void kv_server::handle_event(const epoll_event& e) {
       const std::lock_guard<std::mutex> lock(m_posted_mutex);
       ready.swap(m_reserve);
     }
-    // Flows that go on (their `flow` count stays above 0); from outside, as below.
+    // Flows that go on (their `flow` count stays above 0); outside any task, as below.
     for (connection* c : ready) m_rt->spawn(m_rt->make_task<serve_task>(this, c));
   } else if ((e.data.u64 & 0xFF) == 1) {
     accept_all(static_cast<int>(e.data.u64 >> 8));
@@ -340,7 +410,7 @@ void kv_server::handle_event(const epoll_event& e) {
     // acquire: a count of 0 was stored by the last flow's release (connection.h). Only the
     // event that finds 0 starts a flow; a running flow sees the count move and goes on.
     if (c->flow.fetch_add(1, std::memory_order_acquire) != 0) return;
-    // From outside the runtime: each serve task begins an operation of its own (epochs).
+    // Outside any task: each serve task begins an operation of its own (epochs).
     m_rt->spawn(m_rt->make_task<serve_task>(this, c));
   }
 }
@@ -489,7 +559,7 @@ void kv_server::release(connection& c, bool blocked) {
       !blocked && (c.input_may_remain || (c.in_pos < c.in.size() && !c.parse_waits));
   if (!more_ready) {
     std::uint64_t seen = c.flow_seen;
-    // release: this flow's writes to the connection happen before the next flow's (the poller's
+    // release: this flow's writes to the connection happen before the next flow's (the poll role's
     // acquire RMW that finds 0). The last touch of the connection by this flow on success.
     if (c.flow.compare_exchange_strong(seen, 0, std::memory_order_release,
                                        std::memory_order_relaxed)) {
@@ -502,9 +572,9 @@ void kv_server::release(connection& c, bool blocked) {
 }
 
 void kv_server::queue_serve(connection& c) {
-  // The flow goes on in a serve task spawned by the poller (from outside the runtime, so that it
+  // The flow goes on in a serve task spawned by the poll role (outside any task, so that it
   // begins an operation of its own: a task spawned here would extend this one's, see
-  // batch_done). `flow` stays above 0 meanwhile: the poller's events start nothing.
+  // batch_done). `flow` stays above 0 meanwhile: the poll role's events start nothing.
   {
     const std::lock_guard<std::mutex> lock(m_posted_mutex);
     m_reserve.push_back(&c);
@@ -521,7 +591,7 @@ void kv_server::close_connection(connection& c) {
   }
   ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, c.fd, nullptr);
   ::close(c.fd);
-  // Not freed here: the poller may hold an event of this connection from an epoll_wait before the
+  // Not freed here: the poll role may hold an event of this connection from an epoll_wait before the
   // DEL (its count is above 0, so that event starts nothing). The poller frees it after its
   // current round of events (free_closed); no task holds it any more.
   {
@@ -614,7 +684,7 @@ void kv_server::batch_done(connection& c, tessera::context& /*ctx*/) {
   // The flow ends here, even with requests left in c.in: a task spawned by this one would
   // belong to the same operation, and a flow that never ends would hold the epoch (and every
   // retired value and directory) for ever. Requests left over are served by a fresh serve task
-  // that the poller spawns from outside (release, queue_serve).
+  // that the poll role spawns from outside (release, queue_serve).
   finish_flow(c);
 }
 

@@ -3,16 +3,19 @@
 // tasks on the server's string_tree (docs/architecture.md, "The Redis-protocol server").
 //
 // Threads: the tessera workers do all the work on connections (reading, parsing, the tree,
-// writing replies). One poller thread (the one that calls run()) blocks in epoll_wait and only
-// turns readiness into serve tasks (accepting new connections, signals, and a tick that spawns
-// the expiry sweep and closes idle clients); it never reads or writes a client. When nothing
-// happens the poller sleeps in the kernel and the workers park as they do without a server.
+// writing replies) and wait for the sockets themselves: a worker that would park blocks in
+// epoll_wait instead, through the runtime's idle hook (tessera/idle_hook.h), and turns readiness
+// into serve tasks (one worker at a time: the poll role). The thread that calls run() only
+// waits for signals and SHUTDOWN and ticks every 100 ms (the expiry sweep, idle clients); it
+// never touches a connection. When nothing happens the workers sleep in epoll_wait (or parked)
+// and that thread in its own: an idle server burns no CPU.
 //
 //   server::settings s;  s.port = 6380;
 //   server::kv_server srv(s);
 //   if (srv.listen(error) == server::listen_outcome::ok) srv.run();  // until SIGTERM/SHUTDOWN
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -95,7 +98,7 @@ class kv_server {
   parse_limits limits() const;
   /// The append-only log, or nullptr with appendonly no.
   aof_log* aof() noexcept { return m_aof.get(); }
-  /// Runs `fn` in a task that the poller spawns from outside the runtime (a fresh operation of
+  /// Runs `fn` in a task that the poll role's holder spawns outside any task (a fresh operation of
   /// the epoch mechanism). From any thread; dropped once the server stops.
   void post(std::function<void(tessera::context&)> fn);
   /// Goes on with a connection whose replies waited for the log (aof_log::park).
@@ -103,8 +106,13 @@ class kv_server {
 
  private:
   void accept_all(int listener);
-  /// A readiness event on the poller thread.
+  /// A readiness event, handled by the worker that holds the poll role (outside any task).
   void handle_event(const epoll_event& e);
+  /// The runtime's idle hook (tessera/idle_hook.h): a worker with nothing to do polls the
+  /// sockets (timeout 0) or blocks in epoll_wait, if no other worker does.
+  tessera::idle_wait idle_wait(tessera::worker_id w, std::chrono::nanoseconds timeout);
+  /// The idle hook's wake: an eventfd write that ends the poll role holder's epoll_wait.
+  void wake_poller() noexcept;
   /// Sends what is pending and ends the flow (or closes the connection).
   void finish_flow(connection& c);
   void send_and_release(connection& c);
@@ -114,12 +122,12 @@ class kv_server {
   enum class flush_outcome : std::uint8_t { sent, pending, failed };
   flush_outcome flush(connection& c);
   /// The end of a flow: `flow` back to 0, unless events came meanwhile or, `blocked` false,
-  /// requests or input are left; then the poller spawns a fresh serve task (queue_serve).
+  /// requests or input are left; then the poll role spawns a fresh serve task (queue_serve).
   /// `blocked`: replies wait for the client to read (EPOLLOUT's edge starts the next flow).
   void release(connection& c, bool blocked);
   void queue_serve(connection& c);
   void close_connection(connection& c);
-  /// The poller, after a round of events: frees the connections closed before it.
+  /// The poll role's holder, after a round of events: frees the connections closed before it.
   void free_closed();
   void tick();
   void spawn_posted();
@@ -134,7 +142,13 @@ class kv_server {
   server_stats m_stats;
   int m_epoll = -1;
   int m_signal_fd = -1;
-  int m_wake_fd = -1;
+  int m_wake_fd = -1;     // in m_epoll: posted work, flows to go on with, the idle hook's wake
+  int m_main_epoll = -1;  // run()'s: the signals and m_stop_fd
+  int m_stop_fd = -1;     // request_shutdown's eventfd
+  /// Held by the one worker that waits in (or polls) m_epoll, and by run() from the shutdown
+  /// on. acquire/release: the events array, the connections freed after a round (free_closed).
+  std::atomic<bool> m_poll_role{false};
+  std::unique_ptr<epoll_event[]> m_events;  // the poll role's
   std::vector<int> m_listeners;
   std::vector<int> m_ports;
   std::atomic<bool> m_stopping{false};
