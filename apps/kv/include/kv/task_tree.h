@@ -87,7 +87,7 @@ struct tree_options {
   /// with those of the levels above it, take at most this many bytes. Such nodes are read by
   /// every operation and stay in the caches, where a trip through the queue and the prefetch
   /// window costs more than the read. 0: one run per node on every level.
-  std::size_t coupled_bytes = 256 * 1024;
+  std::size_t coupled_bytes = std::size_t{256} * 1024;
 };
 
 struct request {
