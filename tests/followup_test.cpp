@@ -204,13 +204,17 @@ TEST_P(followup_test, a_follow_up_without_data_runs_next_on_its_worker) {
   EXPECT_EQ(errors.load(), 0) << "a queued task ran between the re-runs of an unannotated task";
 }
 
-TEST_P(followup_test, a_task_that_polls_a_queued_task_does_not_starve_it) {
-  auto& r = start({.workers = 1});
-  // One worker: the task spawns a setter and returns itself until the setter ran. Follow-ups run
-  // back to back only a bounded number of times, so the setter gets its turn.
+/// What a polling follow-up saw: whether the task it waited for ran, and how often it polled.
+struct poll_outcome {
+  bool set = false;
+  long polls = 0;
+};
+
+/// One task spawns a setter and returns itself (no data) until the setter ran, giving up after
+/// `give_up` polls instead of hanging; runs until `r` is idle.
+poll_outcome poll_until_setter_ran(runtime& r, long give_up) {
   std::atomic<bool> set{false};
   std::atomic<long> polls{0};
-  constexpr long give_up = 10'000'000;  // fail instead of hanging if the setter starves
   bool spawned = false;
   r.spawn(r.make_task<again_while>([&](context& ctx) {
     if (!spawned) {
@@ -220,8 +224,17 @@ TEST_P(followup_test, a_task_that_polls_a_queued_task_does_not_starve_it) {
     return !set.load() && polls.fetch_add(1) < give_up;
   }));
   r.wait_idle();
-  EXPECT_TRUE(set.load());
-  EXPECT_LT(polls.load(), give_up) << "the polling follow-up starved the task it waited for";
+  return {set.load(), polls.load()};
+}
+
+TEST_P(followup_test, a_task_that_polls_a_queued_task_does_not_starve_it) {
+  auto& r = start({.workers = 1});
+  // One worker: the task spawns a setter and returns itself until the setter ran. Follow-ups run
+  // back to back only a bounded number of times, so the setter gets its turn.
+  constexpr long give_up = 10'000'000;  // fail instead of hanging if the setter starves
+  const poll_outcome o = poll_until_setter_ran(r, give_up);
+  EXPECT_TRUE(o.set);
+  EXPECT_LT(o.polls, give_up) << "the polling follow-up starved the task it waited for";
 }
 
 TEST_P(followup_test, self_following_tasks_take_turns_of_many_runs) {
@@ -392,21 +405,11 @@ TEST_P(followup_test, a_polling_follow_up_without_data_yields_in_every_step_mode
   for (const char* mode : {"queued", "prefetched", "direct", ""}) {
     ::setenv("TESSERA_STEP_MODE", mode, 1);  // read once as the runtime starts
     auto& r = start({.workers = 1});
-    std::atomic<bool> set{false};
-    std::atomic<long> polls{0};
     constexpr long give_up = 1'000'000;  // fail instead of hanging if the setter starves
-    bool spawned = false;
-    r.spawn(r.make_task<again_while>([&](context& ctx) {
-      if (!spawned) {
-        spawned = true;
-        ctx.spawn([&set, tok2 = live_token{}](context&) { set.store(true); });
-      }
-      return !set.load() && polls.fetch_add(1) < give_up;
-    }));
-    r.wait_idle();
-    EXPECT_TRUE(set.load()) << "mode '" << mode << "'";
-    EXPECT_LT(polls.load(), give_up) << "mode '" << mode << "': the polling follow-up starved "
-                                     << "the task it waited for";
+    const poll_outcome o = poll_until_setter_ran(r, give_up);
+    EXPECT_TRUE(o.set) << "mode '" << mode << "'";
+    EXPECT_LT(o.polls, give_up) << "mode '" << mode << "': the polling follow-up starved "
+                                << "the task it waited for";
     m_rt.reset();
     EXPECT_EQ(live_objects.load(), 0) << "mode '" << mode << "'";
   }
