@@ -134,6 +134,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   m_main_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   m_events = std::make_unique<epoll_event[]>(max_events);
+  m_woken = std::make_unique<std::atomic<bool>[]>(std::size_t{1} << 16);  // every worker_id
   {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -156,7 +157,10 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   o.idle.wait = [this](tessera::worker_id w, std::chrono::nanoseconds timeout) {
     return idle_wait(w, timeout);
   };
-  o.idle.wake = [this](tessera::worker_id /*w*/) { wake_poller(); };
+  o.idle.wake = [this](tessera::worker_id w) {
+    m_woken[w.value].store(true, std::memory_order_seq_cst);
+    wake_poller();
+  };
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   config_changed();
@@ -311,8 +315,7 @@ void kv_server::wake_poller() noexcept {
   [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
 }
 
-tessera::idle_wait kv_server::idle_wait(tessera::worker_id /*w*/,
-                                        std::chrono::nanoseconds timeout) {
+tessera::idle_wait kv_server::idle_wait(tessera::worker_id w, std::chrono::nanoseconds timeout) {
   const bool poll = timeout.count() == 0;
   // From the shutdown on, run() takes the role for good: no worker takes it again.
   if (m_stopping.load(std::memory_order_relaxed)) {
@@ -324,8 +327,12 @@ tessera::idle_wait kv_server::idle_wait(tessera::worker_id /*w*/,
   if (m_poll_role.exchange(true, std::memory_order_acquire)) {
     return poll ? tessera::idle_wait::waited : tessera::idle_wait::declined;
   }
+  // Woken since this worker entered the hook, its wake_poller() write maybe read by another
+  // worker's round: a poll, not a wait (idle_hook.h). A wake-up not seen here writes m_wake_fd
+  // after this point, and only the role's holder reads it.
+  const bool woken = !poll && m_woken[w.value].exchange(false, std::memory_order_seq_cst);
   // Rounded up: a wait shorter than a millisecond would be a poll.
-  const int ms = poll ? 0 : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
+  const int ms = poll || woken ? 0 : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
   const int n = ::epoll_wait(m_epoll, m_events.get(), max_events, ms);
   // Each serve task spawned here, outside any task, begins an operation of its own (epochs);
   // it goes to this worker's pools and runs when the hook returns.
