@@ -27,8 +27,8 @@
 // (optimistic.h); their result may be torn and counts only when coupled_valid returns true.
 // Memory ordering: coupled_begin loads the version with acquire (the reads after it see at least
 // the writes of that version); coupled_valid orders the reads before it ahead of its re-read of
-// the version (an acquire fence; a compiler fence under ThreadSanitizer on x86-64, as the
-// runtime's own version protocol, src/sync/latch.h). A writer's odd version is refused at once
+// the version (tessera/detail/version_fence.h, the fence the runtime's own version protocol
+// uses). A writer's odd version is refused at once
 // (no waiting).
 #pragma once
 
@@ -37,6 +37,7 @@
 #include <optional>
 
 #include "tessera/detail/resource_header.h"
+#include "tessera/detail/version_fence.h"
 #include "tessera/resource.h"
 
 namespace tessera {
@@ -62,17 +63,7 @@ namespace tessera {
 [[nodiscard]] inline bool coupled_valid(const void* object, std::uint64_t version) noexcept {
   const detail::resource_header& h = *detail::resource_header::of(object);
   if (h.applied == primitive::none) return true;
-  // acquire fence: the data reads before it are ordered before the version's re-read.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TESSERA_COUPLED_READ_TSAN 1
-#endif
-#endif
-#if (defined(__SANITIZE_THREAD__) || defined(TESSERA_COUPLED_READ_TSAN)) && defined(__x86_64__)
-  std::atomic_signal_fence(std::memory_order_acquire);  // TSan models no fences; x86 is TSO
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-#endif
+  detail::version_acquire_fence();  // the data reads before it, ahead of the re-read
   return h.version.load(std::memory_order_relaxed) == version;
 }
 

@@ -18,36 +18,9 @@
 #include <thread>
 
 #include "tessera/detail/resource_header.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define TESSERA_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TESSERA_TSAN 1
-#endif
-#endif
+#include "tessera/detail/version_fence.h"
 
 namespace tessera::detail {
-
-/// The version protocol's fences. ThreadSanitizer does not model std::atomic_thread_fence (GCC
-/// warns, -Wtsan), and it does not need them here: a task under optimistic reading reads its
-/// object with relaxed atomics only (racy_load), so there is no plain access for it to order.
-/// TSan builds on x86-64 use a compiler-only fence, which is exact there: TSO keeps load-load
-/// and store-store order in hardware. Every other build, and TSan elsewhere, the real fence.
-inline void version_acquire_fence() noexcept {
-#if defined(TESSERA_TSAN) && defined(__x86_64__)
-  std::atomic_signal_fence(std::memory_order_acquire);
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-#endif
-}
-inline void version_release_fence() noexcept {
-#if defined(TESSERA_TSAN) && defined(__x86_64__)
-  std::atomic_signal_fence(std::memory_order_release);
-#else
-  std::atomic_thread_fence(std::memory_order_release);
-#endif
-}
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
