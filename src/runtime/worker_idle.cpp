@@ -84,17 +84,21 @@ void worker::idle() {
   // (~0.4 % of a core per idle worker), and anything the timeout rescues is in its inboxes.
   const bool after_timeout = std::exchange(m_slept_through, false);
   flush_group();  // first: a waiter of the group learns of its last completion without delay
+  // Then the epoch counts, before the quick poll: a task it finds may run for a long time (a
+  // blocking one, or one held by a test), and completions left unpublished meanwhile would keep
+  // their slots unbalanced, so the global epoch could not pass the oldest of them + 3, and what
+  // was retired since would wait for that task's end, though every operation that could see it
+  // has ended (task_tree_race stalled so under load, 1 run in ~20). A few stores to this worker's
+  // own lines; no clock read.
+  m_epoch.publish();
   // A quick poll before the rest of going idle: a task handed over by another worker (a
   // round-robin, a serialized resource's pool, a reply) often arrives within a few hundred ns,
-  // and the bookkeeping below (a clock read, publishing the epoch counts that other workers
-  // read, the epoch advance) would otherwise stand between its arrival and its start (measured in
-  // docs/performance-notes.md, "Idle workers"). Every call either finds work or gets past the poll
-  // within quick_polls rounds, so the counts are published as before, ~1 µs later.
+  // and the bookkeeping below (a clock read, the epoch advance) would otherwise stand between its
+  // arrival and its start (measured in docs/performance-notes.md, "Idle workers").
   for (unsigned i = 0; i < quick_polls; ++i) {
     if (drain_inboxes(256) != 0 || m_attention.load(std::memory_order_relaxed) != 0) return;
     cpu_relax();
   }
-  m_epoch.publish();
   m_queued.store(0, std::memory_order_relaxed);
   m_spawns_until_offer = 2;
   m_distance = m_sched.prefetch_distance();
