@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -129,6 +131,107 @@ TEST(spawn_order, a_more_urgent_spawn_runs_before_the_stacked_ones_and_a_less_ur
   expected.push_back(-2);
   EXPECT_EQ(order, expected);
 }
+
+TEST(spawn_order, a_span_spawn_queues_like_single_spawns) {
+  // One worker: spawn(span) of plain and data-annotated tasks interleaved, and a low- and a
+  // high-priority annotated one, orders them as single spawns would: the high one first, the
+  // plain ones newest first, the normal annotated ones in span order, the low one last.
+  tessera::runtime r({.workers = 1});
+  std::vector<int> order;  // one worker: no concurrent access
+  static int data[12];
+  r.spawn([&order](context& ctx) {
+    std::vector<task*> ts;
+    for (int i = 0; i < 5; ++i) {
+      ts.push_back(make_fn(ctx, [&order, i](context&) { order.push_back(i); }));
+      auto* a = make_fn(ctx, [&order, i](context&) { order.push_back(5 + i); });
+      a->annotate_data(&data[5 + i], sizeof(int));
+      ts.push_back(a);
+      if (i == 1 || i == 3) {
+        const bool high = i == 3;
+        auto* p = make_fn(ctx, [&order, high](context&) { order.push_back(high ? -1 : -2); });
+        p->annotate_data(&data[high ? 11 : 10], sizeof(int));
+        p->annotate(high ? priority::high : priority::low);
+        ts.push_back(p);
+      }
+    }
+    ctx.spawn(std::span<task* const>(ts));
+    ctx.spawn(std::span<task* const>{});  // nothing
+  });
+  r.wait_idle();
+  EXPECT_EQ(order, (std::vector<int>{-1, 4, 3, 2, 1, 0, 5, 6, 7, 8, 9, -2}));
+}
+
+TEST_P(spawn_test, a_span_spawn_runs_every_task_once_in_the_groups_and_places_asked) {
+  // Tasks with data on this worker (the chained case), without data, targeted at every worker,
+  // and annotated with the parent's group, spawned from inside in spans: each runs once, on its
+  // target, and the parent's group waits for it.
+  auto& r = start();
+  const unsigned workers = r.workers();
+  const std::size_t per_parent = scaled(400, 100);
+  const std::size_t parents = 8;
+  run_counts counts(per_parent * parents);
+  std::atomic<std::size_t> misplaced{0};
+  std::vector<int> data(per_parent * parents);
+  const group g = r.make_group();
+  for (std::size_t p = 0; p < parents; ++p) {
+    r.spawn(
+        [&, p, tok = live_token{}](context& ctx) {
+          std::vector<task*> ts;
+          for (std::size_t j = 0; j < per_parent; ++j) {
+            const std::size_t i = p * per_parent + j;
+            if (j % 4 == 2) {
+              const auto w = worker_id{static_cast<std::uint16_t>(j % workers)};
+              auto* t = make_fn(ctx, [&, i, w, tok2 = live_token{}](context& c) {
+                if (c.worker() != w) misplaced.fetch_add(1);
+                counts.hit(i);
+              });
+              t->annotate(w).annotate_data(&data[i], sizeof(int));
+              ts.push_back(t);
+              continue;
+            }
+            auto* t = make_fn(ctx, [&, i, tok2 = live_token{}](context&) { counts.hit(i); });
+            if (j % 4 != 1) t->annotate_data(&data[i], sizeof(int));
+            if (j % 4 == 3) t->annotate(g);
+            ts.push_back(t);
+            if (ts.size() == 37) {
+              ctx.spawn(std::span<task* const>(ts));
+              ts.clear();
+            }
+          }
+          ctx.spawn(std::span<task* const>(ts));
+        },
+        g);
+  }
+  r.wait(g);
+  EXPECT_EQ(counts.exactly_once(), "");
+  EXPECT_EQ(misplaced.load(), 0u);
+}
+
+#if defined(TESSERA_DEBUG_CHECKS)
+TEST(spawn_span_checks, a_task_spawned_already_refuses_the_whole_span) {
+  // The second task of the span was spawned before: nothing of the span is spawned, the error
+  // reaches the group's waiter, and the first task stays the caller's (discarded here).
+  tessera::runtime r({.workers = 1});
+  std::atomic<int> runs{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        auto* fresh = make_fn(ctx, [&](context&) { runs.fetch_add(1); });
+        auto* twice = make_fn(ctx, [&](context&) { runs.fetch_add(10); });
+        ctx.spawn(twice);
+        const std::array<task*, 2> ts{fresh, twice};
+        try {
+          ctx.spawn(std::span<task* const>(ts));
+        } catch (...) {
+          ctx.runtime().discard(fresh);
+          throw;
+        }
+      },
+      g);
+  EXPECT_THROW(r.wait(g), std::logic_error);
+  EXPECT_EQ(runs.load(), 10);
+}
+#endif
 
 TEST_P(spawn_test, from_inside_children_join_the_parents_group) {
   auto& r = start();

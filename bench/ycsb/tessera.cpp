@@ -82,7 +82,6 @@ class batch_driver final : public task {
     // relaxed: each submit below publishes it (with the request) to the completing worker.
     slot.remaining.store(count, std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < count; ++i) {
-      // After the last submit the slot may already be reused: touch nothing of it then.
       kv::request& r = slot.requests[i];
       const ::ycsb::operation& op = p.ops[first + i];
       // Only what the request's type reads is written: the tree sets the status (and scanned)
@@ -111,8 +110,9 @@ class batch_driver final : public task {
           break;
         case op_type::remove: r.type = kv::request_type::remove; break;
       }
-      p.tree->submit(r, &ctx);
     }
+    // After this the slot may already be reused (its batch completed): touch nothing of it.
+    p.tree->submit(std::span<kv::request>(slot.requests.data(), count), ctx);
     return nullptr;
   }
 

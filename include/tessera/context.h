@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 
 #include "tessera/group.h"
@@ -47,6 +48,20 @@ class context {
 
   /// Spawns `t`. Without a group annotation, it joins the group of the running task.
   void spawn(task* t);
+  /// Spawns every task of `tasks`, in order, as spawn(t) would each (same placement, groups,
+  /// order in the queues and memory ordering: what the caller wrote before the call
+  /// happens-before each task's run), in one call. Tasks that stay on this worker and carry a
+  /// data annotation (a traversal's first steps, a batch of requests) are counted in their group
+  /// and epoch once and queued as one chain, so the prefetch window fills from them as from single
+  /// spawns; any other task takes spawn()'s own path. An empty span spawns nothing.
+  ///
+  /// With debug checks (TESSERA_DEBUG_CHECKS) every task is checked before any is spawned: one
+  /// that make_task did not make, that was spawned already, or that names a resource make_resource
+  /// did not make throws as spawn() does, and then none was spawned (all stay the caller's). A
+  /// call by an optimistic reader before validate() returned true frees every task and throws
+  /// std::logic_error. A task given a group that is stale is refused as spawn() refuses it (freed,
+  /// std::logic_error); the tasks before it were spawned, those after it stay the caller's.
+  void spawn(std::span<task* const> tasks);
   template <task_function F>
   void spawn(F&& f);
   /// Starts a run of `graph` (graph.h) whose node tasks join `g` (group{}: the running task's

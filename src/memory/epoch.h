@@ -46,6 +46,11 @@ struct alignas(64) epoch_counters {
     spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
   }
+  /// count_spawn for `n` tasks at once (context::spawn of a span).
+  void count_spawns(unsigned slot, std::uint64_t n) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + n,
+                        std::memory_order_relaxed);
+  }
   /// Owner-only, seq_cst: adds `d` (+1 or -1) to a spawn count, for a task that starts an
   /// operation (epoch_clock::count_in_current_slot). The reclamation task's count is also one
   /// side of a Dekker pair with `stopping` (worker::maybe_reclaim, scheduler::stop() and

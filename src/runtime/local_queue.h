@@ -38,6 +38,17 @@ class local_queue {
     if (m_tail == nullptr) m_tail = t;
     ++m_size;
   }
+  /// Puts the chain first -> ... -> last (n tasks, linked through m_next) at the back, in order.
+  void push_back_chain(task* first, task* last, std::size_t n) noexcept {
+    hdr(last).m_next.store(nullptr, std::memory_order_relaxed);
+    if (m_tail == nullptr) {
+      m_head = first;
+    } else {
+      hdr(m_tail).m_next.store(first, std::memory_order_relaxed);
+    }
+    m_tail = last;
+    m_size += n;
+  }
   /// Puts the chain first -> ... -> last (n tasks, linked through m_next) at the front, in order.
   void push_front_chain(task* first, task* last, std::size_t n) noexcept {
     hdr(last).m_next.store(m_head, std::memory_order_relaxed);

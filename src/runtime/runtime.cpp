@@ -163,6 +163,9 @@ numa_node_id context::node() const noexcept {
 // Inlined into the task under LTO: a task spawning a task is the hot path.
 TESSERA_LTO_INLINE_BEGIN
 TESSERA_LTO_INLINE void context::spawn(task* t) { detail::scheduler::spawn_from(t, *m_worker); }
+TESSERA_LTO_INLINE void context::spawn(std::span<task* const> tasks) {
+  detail::scheduler::spawn_many_from(tasks.data(), tasks.size(), *m_worker);
+}
 TESSERA_LTO_INLINE_END
 void context::when_done(group g, task* continuation) {
   m_runtime->internals().when_done(g, continuation, *m_worker);

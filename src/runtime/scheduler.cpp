@@ -218,6 +218,11 @@ void scheduler::refuse_unvalidated(task* t) {
   acted_unvalidated("a spawn");
 }
 
+void scheduler::refuse_unvalidated(task* const* ts, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) destroy_task(ts[i]);  // passed to the runtime with the spawn
+  acted_unvalidated("a spawn");
+}
+
 void scheduler::refuse_stale_group(task* t) {
   destroy_task(t);  // ownership passed to the runtime with the spawn
   throw std::logic_error(

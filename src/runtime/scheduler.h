@@ -170,6 +170,78 @@ class scheduler {
     }
   }
 
+  /// context::spawn(span): spawn_from() for each of ts[0..n), in order. The common case, a task
+  /// with data that stays in this worker's home pool in the running task's group, is counted in
+  /// the group and the epoch slot once for all such tasks and queued as a chain (one append per
+  /// priority run); any other task flushes the chain and takes spawn_from(). The counts are
+  /// added after the tasks are queued: the running task holds its group's and slot's count until
+  /// it returns, and nothing in this worker's own queue leaves it before then (a steal is
+  /// answered by this worker, between tasks), so no count can reach zero early.
+  static void spawn_many_from(task* const* ts, std::size_t n, worker& from) {
+#if defined(TESSERA_DEBUG_CHECKS)
+    for (std::size_t i = 0; i < n; ++i) require_spawnable(ts[i], "spawn");
+    if (n != 0 && from.reading_unvalidated()) [[unlikely]] refuse_unvalidated(ts, n);
+#endif
+    const task* parent = from.current_task();
+    if (parent == nullptr) [[unlikely]] {
+      for (std::size_t i = 0; i < n; ++i) from.sched().spawn_outside_task(ts[i], from);
+      return;
+    }
+    const std::uint8_t slot = hdr(parent).m_epoch_slot;
+    const group g = hdr(parent).m_group;
+    const bool holds_home = from.holds_home();
+    bool token = from.holds_token();
+    std::uint32_t queued = 0;     // queued here by this loop
+    std::uint32_t took_token = 0;  // 1 if one of them took the running task's count
+    task* first = nullptr;
+    task* last = nullptr;
+    std::uint32_t chained = 0;
+    std::uint8_t chain_priority = 0;
+    const auto flush = [&] {
+      if (chained == 0) return;
+      from.push_home_chain(first, last, chained, chain_priority);
+      chained = 0;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      task* const t = ts[i];
+      const task_header& h = hdr(t);
+      const group own = h.m_group;
+      const std::uint8_t priority = h.m_priority;
+      const bool home = h.m_target_kind == task_header::target_none ||
+                        (h.m_target_kind == task_header::target_worker &&
+                         h.m_target == from.index());
+      if (h.m_data == nullptr || !home || !holds_home || (own.valid() && own != g)) [[unlikely]] {
+        flush();
+        spawn_from(t, from);
+        token = from.holds_token();
+        continue;
+      }
+      hdr(t).m_epoch_slot = slot;
+      hdr(t).m_group = g;
+      if (token) [[unlikely]] {
+        token = false;
+        took_token = 1;
+        from.take_token();  // the running task's count passes to t (see spawn_from)
+      }
+      if (chained != 0 && priority != chain_priority) [[unlikely]] flush();
+      if (chained == 0) {
+        first = t;
+        chain_priority = priority;
+      } else {
+        hdr(last).m_next.store(t, std::memory_order_relaxed);
+      }
+      last = t;
+      ++chained;
+      ++queued;
+    }
+    flush();
+    if (const std::uint32_t counted = queued - took_token; counted != 0) {
+      if (g.valid()) from.group_add(g, static_cast<int>(counted), slot);
+      from.counters().count_spawns(slot, counted);
+    }
+    if (queued != 0) from.note_spawned_home(queued);
+  }
+
 #if defined(TESSERA_DEBUG_CHECKS)
   /// With TESSERA_DEBUG_CHECKS: throws std::logic_error, naming `what`, if `t` is annotated with
   /// a resource that make_resource did not make (or that was freed).
@@ -379,6 +451,8 @@ class scheduler {
   [[noreturn]] static void acted_unvalidated(const char* what);
   /// Frees `t` and throws as require_validated.
   [[noreturn]] static void refuse_unvalidated(task* t);
+  /// Frees ts[0..n) and throws as require_validated.
+  [[noreturn]] static void refuse_unvalidated(task* const* ts, std::size_t n);
 #endif
   void route_slow(task* t, worker* from, bool newest_first, bool header_hot);
   pool* choose_pool(task* t, worker* from, bool header_hot = false) noexcept;

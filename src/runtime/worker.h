@@ -151,6 +151,22 @@ class worker {
   TESSERA_ALWAYS_INLINE void note_spawned_home() noexcept {
     if (--m_spawns_until_offer == 0) [[unlikely]] offer_queued_after_spawns();
   }
+  /// note_spawned_home() for `n` (> 0) spawns at once (context::spawn of a span).
+  TESSERA_ALWAYS_INLINE void note_spawned_home(std::uint32_t n) noexcept {
+    if (m_spawns_until_offer <= n) [[unlikely]] {
+      m_spawns_until_offer = 1;
+      offer_queued_after_spawns();
+      return;
+    }
+    m_spawns_until_offer -= n;
+  }
+  /// Queues the chain first -> ... -> last (n tasks of priority `priority`, linked through
+  /// m_next) at the back of the home pool, which this worker holds.
+  TESSERA_ALWAYS_INLINE void push_home_chain(task* first, task* last, std::uint32_t n,
+                                             std::uint8_t priority) noexcept {
+    m_home->local[priority].push_back_chain(first, last, n);
+    m_local_count[priority] += n;
+  }
   /// Called on this worker's thread for a fresh spawn without data that would go to the front of
   /// its home pool: a normal-priority one goes onto the work-first stack instead (it would be
   /// among the next tasks fetched anyway, newest first). With tasks in the prefetch window, or

@@ -48,6 +48,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <tessera/coupled_read.h>
 #include <tessera/tessera.h>
@@ -115,6 +116,9 @@ class task_tree {
   /// Starts a request. From inside a task pass its context (the first task then stays on that
   /// worker); from any other thread pass nullptr.
   void submit(request& r, tessera::context* ctx = nullptr);
+  /// Starts every request of `requests` from inside a task, as submit(r, &ctx) would each, and
+  /// spawns their tasks together (tessera::context::spawn of a span: counted and queued once).
+  void submit(std::span<request> requests, tessera::context& ctx);
 
   /// Quiescent-only helpers.
   [[nodiscard]] std::size_t size() const;
