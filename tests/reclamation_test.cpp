@@ -693,6 +693,92 @@ TEST(reclamation_race, an_operation_counted_after_an_advance_checked_its_slot_ke
   EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
 }
 
+/// Worker 1 held by the idle_polling hook, once the task it ran (A) has ended.
+struct idle_poll_race {
+  std::atomic<bool> a_done{false};
+  std::atomic<bool> at_poll{false};
+  std::atomic<bool> poll_open{false};
+  static inline idle_poll_race* current = nullptr;
+
+  idle_poll_race() {
+    current = this;
+    detail::test_hooks::idle_polling.store(
+        +[](detail::worker& w) {
+          idle_poll_race& s = *current;
+          if (w.index() != 1 || !s.a_done.load() || s.at_poll.exchange(true)) return;
+          while (!s.poll_open.load()) std::this_thread::yield();
+        },
+        std::memory_order_release);
+  }
+  ~idle_poll_race() {
+    poll_open.store(true);
+    detail::test_hooks::idle_polling.store(nullptr);
+    current = nullptr;
+  }
+  idle_poll_race(const idle_poll_race&) = delete;
+  idle_poll_race& operator=(const idle_poll_race&) = delete;
+};
+
+/// A worker that ends a task A and, going idle, finds a long task B in its quick poll must have
+/// published A's completion first: left unpublished while B runs, A's epoch slot stays
+/// unbalanced, the epoch stops at A's epoch + 3, and a resource retired after A started (by
+/// another worker, after every operation that could see it ended) is not freed until B ends.
+/// (Forced with a hook: worker 1 is held just before its quick poll, B is queued for it, then
+/// the poll finds B.) The task_tree_race test stalled so in about 1 run in 20 under load.
+TEST(reclamation_race, a_task_found_by_the_idle_poll_does_not_hold_back_earlier_completions) {
+  node::reset();
+  idle_poll_race s;
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  {
+    runtime r(
+        {.workers = 2, .epoch_interval_tasks = 4, .epoch_period = std::chrono::microseconds(0)});
+    auto& sched = r.internals();
+    auto nudge_worker_0 = [&] {
+      const group g = r.make_group();
+      auto* t = make_fn(r, [tok = live_token{}](context&) {});
+      t->annotate(wid(0));
+      r.spawn(t, g);
+      r.wait(g);
+    };
+    // A on worker 1; then worker 1 is held on its way to the quick poll.
+    auto* a = make_fn(r, [&s, tok = live_token{}](context&) { s.a_done.store(true); });
+    a->annotate(wid(1));
+    r.spawn(a);
+    while (!s.at_poll.load() && before_deadline()) std::this_thread::yield();
+    ASSERT_TRUE(s.at_poll.load()) << "worker 1 never went idle after A";
+    // Worker 0 retires a resource (no task sees it), in A's epoch or later.
+    std::atomic<std::uint64_t> retired_by{0};
+    const group retire_group = r.make_group();
+    auto* retirer = make_fn(r, [&, tok = live_token{}](context& ctx) {
+      ctx.runtime().retire_resource(ctx.runtime().make_resource<node>(hints_for(0)));
+      retired_by.store(sched.global_epoch());
+    });
+    retirer->annotate(wid(0));
+    r.spawn(retirer, retire_group);
+    r.wait(retire_group);
+    // B begins after the retirement: it keeps the epoch at most at its own + 3, late enough.
+    while (sched.global_epoch() <= retired_by.load() && before_deadline()) nudge_worker_0();
+    ASSERT_GT(sched.global_epoch(), retired_by.load()) << "the epoch did not advance";
+    gate b_gate;
+    const group b_group = r.make_group();
+    auto* b = make_fn(r, [&b_gate, tok = live_token{}](context&) { b_gate.pass(); });
+    b->annotate(wid(1));
+    r.spawn(b, b_group);  // in worker 1's inbox now: its quick poll finds it
+    s.poll_open.store(true);
+    b_gate.wait_for_arrivals(1);
+    while (node::destroyed.load() == 0 && before_deadline()) nudge_worker_0();
+    EXPECT_EQ(node::destroyed.load(), 1)
+        << "the resource was not freed while B ran (epoch " << sched.global_epoch()
+        << ", retired by " << retired_by.load() << ")";
+    b_gate.release();
+    r.wait(b_group);
+    r.stop();
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+  EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
+}
+
 #endif
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);

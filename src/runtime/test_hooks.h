@@ -33,6 +33,10 @@ inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_requested{nul
 /// before it moves anything.
 inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_answering{nullptr};
 
+/// Called by worker::idle on the worker's thread after it flushed its group batch and published
+/// its epoch counts, before its quick poll for a task handed over by another worker.
+inline std::atomic<void (*)(worker&)> idle_polling{nullptr};
+
 /// Called by worker::park on the worker's thread when it starts, before anything of parking
 /// (the worker is neither marked asleep nor counted as parked yet).
 inline std::atomic<void (*)(worker&)> parking{nullptr};

@@ -91,6 +91,9 @@ void worker::idle() {
   // has ended (task_tree_race stalled so under load, 1 run in ~20). A few stores to this worker's
   // own lines; no clock read.
   m_epoch.publish();
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::idle_polling.load(std::memory_order_acquire)) hook(*this);
+#endif
   // A quick poll before the rest of going idle: a task handed over by another worker (a
   // round-robin, a serialized resource's pool, a reply) often arrives within a few hundred ns,
   // and the bookkeeping below (a clock read, the epoch advance) would otherwise stand between its
