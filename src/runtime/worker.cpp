@@ -148,6 +148,7 @@ void worker::periodic() {
     trace_close_span();
   }
   if (!m_step_fixed) choose_step_mode();
+  update_hold_direct();  // the mode may have changed, and the window's urgent flag been cleared
   flush_group();
   m_epoch.publish();
   // Tasks from other threads wait in inboxes while the work-first stack runs (a fetch, which
@@ -453,7 +454,10 @@ TESSERA_ALWAYS_INLINE task* worker::execute_on_resource(task* t, pool* p) {
   m_token = true;
   const guarded_run r = m_guard.run(t, h, applied);
   if (r.outcome == run_outcome::follow_up) [[likely]] {
-    return finish(t, r.follow, ran_on, applied);
+    // The primitive read again from the header (in cache: the run just used it) rather than
+    // kept across the run: kept, GCC stored it and the header's address on the stack before
+    // the test for `none` above, on the `none` path too (two stores a task).
+    return finish(t, r.follow, ran_on, resource_header::of(ran_on)->applied);
   }
   if (r.outcome == run_outcome::done) {
     complete(t);
@@ -578,6 +582,7 @@ TESSERA_ALWAYS_INLINE bool worker::hold_stepping(task* t, const void* ran_on) no
   if (m_urgent_in_window) [[unlikely]] {
     m_urgent_in_window = more_urgent_in_window(stack_priority);
     if (m_urgent_in_window) return false;
+    update_hold_direct();
   }
   // No run count: the run of held steps ends at the next periodic() (worker::run), which queues
   // the held step at the back of the home pool.
@@ -631,9 +636,13 @@ TESSERA_ALWAYS_INLINE task* worker::finish(task* t, task* follow, const void* ra
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       // Run again next (step_prefetched, step_direct: handed back to the loop, worker::run),
       // or queued (step_queued): see choose_step_mode.
-      if (m_step_mode != step_queued && hdr(t).m_priority == stack_priority &&
-          hold_stepping(t, ran_on)) {
-        return t;
+      if (hdr(t).m_priority == stack_priority) {
+        if (m_hold_direct) [[likely]] {
+          // hold_stepping's tests, those that m_hold_direct does not answer.
+          if (!more_urgent_queued(stack_priority)) return t;
+        } else if (m_step_mode != step_queued && hold_stepping(t, ran_on)) {
+          return t;
+        }
       }
       push_local(*m_home, t, false);
       return nullptr;
@@ -660,6 +669,7 @@ void worker::init_step_mode() noexcept {
   m_step_probe_every = step_probe_min;
   m_step_best = UINT64_MAX;
   m_step_sample_ok = false;
+  update_hold_direct();
 }
 
 void worker::choose_step_mode() noexcept {

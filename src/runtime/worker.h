@@ -350,7 +350,13 @@ class worker {
   /// `t` enters the prefetch window: if it is more urgent than the work-first stack, steps are
   /// not held (hold_stepping) until the window is found to hold none such.
   TESSERA_ALWAYS_INLINE void note_window_priority(const task* t) noexcept {
-    if (hdr(t).m_priority < stack_priority) [[unlikely]] m_urgent_in_window = true;
+    if (hdr(t).m_priority < stack_priority) [[unlikely]] {
+      m_urgent_in_window = true;
+      m_hold_direct = false;
+    }
+  }
+  void update_hold_direct() noexcept {
+    m_hold_direct = m_step_mode == step_direct && !m_urgent_in_window;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
   /// A task more urgent than `priority` waits in the prefetch window.
@@ -509,6 +515,10 @@ class worker {
   std::uint8_t m_step_probe_offset = 1;    // the next probe: (mode + offset) % step_modes
   bool m_step_fixed = false;               // TESSERA_STEP_MODE named a mode: no sampling
   bool m_urgent_in_window = false;         // see note_window_priority
+  // m_step_mode == step_direct && !m_urgent_in_window (update_hold_direct): finish() holds a
+  // step in `direct` with one test of its own (the mode and the flag were two, and a third for
+  // `prefetched`).
+  bool m_hold_direct = false;
   bool m_step_sample_ok = false;           // the interval since m_step_mark ran tasks only
   unsigned m_step_countdown = 0;           // intervals until the next probe
   unsigned m_step_probe_every = 0;         // intervals between two probes
