@@ -148,7 +148,7 @@ void worker::periodic() {
     trace_close_span();
   }
   if (!m_step_fixed) choose_step_mode();
-  update_hold_direct();  // the mode may have changed, and the window's urgent flag been cleared
+  update_step_hold();  // the mode may have changed, and the window's urgent flag been cleared
   flush_group();
   m_epoch.publish();
   // Tasks from other threads wait in inboxes while the work-first stack runs (a fetch, which
@@ -582,7 +582,7 @@ TESSERA_ALWAYS_INLINE bool worker::hold_stepping(task* t, const void* ran_on) no
   if (m_urgent_in_window) [[unlikely]] {
     m_urgent_in_window = more_urgent_in_window(stack_priority);
     if (m_urgent_in_window) return false;
-    update_hold_direct();
+    update_step_hold();
   }
   // No run count: the run of held steps ends at the next periodic() (worker::run), which queues
   // the held step at the back of the home pool.
@@ -636,11 +636,11 @@ TESSERA_ALWAYS_INLINE task* worker::finish(task* t, task* follow, const void* ra
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       // Run again next (step_prefetched, step_direct: handed back to the loop, worker::run),
       // or queued (step_queued): see choose_step_mode.
-      if (hdr(t).m_priority == stack_priority) {
-        if (m_hold_direct) [[likely]] {
-          // hold_stepping's tests, those that m_hold_direct does not answer.
+      if (m_step_hold != hold_none && hdr(t).m_priority == stack_priority) {
+        if (m_step_hold == hold_direct) [[likely]] {
+          // hold_stepping's test that m_step_hold does not answer.
           if (!more_urgent_queued(stack_priority)) return t;
-        } else if (m_step_mode != step_queued && hold_stepping(t, ran_on)) {
+        } else if (hold_stepping(t, ran_on)) {
           return t;
         }
       }
@@ -669,7 +669,7 @@ void worker::init_step_mode() noexcept {
   m_step_probe_every = step_probe_min;
   m_step_best = UINT64_MAX;
   m_step_sample_ok = false;
-  update_hold_direct();
+  update_step_hold();
 }
 
 void worker::choose_step_mode() noexcept {

@@ -352,11 +352,13 @@ class worker {
   TESSERA_ALWAYS_INLINE void note_window_priority(const task* t) noexcept {
     if (hdr(t).m_priority < stack_priority) [[unlikely]] {
       m_urgent_in_window = true;
-      m_hold_direct = false;
+      update_step_hold();
     }
   }
-  void update_hold_direct() noexcept {
-    m_hold_direct = m_step_mode == step_direct && !m_urgent_in_window;
+  void update_step_hold() noexcept {
+    m_step_hold = m_step_mode == step_queued ? hold_none
+                  : m_step_mode == step_direct && !m_urgent_in_window ? hold_direct
+                                                                      : hold_checked;
   }
   bool more_urgent_queued(unsigned priority) const noexcept;
   /// A task more urgent than `priority` waits in the prefetch window.
@@ -515,10 +517,12 @@ class worker {
   std::uint8_t m_step_probe_offset = 1;    // the next probe: (mode + offset) % step_modes
   bool m_step_fixed = false;               // TESSERA_STEP_MODE named a mode: no sampling
   bool m_urgent_in_window = false;         // see note_window_priority
-  // m_step_mode == step_direct && !m_urgent_in_window (update_hold_direct): finish() holds a
-  // step in `direct` with one test of its own (the mode and the flag were two, and a third for
-  // `prefetched`).
-  bool m_hold_direct = false;
+  // What finish() does with a traversal's step, from m_step_mode and m_urgent_in_window
+  // (update_step_hold): queue it (`queued`), hold it after the queues' test alone (`direct`, no
+  // more urgent task in the window), or ask hold_stepping. One byte: the mode, the window's flag
+  // and the `prefetched` test were three tests a step.
+  enum : std::uint8_t { hold_none, hold_direct, hold_checked };
+  std::uint8_t m_step_hold = hold_none;
   bool m_step_sample_ok = false;           // the interval since m_step_mark ran tasks only
   unsigned m_step_countdown = 0;           // intervals until the next probe
   unsigned m_step_probe_every = 0;         // intervals between two probes
