@@ -231,6 +231,26 @@ TEST(spawn_span_checks, a_task_spawned_already_refuses_the_whole_span) {
   EXPECT_THROW(r.wait(g), std::logic_error);
   EXPECT_EQ(runs.load(), 10);
 }
+
+TEST(spawn_span_checks, a_task_named_twice_in_a_span_is_refused_and_stays_the_callers) {
+  tessera::runtime r({.workers = 1});
+  std::atomic<int> runs{0};
+  const group g = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        auto* t = make_fn(ctx, [&](context&) { runs.fetch_add(1); });
+        const std::array<task*, 2> ts{t, t};
+        try {
+          ctx.spawn(std::span<task* const>(ts));
+        } catch (...) {
+          ctx.spawn(t);  // still the caller's, and spawnable
+          throw;
+        }
+      },
+      g);
+  EXPECT_THROW(r.wait(g), std::logic_error);
+  EXPECT_EQ(runs.load(), 1);
+}
 #endif
 
 TEST_P(spawn_test, from_inside_children_join_the_parents_group) {

@@ -164,6 +164,24 @@ numa_node_id context::node() const noexcept {
 TESSERA_LTO_INLINE_BEGIN
 TESSERA_LTO_INLINE void context::spawn(task* t) { detail::scheduler::spawn_from(t, *m_worker); }
 TESSERA_LTO_INLINE void context::spawn(std::span<task* const> tasks) {
+#if defined(TESSERA_DEBUG_CHECKS)
+  // Each task checked (scheduler::require_spawnable) and marked, so that one named twice in the
+  // span is caught as spawned twice; the marks are undone before anything is spawned, or thrown.
+  constexpr std::uint8_t checked_slot = detail::task_header::unspawned_slot - 1;
+  std::size_t marked = 0;
+  try {
+    for (task* t : tasks) {
+      detail::scheduler::require_spawnable(t, "spawn");
+      detail::hdr(t).m_epoch_slot = checked_slot;
+      ++marked;
+    }
+  } catch (...) {
+    for (std::size_t i = 0; i < marked; ++i)
+      detail::hdr(tasks[i]).m_epoch_slot = detail::task_header::unspawned_slot;
+    throw;
+  }
+  for (task* t : tasks) detail::hdr(t).m_epoch_slot = detail::task_header::unspawned_slot;
+#endif
   detail::scheduler::spawn_many_from(tasks.data(), tasks.size(), *m_worker);
 }
 TESSERA_LTO_INLINE_END
