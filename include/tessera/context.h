@@ -56,8 +56,9 @@ class context {
   /// spawns; any other task takes spawn()'s own path. An empty span spawns nothing.
   ///
   /// With debug checks (TESSERA_DEBUG_CHECKS) every task is checked before any is spawned: one
-  /// that make_task did not make, that was spawned already, or that names a resource make_resource
-  /// did not make throws as spawn() does, and then none was spawned (all stay the caller's). A
+  /// that make_task did not make, that was spawned already (or is named twice in the span), or that
+  /// names a resource make_resource did not make throws as spawn() does, and then none was spawned
+  /// (all stay the caller's). A
   /// call by an optimistic reader before validate() returned true frees every task and throws
   /// std::logic_error. A task given a group that is stale is refused as spawn() refuses it (freed,
   /// std::logic_error); the tasks before it were spawned, those after it stay the caller's.
