@@ -27,6 +27,11 @@ class reclaim_task final : public task {
 
 void worker::retire(resource_header* h) noexcept {
   m_retired.push(h, m_sched.global_epoch());
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::resource_retired.load(std::memory_order_acquire)) {
+    hook(h->object(), h->retired_epoch);
+  }
+#endif
 }
 
 void worker::maybe_reclaim() {

@@ -62,6 +62,12 @@ inline std::atomic<void (*)(std::uint64_t e)> epoch_read_for_count{nullptr};
 /// slot that the move from `e` to e + 1 reuses, before its compare-and-swap of the epoch.
 inline std::atomic<void (*)(std::uint64_t e)> epoch_advance_checked{nullptr};
 
+/// Called by worker::retire, on the retiring worker, for the resource whose object is at `object`
+/// once it is in the worker's retired list, stamped with `epoch` (it may be freed when the global
+/// epoch reaches epoch + epoch_slots). A resource retired by a thread that is not a worker is
+/// stamped when a worker adopts it. Use the address as an identity only.
+inline std::atomic<void (*)(const void* object, std::uint64_t epoch)> resource_retired{nullptr};
+
 /// Called by free_resource (memory/resource_memory.h), on the freeing thread, for the resource whose object is at
 /// `object`, after its destructor ran and its mark was cleared (every check takes it for freed
 /// from then on), just before its memory is deleted: use the address as an identity only.
