@@ -476,8 +476,10 @@ node* task_tree::make_node(node_kind kind, std::uint8_t level) {
 }
 
 void task_tree::retire_node(node* n) {
-  m_retired.fetch_add(1, std::memory_order_relaxed);
   m_rt.retire_resource(n);
+  // Counted once handed over (release, with retired_nodes()'s acquire): whoever sees the count
+  // sees the node in the runtime's retired list, stamped with the epoch of this operation.
+  m_retired.fetch_add(1, std::memory_order_release);
 }
 
 void task_tree::submit(request& r, tessera::context* ctx) {

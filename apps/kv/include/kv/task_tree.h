@@ -126,7 +126,7 @@ class task_tree {
   [[nodiscard]] const node* root() const noexcept { return m_root.load(std::memory_order_acquire); }
   /// Nodes unlinked and handed to the runtime's reclamation so far.
   [[nodiscard]] std::uint64_t retired_nodes() const noexcept {
-    return m_retired.load(std::memory_order_relaxed);
+    return m_retired.load(std::memory_order_acquire);  // see retire_node
   }
 
   // ---- internal, used by the tree's tasks ------------------------------------------------------
