@@ -176,10 +176,10 @@ class scheduler {
   /// priority run); any other task flushes the chain and takes spawn_from(). The counts are
   /// added after the tasks are queued: the running task holds its group's and slot's count until
   /// it returns, and nothing in this worker's own queue leaves it before then (a steal is
-  /// answered by this worker, between tasks), so no count can reach zero early.
+  /// answered by this worker, between tasks), so no count can reach zero early. With debug
+  /// checks the caller has checked every task (require_spawnable, and no task twice).
   static void spawn_many_from(task* const* ts, std::size_t n, worker& from) {
 #if defined(TESSERA_DEBUG_CHECKS)
-    for (std::size_t i = 0; i < n; ++i) require_spawnable(ts[i], "spawn");
     if (n != 0 && from.reading_unvalidated()) [[unlikely]] refuse_unvalidated(ts, n);
 #endif
     const task* parent = from.current_task();
