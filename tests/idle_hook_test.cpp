@@ -17,15 +17,14 @@ namespace {
 
 /// An event source as a server has one: events counted in an eventfd, taken by one worker at a
 /// time (the others decline and park), and a second eventfd for the runtime's wake-ups, shared
-/// by the workers, with a flag per worker (the wake-up of worker B may be read from the eventfd
-/// by worker A's wait; B's flag still ends B's next wait: idle_hook.h). The blocking wait
+/// by the workers (the wake-up of worker B may be read from the eventfd by worker A's wait;
+/// idle_woken() still ends B's next wait: idle_hook.h). The blocking wait
 /// ignores the runtime's timeout and waits for ever: a lost wake-up hangs the test (caught by
 /// the ctest TIMEOUT) instead of being rescued 50 ms later.
 struct event_source {
   int events = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   std::atomic<bool> role{false};
-  std::atomic<bool> woken[8]{};  // per worker (the fixture starts at most 5)
   runtime* rt = nullptr;
   std::atomic<std::uint64_t> ran{0};
   std::atomic<std::uint64_t> waits{0};
@@ -44,16 +43,16 @@ struct event_source {
     [[maybe_unused]] const auto w = ::write(events, &n, sizeof(n));
   }
 
-  idle_wait wait(worker_id w, std::chrono::nanoseconds timeout) {
+  idle_wait wait(worker_id /*w*/, std::chrono::nanoseconds timeout) {
     const bool poll = timeout.count() == 0;
     (poll ? polls : waits).fetch_add(1, std::memory_order_relaxed);
     if (role.exchange(true, std::memory_order_acquire)) {
       return poll ? idle_wait::waited : idle_wait::declined;
     }
     // With the role, before blocking: a wake-up of this worker whose eventfd write another
-    // worker's wait read. seq_cst, with wake()'s store: a wake-up not seen here writes the
-    // eventfd after this point, and only the role's holder reads it.
-    const bool woken_already = !poll && woken[w.value].exchange(false, std::memory_order_seq_cst);
+    // worker's wait read. One not seen here writes the eventfd after this point, and only the
+    // role's holder reads it.
+    const bool woken_already = !poll && idle_woken();
     pollfd fds[2] = {{events, POLLIN, 0}, {wake_fd, POLLIN, 0}};
     ::poll(fds, 2, poll || woken_already ? 0 : -1);
     std::uint64_t v = 0;
@@ -68,9 +67,8 @@ struct event_source {
     return idle_wait::waited;
   }
 
-  void wake(worker_id w) {
+  void wake(worker_id /*w*/) {
     wakes.fetch_add(1, std::memory_order_relaxed);
-    woken[w.value].store(true, std::memory_order_seq_cst);
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(wake_fd, &one, sizeof(one));
   }

@@ -9,16 +9,15 @@
 // itself:
 //
 //   runtime_options o;
-//   std::unique_ptr<std::atomic<bool>[]> woken{new std::atomic<bool>[1 << 16]()};  // per worker
 //   o.idle.wait = [&](tessera::worker_id w, std::chrono::nanoseconds timeout) {
 //     if (timeout.count() == 0) { poll_events(0); return tessera::idle_wait::waited; }
 //     if (poller_busy.exchange(true)) return tessera::idle_wait::declined;  // another waits
-//     const bool was_woken = woken[w.value].exchange(false);  // its wake_fd write read by another
-//     poll_events(was_woken ? 0ns : timeout);  // epoll_wait: the sockets, wake_fd; may spawn
+//     // Woken already, its wake_fd write maybe read by another worker's wait: do not block.
+//     poll_events(tessera::idle_woken() ? 0ns : timeout);  // epoll_wait: sockets, wake_fd
 //     poller_busy.store(false);
 //     return tessera::idle_wait::waited;
 //   };
-//   o.idle.wake = [&](tessera::worker_id w) { woken[w.value].store(true); eventfd_write(wake_fd, 1); };
+//   o.idle.wake = [&](tessera::worker_id) { eventfd_write(wake_fd, 1); };
 //
 // The contract:
 // - wait(w, timeout) is called by worker w's own thread, outside any task, in two ways:
@@ -41,10 +40,11 @@
 //   return at once for nothing, which is allowed. wake is never called for a poll.
 // - Sticky for w, not for whichever worker waits next: when the workers share one wake fd, a
 //   wake(w) written before w blocked may be read by another worker's wait (the holder of the
-//   role above), and w would then block with a task in its pools until its timeout. Keep a flag
-//   per worker, set by wake(w) before the fd write and taken by w's wait, after the role and
-//   before it blocks (seq_cst on both): a wake not seen there writes the fd after that point,
-//   where only the role's holder, w, reads it. An fd per worker needs no flag.
+//   role above), and w would then block with a task in its pools until its timeout. So a wait
+//   that shares its fd asks idle_woken() after it took the role and before it blocks, and does
+//   not block if it says true: the runtime marks w awake (seq_cst) before it calls wake(w), so
+//   a wake not seen there writes the fd after that point, where only the role's holder, w, reads
+//   it. An fd per worker needs no such question.
 // - Only active workers call wait; a worker made inactive (set_active_workers) parks as without
 //   a hook. Both functions are called until stop() has joined the workers: what they use must
 //   outlive that.
@@ -64,6 +64,11 @@ enum class idle_wait : std::uint8_t {
   waited,    ///< returned after events, a wake(), its timeout, or for no reason
   declined,  ///< did not wait (a blocking call only): the worker parks as without a hook
 };
+
+/// From a blocking wait of the idle hook, on the worker's thread: true if a wake for this
+/// worker came since the runtime called wait (its wake() has been or is being called), so the
+/// wait must not block (see "Sticky for w" above). Also true outside a worker's thread.
+[[nodiscard]] bool idle_woken() noexcept;
 
 struct idle_hook {
   /// See above; empty: no hook.

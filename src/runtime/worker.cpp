@@ -851,3 +851,10 @@ void worker::drop_cancelled(task* t) noexcept {
 }
 
 }  // namespace tessera::detail
+
+// idle_hook.h: outside a worker (no hook wait can run there) it says "woken", so that a caller
+// does not block.
+bool tessera::idle_woken() noexcept {
+  const detail::worker* w = detail::current_worker();
+  return w == nullptr || w->woken_in_hook();
+}

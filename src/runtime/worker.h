@@ -201,6 +201,12 @@ class worker {
   /// Any thread: wake the worker if it parked (after a push into one of its pools). True if it
   /// was asleep and this call woke it.
   bool wake_if_sleeping() noexcept;
+  /// The worker's own thread, in a blocking wait of the idle hook (tessera::idle_woken): true
+  /// if a waker took its mark since it entered the hook. seq_cst: the other side of
+  /// wake_if_sleeping's exchange, which comes before the hook's wake.
+  [[nodiscard]] bool woken_in_hook() const noexcept {
+    return m_sleeping.load(std::memory_order_seq_cst) != asleep_hook;
+  }
   /// Any thread, after a push into the inbox of a pool this worker owns: tells periodic() that an
   /// inbox has tasks (a worker running its work-first stack fetches nothing from its pools, and
   /// so drains nothing, for as long as the stack lasts).

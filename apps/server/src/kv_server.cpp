@@ -134,7 +134,6 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   m_main_epoll = ::epoll_create1(EPOLL_CLOEXEC);
   m_events = std::make_unique<epoll_event[]>(max_events);
-  m_woken = std::make_unique<std::atomic<bool>[]>(std::size_t{1} << 16);  // every worker_id
   {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -157,10 +156,7 @@ kv_server::kv_server(const settings& s) : m_settings(s) {
   o.idle.wait = [this](tessera::worker_id w, std::chrono::nanoseconds timeout) {
     return idle_wait(w, timeout);
   };
-  o.idle.wake = [this](tessera::worker_id w) {
-    m_woken[w.value].store(true, std::memory_order_seq_cst);
-    wake_poller();
-  };
+  o.idle.wake = [this](tessera::worker_id /*w*/) { wake_poller(); };
   o.trace.file = s.trace;
   if (s.trace_events != 0) o.trace.events_per_worker = s.trace_events;
   config_changed();
@@ -315,7 +311,8 @@ void kv_server::wake_poller() noexcept {
   [[maybe_unused]] const auto n = ::write(m_wake_fd, &one, sizeof(one));
 }
 
-tessera::idle_wait kv_server::idle_wait(tessera::worker_id w, std::chrono::nanoseconds timeout) {
+tessera::idle_wait kv_server::idle_wait(tessera::worker_id /*w*/,
+                                        std::chrono::nanoseconds timeout) {
   const bool poll = timeout.count() == 0;
   // From the shutdown on, run() takes the role for good: no worker takes it again.
   if (m_stopping.load(std::memory_order_relaxed)) {
@@ -330,7 +327,7 @@ tessera::idle_wait kv_server::idle_wait(tessera::worker_id w, std::chrono::nanos
   // Woken since this worker entered the hook, its wake_poller() write maybe read by another
   // worker's round: a poll, not a wait (idle_hook.h). A wake-up not seen here writes m_wake_fd
   // after this point, and only the role's holder reads it.
-  const bool woken = !poll && m_woken[w.value].exchange(false, std::memory_order_seq_cst);
+  const bool woken = !poll && tessera::idle_woken();
   // Rounded up: a wait shorter than a millisecond would be a poll.
   const int ms = poll || woken ? 0 : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
   const int n = ::epoll_wait(m_epoll, m_events.get(), max_events, ms);

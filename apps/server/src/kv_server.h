@@ -148,10 +148,6 @@ class kv_server {
   /// Held by the one worker that waits in (or polls) m_epoll, and by run() from the shutdown
   /// on. acquire/release: the events array, the connections freed after a round (free_closed).
   std::atomic<bool> m_poll_role{false};
-  /// Per worker (indexed by worker_id, every possible one): set by the idle hook's wake before
-  /// its m_wake_fd write, which another worker's round may read; the worker's own next blocking
-  /// wait then polls instead of blocking (idle_hook.h). seq_cst on both sides.
-  std::unique_ptr<std::atomic<bool>[]> m_woken;
   std::unique_ptr<epoll_event[]> m_events;  // the poll role's
   std::vector<int> m_listeners;
   std::vector<int> m_ports;
