@@ -6,9 +6,12 @@
 // Records. A write is logged as its effect, from its apply() under the leaf's write latch (so a
 // key's records are in the order its writes took effect) and only when it changed something
 // (an error reply or a no-op logs nothing): SET key value [PXAT unix-ms] (SET, SETNX, GETSET,
-// MSET, and INCR/DECR/INCRBY/DECRBY/APPEND as the value they left), DEL key (DEL, UNLINK,
-// GETDEL, an EXPIRE into the past, FLUSHALL: one DEL per leaf), PEXPIREAT key unix-ms, PERSIST
-// key. Every record assigns what it names outright, so replaying a record on top of a state
+// and INCR/DECR/INCRBY/DECRBY/APPEND as the value they left), MSET k v ... (one record per
+// MSET), DEL key ... (DEL, UNLINK: one record with the keys removed; GETDEL, an EXPIRE into the
+// past, FLUSHALL: one DEL per leaf), PEXPIREAT key unix-ms, PERSIST key. A multi-key command's
+// record is appended from its commit (string_tree.h, "Multi-key requests"): under its last
+// leaf's latch while it holds its other leaves, so no write to one of its keys is logged between
+// it and the writes it orders itself after or before. Every record assigns what it names outright, so replaying a record on top of a state
 // that already has its effect changes nothing: the rewrite relies on it (below).
 //
 // Group commit. append() copies a record into one buffer (a mutex) and returns its log

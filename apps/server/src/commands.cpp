@@ -7,6 +7,8 @@
 #include <charconv>
 #include <chrono>
 #include <climits>
+#include <span>
+#include <vector>
 
 #include "command_table.h"
 #include "glob.h"
@@ -51,6 +53,30 @@ void submit(call& k) {
   for (std::size_t i = 0; i < k.cmd->nops; ++i) {
     k.srv->tree().submit(c.ops[k.cmd->first_op + i].op, *k.ctx);
   }
+}
+
+/// op_slot::flags of a request of a multi-key command that runs alone (one key): it logs its
+/// own record, as a single-key command does.
+constexpr unsigned op_logs_itself = 1;
+
+void multi_done(void* user, tessera::context& ctx) {
+  op_done_count(*static_cast<connection*>(user), ctx);
+}
+
+/// Submits the running command's requests as one multi-key request (string_tree.h): it takes
+/// effect at one moment, whichever leaves its keys lie in; `commit` writes its log record. A
+/// command on one key is one request, atomic as it is (it logs itself).
+void submit_multi(call& k, bool writes, void (*commit)(std::span<key_op* const>)) {
+  connection& c = *k.conn;
+  if (k.cmd->nops == 1) {
+    c.ops[k.cmd->first_op].flags |= op_logs_itself;
+    return submit(k);
+  }
+  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
+  std::vector<key_op*> ops(k.cmd->nops);
+  for (std::size_t i = 0; i < ops.size(); ++i) ops[i] = &c.ops[k.cmd->first_op + i].op;
+  const multi_request r{.writes = writes, .commit = commit, .on_done = &multi_done, .user = &c};
+  k.srv->tree().submit_multi(r, ops, *k.ctx);
 }
 
 bool parse_ll(std::string_view s, long long& v) { return parse_integer(s, v); }
@@ -238,14 +264,31 @@ void cmd_getdel(call& k) {
 }
 
 void cmd_mget(call& k) {
-  // One GET per key; the replies form the array in order.
+  // One GET per key, as one request; the replies form the array in order.
   for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_get);
   k.cmd_reply_kind(reply_kind::array_of_parts);
-  submit(k);
+  submit_multi(k, false, nullptr);
 }
 
 void apply_mset_one(key_op& op, leaf_access& a) {
-  log_value(slot_of(op), a.put(op.key, std::string(op.arg), 0, false));
+  op_slot& s = slot_of(op);
+  const slot& e = a.put(op.key, std::string(op.arg), 0, false);
+  if ((s.flags & op_logs_itself) != 0) log_value(s, e);
+}
+
+/// MSET's one record, every key and value (in key order), once all are written.
+void commit_mset(std::span<key_op* const> ops) {
+  op_slot& first = slot_of(*ops[0]);
+  aof_log* log = log_of(first);
+  if (log == nullptr) return;
+  std::vector<std::string_view> args;
+  args.reserve(1 + 2 * ops.size());
+  args.emplace_back("MSET");
+  for (const key_op* op : ops) {
+    args.push_back(op->key);
+    args.push_back(op->arg);
+  }
+  first.lsn = log->append(args);
 }
 
 void cmd_mset(call& k) {
@@ -257,19 +300,32 @@ void cmd_mset(call& k) {
     if (!later) add_op(k, k.args[i], true, &apply_mset_one, k.args[i + 1]);
   }
   k.cmd_reply_kind(reply_kind::ok);
-  submit(k);
+  submit_multi(k, true, &commit_mset);
 }
 
 void apply_del_one(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   s.result = a.erase(op.key) ? 1 : 0;
-  if (s.result != 0) log_del(s, op.key);
+  if (s.result != 0 && (s.flags & op_logs_itself) != 0) log_del(s, op.key);
+}
+
+/// DEL's one record: the keys it removed (none: no record).
+void commit_del(std::span<key_op* const> ops) {
+  op_slot& first = slot_of(*ops[0]);
+  aof_log* log = log_of(first);
+  if (log == nullptr) return;
+  std::vector<std::string_view> args;
+  args.emplace_back("DEL");
+  for (key_op* op : ops) {
+    if (slot_of(*op).result != 0) args.push_back(op->key);
+  }
+  if (args.size() > 1) first.lsn = log->append(args);
 }
 
 void cmd_del(call& k) {
   for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], true, &apply_del_one);
   k.cmd_reply_kind(reply_kind::sum);
-  submit(k);
+  submit_multi(k, true, &commit_del);
 }
 
 void apply_exists_one(key_op& op, leaf_access& a) {
@@ -279,7 +335,7 @@ void apply_exists_one(key_op& op, leaf_access& a) {
 void cmd_exists(call& k) {
   for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_exists_one);
   k.cmd_reply_kind(reply_kind::sum);
-  submit(k);
+  submit_multi(k, false, nullptr);
 }
 
 // ---- INCR family, APPEND, STRLEN ----------------------------------------------------------

@@ -23,6 +23,70 @@ bool beyond(const leaf& l, std::string_view key) noexcept {
   return !l.high_infinite && key >= std::string_view(l.high);
 }
 
+// ---- holds of multi-key requests (string_tree.h, "Multi-key requests") -----------------------
+// leaf::hold: bit 31 an exclusive hold, bit 30 a writer waits, the low bits count shared holds.
+// The leaf's slots are guarded by the runtime's latch, never by the hold: the hold only says who
+// may go on. Taken and checked under the leaf's latch; released without it (an atomic RMW or
+// store). Memory ordering: release when a hold is dropped, acquire where one is read, so a task
+// that sees a hold gone also sees what its holder did before dropping it (the holder's writes to
+// the leaf are published by the latch anyway).
+
+constexpr std::uint32_t hold_exclusive = 1U << 31;
+constexpr std::uint32_t hold_waiting = 1U << 30;
+
+[[gnu::noinline]] bool enter_held(leaf& l, std::uint32_t h, bool writes) noexcept {
+  if (!writes) return (h & hold_exclusive) == 0;
+  if ((h & ~hold_waiting) != 0) {
+    l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);  // new shared holds stay out
+    return false;
+  }
+  l.hold.fetch_and(~hold_waiting, std::memory_order_relaxed);  // got in: the mark served
+  return true;
+}
+
+/// Whether a task without a hold may work on `l` now (under its latch): a reader unless l is held
+/// exclusively, a writer unless it is held at all (then it marks l waiting). One load on the
+/// common path.
+bool may_enter(leaf& l, bool writes) noexcept {
+  const std::uint32_t h = l.hold.load(std::memory_order_acquire);
+  if (h == 0) [[likely]] return true;
+  return enter_held(l, h, writes);
+}
+
+/// Takes a hold on `l` (under its latch, as a writer for an exclusive hold): false if it is not
+/// free for it (an exclusive hold then marks l waiting).
+bool try_hold(leaf& l, bool exclusive) noexcept {
+  std::uint32_t h = l.hold.load(std::memory_order_acquire);
+  for (;;) {
+    if (exclusive) {
+      if ((h & ~hold_waiting) != 0) {
+        l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);
+        return false;
+      }
+      if (l.hold.compare_exchange_weak(h, hold_exclusive, std::memory_order_acquire,
+                                       std::memory_order_acquire)) {
+        return true;
+      }
+    } else {
+      if ((h & (hold_exclusive | hold_waiting)) != 0) return false;
+      if (l.hold.compare_exchange_weak(h, h + 1, std::memory_order_acquire,
+                                       std::memory_order_acquire)) {
+        return true;
+      }
+    }
+  }
+}
+
+/// Drops a hold (without the latch). An exclusive one clears a waiting mark as well: its writer
+/// looks again and marks it again if it still waits.
+void release_hold(leaf& l, bool exclusive) noexcept {
+  if (exclusive) {
+    l.hold.store(0, std::memory_order_release);
+  } else {
+    l.hold.fetch_sub(1, std::memory_order_release);
+  }
+}
+
 /// Bytes [at, at + 8) of `key`, zero-padded, as a big-endian word: for keys that share their
 /// first `at` bytes, different hints order the keys as their bytes do.
 std::uint64_t hint_of(std::string_view key, std::size_t at) noexcept {
@@ -247,6 +311,7 @@ class op_task final : public tessera::task {
       move_right(*m_tree, *this, m_route, *l, mode);
       return this;
     }
+    if (!may_enter(*l, m_op->writes)) return this;  // held by a multi-key request: later
     leaf_access a(*m_tree, *l, m_op->writes, steady_ms());
     m_op->apply(*m_op, a);
     if (l->slots.size() > string_tree::leaf_capacity) {
@@ -290,6 +355,7 @@ class walk_task final : public tessera::task {
       move_right(*m_tree, *this, m_route, *l, mode());
       return this;
     }
+    if (!may_enter(*l, m_walk->writes)) return this;  // held by a multi-key request: later
     leaf_access a(*m_tree, *l, m_walk->writes, steady_ms());
     const walk_step s = m_walk->visit(*m_walk, a, *l);
     if (s == walk_step::next_leaf && l->right != nullptr) {
@@ -310,6 +376,105 @@ class walk_task final : public tessera::task {
 
   string_tree* m_tree;
   leaf_walk* m_walk;
+  route m_route;
+  bool m_done = false;
+};
+
+/// A multi_request: one leaf after the other in key order, a descent each; a hold on every leaf
+/// but the last (string_tree.h, "Multi-key requests").
+class multi_task final : public tessera::task {
+ public:
+  static constexpr bool validates_first = true;
+
+  multi_task(string_tree* tree, const multi_request& r, std::span<key_op* const> ops)
+      : m_tree(tree), m_req(r), m_ops(ops.begin(), ops.end()), m_now(steady_ms()) {
+    std::stable_sort(m_ops.begin(), m_ops.end(),
+                     [](const key_op* a, const key_op* b) { return a->key < b->key; });
+    start_at_root(*tree, *this, m_route, 0, mode());
+  }
+
+  tessera::task* execute(tessera::context& ctx) override {
+    if (m_done) {
+      m_req.on_done(m_req.user, ctx);
+      return nullptr;
+    }
+    const std::string_view key = m_ops[m_next]->key;
+    if (m_route.level > 0) {
+      auto* n = static_cast<inner_node*>(const_cast<void*>(data()));
+      descend(*m_tree, *this, ctx, n, m_route, key, 0, mode());
+      return this;  // moved on, or torn
+    }
+    auto* l = static_cast<leaf*>(const_cast<void*>(data()));
+    // The right links first: a leaf passed on the way is never waited for (no deadlock).
+    if (beyond(*l, key)) {
+      move_right(*m_tree, *this, m_route, *l, mode());
+      return this;
+    }
+    const bool last = l->high_infinite || m_ops.back()->key < std::string_view(l->high);
+    if (last ? !may_enter(*l, m_req.writes) : !try_hold(*l, m_req.writes)) {
+      return this;  // held by another request: runs again later, after the tasks queued
+    }
+    if (!last) m_held.push_back(l);
+    apply_in(*l, !last, ctx);
+    if (!last) {
+      spawn_links(ctx);  // (the new leaves are held)
+      start_at_root(*m_tree, *this, m_route, 0, mode());  // on to the next key's leaf
+      return this;
+    }
+    if (m_req.commit != nullptr) m_req.commit(m_ops);
+    for (leaf* h : m_held) release_hold(*h, m_req.writes);
+    spawn_links(ctx);
+    if (m_req.on_done == nullptr) return nullptr;
+    m_done = true;
+    clear_annotations();  // runs next on this worker, the latch released
+    return this;
+  }
+
+ private:
+  [[nodiscard]] access mode() const noexcept {
+    return m_req.writes ? access::write : access::read;
+  }
+
+  /// Applies the ops from m_next on whose keys lie in l's range (l latched by this run), through
+  /// the leaves that l's splits in this run make; `hold`: those are held as l is. Their link
+  /// tasks are spawned once every op is applied (spawn_links): until then no other task can
+  /// reach a new leaf but through l's right link, under l's latch, and this run writes it
+  /// without a latch of its own.
+  void apply_in(leaf& l, bool hold, tessera::context& ctx) {
+    std::size_t end = m_next;
+    while (end < m_ops.size() && (l.high_infinite || m_ops[end]->key < std::string_view(l.high))) {
+      ++end;
+    }
+    leaf* cur = &l;
+    for (; m_next < end; ++m_next) {
+      key_op& op = *m_ops[m_next];
+      while (beyond(*cur, op.key)) cur = cur->right;  // a leaf split off in this run
+      leaf_access a(*m_tree, *cur, m_req.writes, m_now);
+      op.apply(op, a);
+      if (cur->slots.size() > string_tree::leaf_capacity) {
+        string_tree::pending_link link = split(*m_tree, *cur);
+        auto* right = static_cast<leaf*>(link.right);
+        if (hold) {
+          right->hold.store(hold_exclusive, std::memory_order_relaxed);  // published by l's latch
+          m_held.push_back(right);
+        }
+        m_links.push_back(ctx.make_task<link_task>(m_tree, cur, std::move(link), 0, m_route.parent));
+      }
+    }
+  }
+
+  void spawn_links(tessera::context& ctx) {
+    for (tessera::task* t : m_links) ctx.spawn(t);
+    m_links.clear();
+  }
+
+  string_tree* m_tree;
+  multi_request m_req;
+  std::vector<key_op*> m_ops;  ///< in key order
+  std::vector<leaf*> m_held;
+  std::vector<tessera::task*> m_links;  ///< made in this run, spawned at its end
+  std::size_t m_next = 0;               ///< the first op not applied yet
+  std::int64_t m_now;
   route m_route;
   bool m_done = false;
 };
@@ -552,6 +717,11 @@ void string_tree::link_exclusive(pending_link link, std::uint8_t child_level) {
 
 void string_tree::submit(key_op& op, tessera::context& ctx) {
   ctx.spawn(ctx.make_task<op_task>(this, &op));
+}
+
+void string_tree::submit_multi(const multi_request& r, std::span<key_op* const> ops,
+                               tessera::context& ctx) {
+  ctx.spawn(ctx.make_task<multi_task>(this, r, ops));
 }
 
 void string_tree::apply_exclusive(key_op& op) { apply_exclusive(op, steady_ms()); }

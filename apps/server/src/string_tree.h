@@ -32,6 +32,40 @@
 // returns an expired slot (lazy check) and a writer removes it; a walk of the leaves removes
 // the expired ones (background reclamation).
 //
+// Multi-key requests (MSET, MGET, DEL and EXISTS of several keys: submit_multi) take effect at
+// one moment, also when their keys lie in different leaves: strict two-phase locking of leaves,
+// in key order, with the locks kept as data in the leaf (leaf::hold) rather than in the
+// runtime's latch, which is only ever held for one run of a task. One task visits the request's
+// leaves in key order (a descent per leaf) and, under each leaf's latch, applies the request's
+// keys in that leaf; on every leaf but the last it first takes a hold, exclusive for a writing
+// request and shared for a reading one, that outlives the run. On the last leaf it needs no
+// hold (it still runs under that leaf's latch): it applies, calls `commit` (the log's one
+// record) and drops every hold, all in that one run. Every other task respects the holds: at a
+// leaf (after following the right links, never before: see below) a reader (GET, a read walk)
+// that finds an exclusive hold, and a writer (SET, a write walk, a multi-key request's last
+// leaf) that finds any hold, return themselves to run again later; a writer also marks the
+// leaf `waiting` so that new shared holds stay out until it got in (no writer starves behind a
+// stream of MGETs). Nothing waits inside a run: a task that cannot go on returns itself, which
+// the runtime queues (at the latest at its next periodic pass) behind the tasks already queued on
+// its worker, the holder's next step among them, so one worker suffices.
+// Why it is atomic: a write request changes a leaf only while it holds it, and a reader of a
+// held leaf waits; so a reader that saw one of its values sees the request's last leaf
+// released, hence every write of the request done, and no reader sees a value of a leaf before
+// the request is complete. A reading request holds every leaf it read until its last read, so no
+// write can land between its reads (two-phase locking: serializable, and linearizable since a
+// request's point lies between its first and last run).
+// Why there is no deadlock: a request holds only leaves left of the key it waits for (it takes
+// keys in increasing order, and a leaf it holds covers a range of keys it already passed; a
+// held leaf splits only by its holder, which then holds both halves), and it checks the right
+// links before the holds, so it never waits on a leaf it only passes. Along a chain of waits the
+// leaf waited for thus only moves right (a holder waits for a leaf right of the one it holds,
+// and one blocked by a `waiting` mark waits on the same leaf as the writer that set it, which
+// waits for the holders), so the chain cannot close into a cycle; single-key requests and walks
+// hold nothing across runs. A stale `waiting` mark (its writer got in elsewhere) is cleared by
+// the next writer that gets in and by the release of an exclusive hold.
+// The request reads the clock once (Redis's command time snapshot): every key of it sees one
+// `now` for expiry.
+//
 // Thread-safety: submit() and walk() from tasks only; counters are relaxed atomics
 // (approximate while requests run).
 //
@@ -42,6 +76,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +104,9 @@ struct slot {
 /// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
   std::vector<slot> slots;
+  /// The hold of multi-key requests on the leaf across task runs (leaf_hold; "Multi-key
+  /// requests" above): 0 while none holds it or waits for it.
+  std::atomic<std::uint32_t> hold{0};
   std::string high;
   bool high_infinite = true;
   leaf* right = nullptr;
@@ -124,6 +162,19 @@ struct key_op {
   std::int64_t number = 0; ///< for the caller
 };
 
+/// A request on several keys as one step (see "Multi-key requests" above): the key_ops' apply
+/// under their leaves' latches (their on_done and settle are not called), then commit, then
+/// on_done. `writes` for every op alike.
+struct multi_request {
+  bool writes = false;
+  /// Optional: under the latch of the request's last leaf, after every apply, while every other
+  /// leaf is still held: the request's effect is complete and no other request can see any of
+  /// it yet (the log's one record). `ops` in key order.
+  void (*commit)(std::span<key_op* const> ops) = nullptr;
+  void (*on_done)(void* user, tessera::context&) = nullptr;  ///< after, every hold released
+  void* user = nullptr;
+};
+
 /// Where a walk over all leaves (keys, scan, flush, sweep) stopped.
 enum class walk_step : std::uint8_t { next_leaf, stop };
 
@@ -166,6 +217,8 @@ class string_tree {
   ~string_tree();
 
   void submit(key_op& op, tessera::context& ctx);
+  /// Submits `ops` (each owned by the caller until r.on_done ran) as one request; `r` is copied.
+  void submit_multi(const multi_request& r, std::span<key_op* const> ops, tessera::context& ctx);
   void walk(leaf_walk& w, tessera::context& ctx);
   /// Runs op.apply on the spot, from any thread, while no task runs on the tree (start-up:
   /// replaying the log); a split is linked at once. op.on_done is not called. The op sees the

@@ -321,6 +321,80 @@ def test_concurrent_clients(srv):
     expect(int(r.get("shared")), clients * ops, "INCR from many connections")
 
 
+def test_multi_key_atomic(srv):
+    """MSET, MGET, DEL and EXISTS over keys in many leaves take effect at one moment: an MGET
+    returns one MSET's values (or none after a DEL), EXISTS counts all or none, and a client's
+    GETs one after the other never return an older MSET's value after a newer one's."""
+    rounds = 60 if SLOW else 200
+    r = srv.client()
+    r.mset({f"atom:{k:05d}": "0" for k in range(3000)})  # a dozen leaves and more
+    groups = [[f"atom:{g * 7 + j * 500:05d}" for j in range(6)] for g in range(3)]
+    errors = []
+    writers_done = threading.Event()
+
+    def writer(keys, deletes):
+        try:
+            w = srv.client()
+            order = list(keys)
+            for i in range(1, rounds + 1):
+                random.shuffle(order)
+                if deletes and i % 2 == 0:
+                    w.delete(*order)
+                else:
+                    w.mset({k: str(i) for k in order})
+        except Exception as e:  # noqa: BLE001
+            errors.append("writer: " + repr(e))
+
+    def mget_reader(keys):
+        try:
+            c = srv.client()
+            while not writers_done.is_set() and not errors:
+                got = c.mget(keys)
+                if len(set(got)) != 1:
+                    errors.append(f"MGET returned a mix: {got}")
+                n = c.exists(*keys)
+                if n not in (0, len(keys)):
+                    errors.append(f"EXISTS counted {n} of {len(keys)}")
+        except Exception as e:  # noqa: BLE001
+            errors.append("MGET reader: " + repr(e))
+
+    def seq_reader(keys):
+        try:
+            c = srv.client()
+            while not writers_done.is_set() and not errors:
+                seen = 0
+                for k in keys:
+                    v = c.get(k)
+                    g = int(v) if v is not None else 0
+                    if g < seen:
+                        errors.append(f"GET {k} returned MSET {g} after MSET {seen}")
+                    seen = max(seen, g)
+        except Exception as e:  # noqa: BLE001
+            errors.append("GET reader: " + repr(e))
+
+    writers = [threading.Thread(target=writer, args=(groups[0], False)),
+               threading.Thread(target=writer, args=(groups[1], True))]
+    readers = [threading.Thread(target=mget_reader, args=(g,)) for g in groups[:2]]
+    readers += [threading.Thread(target=seq_reader, args=(sorted(groups[0]),)),
+                threading.Thread(target=seq_reader, args=(sorted(groups[0], reverse=True),))]
+    # Two writers of the same keys, named in opposite orders: neither waits for ever.
+    crossed = list(groups[2])
+    writers += [threading.Thread(target=writer, args=(crossed, False)),
+                threading.Thread(target=writer, args=(crossed[::-1], False))]
+    readers.append(threading.Thread(target=mget_reader, args=(groups[2],)))
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join()
+    writers_done.set()
+    for t in readers:
+        t.join()
+    if errors:
+        fail("multi-key commands: " + "; ".join(errors[:5]))
+    expect(r.mget(groups[0]), [str(rounds).encode()] * 6, "the last MSET everywhere")
+    r.delete(*[f"atom:{k:05d}" for k in range(3000)])
+
+
 def test_redis_benchmark(srv):
     r = srv.client()
     r.flushall()
@@ -639,7 +713,7 @@ def main():
     srv = Server()
     try:
         for test in (test_redis_cli, test_redis_py, test_pipelining, test_concurrent_clients,
-                     test_redis_benchmark, test_distinct_sets, test_bad_input):
+                     test_multi_key_atomic, test_redis_benchmark, test_distinct_sets, test_bad_input):
             t0 = time.time()
             test(srv)
             print(f"ok {test.__name__} ({time.time() - t0:.1f} s)", flush=True)

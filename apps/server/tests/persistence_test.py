@@ -208,6 +208,11 @@ def test_basics():
     r.append("fresh", "f")
     r.mset({"m1": "1", "m2": "2"})
     r.delete("m2")
+    # Several leaves' keys: one record per MSET and per DEL, as Redis writes them.
+    r.mset({f"ml:{k:04d}": "0" for k in range(600)})
+    r.mset({"ml:0599": "x", "ml:0000": "x", "ml:0300": "x"})
+    r.delete("ml:0598", "ml:0001", "ml:0301")
+    r.delete(*[f"ml:{k:04d}" for k in range(600) if k not in (0, 2, 300, 599)])  # (compaction)
     r.set("e", "x")
     r.expire("e", 500)
     r.persist("e")
@@ -220,6 +225,14 @@ def test_basics():
     with open(aof, "rb") as f:
         appends = f.read().count(b"*3\r\n$6\r\nAPPEND\r\n$5\r\ngrown\r\n$1\r\n")
     expect(appends, 9, "APPEND records holding the suffix alone")
+    with open(aof, "rb") as f:
+        log = f.read()
+    expect(log.count(b"*7\r\n$4\r\nMSET\r\n$7\r\nml:0000\r\n$1\r\nx\r\n$7\r\nml:0300\r\n"
+                     b"$1\r\nx\r\n$7\r\nml:0599\r\n$1\r\nx\r\n"), 1,
+           "one MSET record for an MSET across leaves")
+    expect(log.count(b"*4\r\n$3\r\nDEL\r\n$7\r\nml:0001\r\n$7\r\nml:0301\r\n"
+                     b"$7\r\nml:0598\r\n"), 1, "one DEL record for a DEL across leaves")
+    expect(log.count(b"$3\r\nSET\r\n$7\r\nml:"), 0, "no SET record of an MSET's key")
     check = subprocess.run(["redis-check-aof", aof], capture_output=True, text=True, timeout=60)
     if "is valid" not in check.stdout:
         fail("redis-check-aof does not take the log: " + check.stdout + check.stderr)
@@ -235,6 +248,10 @@ def test_basics():
                when + ": APPEND to an expired key replayed as a fresh key")
         expect(r.get("fresh"), "f", when + ": APPEND of a new key replayed")
         expect(r.get("m1"), "1", when + ": MSET replayed")
+        expect(r.mget("ml:0000", "ml:0300", "ml:0599", "ml:0002"), ["x", "x", "x", "0"],
+               when + ": MSETs across leaves replayed")
+        expect(r.exists("ml:0001", "ml:0301", "ml:0598", "ml:0597", "ml:0002"), 1,
+               when + ": DELs across leaves replayed")
         expect(r.exists("m2", "gone", "short"), 0, when + ": DEL, EXPIRE -1, PX 200 replayed")
         expect(r.ttl("e"), -1, when + ": PERSIST replayed")
         expect((r.get("persisted"), r.ttl("persisted")), ("p", -1),
