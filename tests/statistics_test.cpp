@@ -1,10 +1,14 @@
 // Statistics: exact after wait_idle()/stop() (statistics.h); spawns are accounted as local,
 // remote or external; to_string() has a line per worker and a total; idle workers park.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/scheduler.h"
 #include "runtime/test_hooks.h"
@@ -507,23 +511,6 @@ TEST(spin_before_park, an_idle_worker_spins_as_long_as_asked) {
   EXPECT_EQ(parked_ns_after_waking_all(r), before) << "parked within 100 ms of a 30 s spin";
 }
 
-#if defined(TESSERA_DEBUG_CHECKS)
-// A worker whose sleep ends by the safety timeout, with nothing to do, parks again at once: it
-// does not spin spin_before_park first (before, an idle runtime spun 200 µs of every 50 ms per
-// worker). Here the spin is 300 ms and the timeout 5 ms: parked ~700 ms of the first second with
-// the rule, ~15 ms without it.
-TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
-  detail::test_hooks::park_timeout_ns.store(5'000'000);
-  {
-    runtime r({.workers = 1, .spin_before_park = std::chrono::milliseconds(300)});
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    const std::uint64_t parked = parked_ns_after_waking_all(r);
-    EXPECT_GT(parked, 300'000'000u)
-        << "parked " << parked / 1'000'000 << " ms of 1 s: the worker spun after each timeout";
-  }
-  detail::test_hooks::park_timeout_ns.store(0);
-}
-#endif
 
 // With more workers than CPUs a spinner holds a CPU that a worker with work needs: idle workers
 // park after their quick poll, whatever spin_before_park asks for.
@@ -540,6 +527,89 @@ TEST(spin_before_park, is_capped_with_two_workers_on_one_cpu) {
   const std::uint64_t before = parked_ns_after_waking_all(r);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_GT(parked_ns_after_waking_all(r), before) << "no worker parked while idle for 100 ms";
+}
+#endif
+
+#if defined(TESSERA_DEBUG_CHECKS)
+/// What worker 0 of a one-worker runtime does while idle, in order: the spin each idle() chose
+/// (test_hooks::idle_spinning), each park (test_hooks::parking) and each free of a `marked_free`
+/// resource. Its park timeout is 1 ms, so that a sleep nobody ends comes to its end soon.
+class idle_events {
+ public:
+  static constexpr std::int64_t parked = -1;
+  static constexpr std::int64_t freed = -2;
+
+  idle_events() {
+    current = this;
+    detail::test_hooks::park_timeout_ns.store(1'000'000);
+    detail::test_hooks::idle_spinning.store(
+        +[](detail::worker&, std::uint64_t spin) { current->add(static_cast<std::int64_t>(spin)); },
+        std::memory_order_release);
+    detail::test_hooks::parking.store(+[](detail::worker&) { current->add(parked); },
+                                      std::memory_order_release);
+  }
+  ~idle_events() {  // after the runtime's end: no worker calls a hook any more
+    detail::test_hooks::idle_spinning.store(nullptr);
+    detail::test_hooks::parking.store(nullptr);
+    detail::test_hooks::park_timeout_ns.store(0);
+    current = nullptr;
+  }
+  idle_events(const idle_events&) = delete;
+  idle_events& operator=(const idle_events&) = delete;
+
+  struct marked_free {
+    ~marked_free() { current->add(freed); }
+  };
+
+  /// The events so far, once `done(events)` holds (or the test's patience ran out).
+  template <class Done>
+  std::vector<std::int64_t> wait_until(Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+      {
+        const std::lock_guard lock(m_mutex);
+        if (done(m_events) || std::chrono::steady_clock::now() >= deadline) return m_events;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  void add(std::int64_t e) {
+    const std::lock_guard lock(m_mutex);
+    m_events.push_back(e);
+  }
+  static inline idle_events* current = nullptr;
+  std::mutex m_mutex;
+  std::vector<std::int64_t> m_events;
+};
+
+std::string describe(const std::vector<std::int64_t>& events) {
+  std::ostringstream os;
+  for (const std::int64_t e : events) {
+    os << (e == idle_events::parked ? "park" : e == idle_events::freed ? "freed" : std::to_string(e))
+       << ' ';
+  }
+  return os.str();
+}
+
+// A worker whose sleep ends by the safety timeout, with nothing to do, parks again at once: it
+// does not spin spin_before_park first (an idle runtime would spin 200 µs of every 50 ms per
+// worker). Asserted on the spin each idle() chooses: nothing ever wakes this worker, so every
+// idle() after its first park follows a sleep that nobody ended.
+TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
+  idle_events ev;
+  constexpr std::int64_t spin_ns = 5'000'000;
+  runtime r({.workers = 1, .spin_before_park = std::chrono::microseconds(spin_ns / 1000)});
+  const auto events = ev.wait_until([](const std::vector<std::int64_t>& e) {
+    return std::count(e.begin(), e.end(), idle_events::parked) >= 4;
+  });
+  const auto first_park = std::find(events.begin(), events.end(), idle_events::parked);
+  ASSERT_GE(std::count(first_park, events.end(), idle_events::parked), 4)
+      << "the worker parked fewer than 4 times in 20 s: " << describe(events);
+  EXPECT_EQ(events.front(), spin_ns) << "the first idle() did not spin: " << describe(events);
+  EXPECT_TRUE(std::all_of(first_park, events.end(), [](std::int64_t e) { return e <= 0; }))
+      << "an idle() after a sleep that nobody ended spun first: " << describe(events);
 }
 #endif
 

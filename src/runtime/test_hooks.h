@@ -37,6 +37,11 @@ inline std::atomic<void (*)(worker& victim, unsigned thief)> steal_answering{nul
 /// its epoch counts, before its quick poll for a task handed over by another worker.
 inline std::atomic<void (*)(worker&)> idle_polling{nullptr};
 
+/// Called by worker::idle on the worker's thread once it chose how long to spin before it parks
+/// (`spin_ns`: 0 after a sleep that ended by the safety timeout with nothing found since), after
+/// the quick poll, the epoch advance and the reclamation check, before the first round.
+inline std::atomic<void (*)(worker&, std::uint64_t spin_ns)> idle_spinning{nullptr};
+
 /// Called by worker::park on the worker's thread when it starts, before anything of parking
 /// (the worker is neither marked asleep nor counted as parked yet).
 inline std::atomic<void (*)(worker&)> parking{nullptr};

@@ -114,6 +114,9 @@ void worker::idle() {
   // statistics_reclaim caught one executed task too few).
   m_sched.notify_if_idle();
   const std::uint64_t spin = after_timeout ? 0 : m_sched.spin_before_park_ns();
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::idle_spinning.load(std::memory_order_acquire)) hook(*this, spin);
+#endif
   // Poll the inboxes after every pause: the time a hand-over from another worker waits here is
   // up to one round. The clock (a vDSO call, as long as a poll) is read every 8th round and a
   // steal is asked for every 256th (~5 µs).
