@@ -611,6 +611,28 @@ TEST(spin_before_park, is_skipped_after_a_sleep_that_nobody_ended) {
   EXPECT_TRUE(std::all_of(first_park, events.end(), [](std::int64_t e) { return e <= 0; }))
       << "an idle() after a sleep that nobody ended spun first: " << describe(events);
 }
+
+// The reclamation task that an idle() after such a sleep makes is the worker's own: nothing was
+// found, so the idle() after it skips the spin as well. The resource, retired from outside, is
+// adopted by an idle() and freed 4 epoch advances later, by a task made in an idle() that
+// followed a timeout (nothing else wakes this worker).
+TEST(spin_before_park, is_skipped_after_the_reclamation_task_of_a_sleep_that_nobody_ended) {
+  idle_events ev;
+  constexpr std::int64_t spin_ns = 5'000'000;
+  runtime r({.workers = 1,
+             .epoch_period = std::chrono::microseconds(0),
+             .spin_before_park = std::chrono::microseconds(spin_ns / 1000)});
+  r.retire_resource(r.make_resource<idle_events::marked_free>(resource_hints{}));
+  auto spin_after_free = [](const std::vector<std::int64_t>& e) {
+    const auto f = std::find(e.begin(), e.end(), idle_events::freed);
+    return std::find_if(f, e.end(), [](std::int64_t x) { return x >= 0; });
+  };
+  const auto events = ev.wait_until(
+      [&](const std::vector<std::int64_t>& e) { return spin_after_free(e) != e.end(); });
+  const auto spin = spin_after_free(events);
+  ASSERT_NE(spin, events.end()) << "the resource was not freed in 20 s: " << describe(events);
+  EXPECT_EQ(*spin, 0) << "the idle() after the reclamation task spun: " << describe(events);
+}
 #endif
 
 TEST_P(statistics_test, parked_workers_wake_for_new_work) {

@@ -108,7 +108,12 @@ void worker::idle() {
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   advance_epoch(start);
   maybe_reclaim();
-  if (local_total() != 0) return;  // the reclaim task
+  if (local_total() != 0) {
+    // The reclamation task, this worker's own: nothing was found, so the next idle() (once the
+    // task ran) still skips the spin if the last sleep ended by its timeout.
+    m_slept_through = after_timeout;
+    return;
+  }
   // After the publish (wait_idle() reads the published counts) and after the reclamation task:
   // notified first, a waiter could read the statistics while that task ran (a TSan run of
   // statistics_reclaim caught one executed task too few).
