@@ -779,6 +779,82 @@ TEST(reclamation_race, a_task_found_by_the_idle_poll_does_not_hold_back_earlier_
   EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
 }
 
+/// The same hole without idling: a worker that ends A and takes B, of another group, from its
+/// pool flushes A's group batch before B runs (B may run long, worker::from_pool); its epoch
+/// counts must go out with it. Left unpublished while B runs (the next periodic publish is
+/// epoch_interval_tasks tasks away), A's slot stays unbalanced and a resource retired after A
+/// started is not freed until B ends. Forced without a hook: worker 1 is held by a task G while
+/// A and then B are queued for it, so it runs G, A and B back to back.
+TEST(reclamation_race, a_task_of_another_group_from_the_pool_does_not_hold_back_earlier_completions) {
+  node::reset();
+  const auto deadline = std::chrono::steady_clock::now() + eventually;
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  gate g_gate;
+  gate b_gate;
+  {
+    runtime r({.workers = 2,
+               .epoch_interval_tasks = 1000,  // no periodic publish on worker 1 in this test
+               .epoch_period = std::chrono::microseconds(0)});
+    struct open_at_exit {  // an assertion's return must not leave worker 1 held
+      gate& g;
+      gate& b;
+      ~open_at_exit() {
+        g.release();
+        b.release();
+      }
+    } guard{g_gate, b_gate};
+    auto& sched = r.internals();
+    auto nudge_worker_0 = [&] {
+      const group g = r.make_group();
+      auto* t = make_fn(r, [tok = live_token{}](context&) {});
+      t->annotate(wid(0));
+      r.spawn(t, g);
+      r.wait(g);
+    };
+    const group g_group = r.make_group();
+    auto* g_task = make_fn(r, [&g_gate, tok = live_token{}](context&) { g_gate.pass(); });
+    g_task->annotate(wid(1));
+    r.spawn(g_task, g_group);
+    g_gate.wait_for_arrivals(1);
+    std::atomic<bool> a_ran{false};
+    const group a_group = r.make_group();
+    auto* a = make_fn(r, [&a_ran, tok = live_token{}](context&) { a_ran.store(true); });
+    a->annotate(wid(1));
+    r.spawn(a, a_group);  // behind G in worker 1's inbox
+    // Worker 0 retires a resource (no task sees it), in A's epoch or later.
+    std::atomic<std::uint64_t> retired_by{0};
+    const group retire_group = r.make_group();
+    auto* retirer = make_fn(r, [&, tok = live_token{}](context& ctx) {
+      ctx.runtime().retire_resource(ctx.runtime().make_resource<node>(hints_for(0)));
+      retired_by.store(sched.global_epoch());
+    });
+    retirer->annotate(wid(0));
+    r.spawn(retirer, retire_group);
+    r.wait(retire_group);
+    // B begins after the retirement: it keeps the epoch at most at its own + 3, late enough.
+    while (sched.global_epoch() <= retired_by.load() && before_deadline()) nudge_worker_0();
+    ASSERT_GT(sched.global_epoch(), retired_by.load()) << "the epoch did not advance";
+    const group b_group = r.make_group();
+    auto* b = make_fn(r, [&b_gate, tok = live_token{}](context&) { b_gate.pass(); });
+    b->annotate(wid(1));
+    r.spawn(b, b_group);  // behind A
+    g_gate.release();
+    b_gate.wait_for_arrivals(1);
+    EXPECT_TRUE(a_ran.load()) << "B ran before A";
+    while (node::destroyed.load() == 0 && before_deadline()) nudge_worker_0();
+    EXPECT_EQ(node::destroyed.load(), 1)
+        << "the resource was not freed while B ran (epoch " << sched.global_epoch()
+        << ", retired by " << retired_by.load() << ")";
+    b_gate.release();
+    r.wait(b_group);
+    r.wait(a_group);
+    r.wait(g_group);
+    r.stop();
+  }
+  EXPECT_EQ(node::destroyed.load(), node::constructed.load());
+  EXPECT_EQ(live_objects.load(), 0) << "a task object leaked";
+}
+
 #endif
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(reclamation_test);

@@ -768,6 +768,11 @@ void worker::flush_group() noexcept {
   }
 }
 
+TESSERA_NOINLINE void worker::flush_before_other_group() noexcept {
+  flush_group();
+  m_epoch.publish();
+}
+
 worker_statistics worker::statistics() const noexcept {
   worker_statistics s;
   // A task that gave its count to a child (take_token) is one execution and one spawn that the

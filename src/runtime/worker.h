@@ -302,20 +302,26 @@ class worker {
   /// The task to run next and the pool it came from; {nullptr, nullptr} when there is none.
   TESSERA_ALWAYS_INLINE window_entry next();
   /// `e`, a task from the pools about to run. If it is of another group than the open batch,
-  /// the batch goes out first: the task may run long, and the batch may hold the last
-  /// completion of its group, whose waiter would wait for that task too. Tasks from the
-  /// work-first stack are not asked (their parent ran just before them, mostly in their group;
-  /// asking would cost every task a load and a compare); the batch's other flushes bound their
-  /// delay in tasks (docs/architecture.md, "Group counts").
+  /// the batch goes out first (flush_before_other_group): the task may run long, and the batch
+  /// may hold the last completion of its group, whose waiter would wait for that task too. Tasks
+  /// from the work-first stack are not asked (their parent ran just before them, mostly in their
+  /// group; asking would cost every task a load and a compare); the batch's other flushes bound
+  /// their delay in tasks (docs/architecture.md, "Group counts").
   TESSERA_ALWAYS_INLINE window_entry from_pool(window_entry e) noexcept {
     // No batch open (a task that returns itself carries its count and opens none): nothing to
-    // flush, and no call (flush_group is out of line) for every task of another group.
+    // flush, and no call for every task of another group.
     const group open = m_gbatch.open_group();
     if (open.valid() && hdr(e.t).m_group != open) [[unlikely]] {
-      flush_group();
+      flush_before_other_group();
     }
     return e;
   }
+  /// from_pool's flush: the group batch, then the epoch counts. The task about to run may run
+  /// long, and completions left unpublished meanwhile (up to epoch_interval_tasks - 1 of them,
+  /// the batch's own among them) would keep their slots unbalanced: the global epoch could not
+  /// pass the oldest of them + 3, and what was retired since would wait for that task's end
+  /// (as idle() publishes before its quick poll).
+  void flush_before_other_group() noexcept;
   /// How a task that returns itself with new data (a traversal's next step) goes on, when it
   /// stays home: queued at the back of the home pool, where it enters the prefetch window and
   /// its lines are fetched while d other tasks run (hides misses to DRAM, costs a queue round
