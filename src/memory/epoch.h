@@ -41,24 +41,25 @@ struct alignas(64) epoch_counters {
   std::uint64_t transferred_local = 0;
   std::atomic<std::uint64_t> transferred{0};
 
-  /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
-  void count_spawn(unsigned slot) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
+  /// Owner-only: adds `n` (modulo 2^64: a negative change wraps) to the spawn count of `slot`.
+  /// A load and a store, not an atomic read-modify-write: only the owner writes the count.
+  template <std::memory_order Order>
+  void add_spawns(unsigned slot, std::uint64_t n) noexcept {
+    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + n, Order);
   }
+  /// Owner-only. Relaxed: the task becomes visible through a release in the queue, after this.
+  void count_spawn(unsigned slot) noexcept { count_spawns(slot, 1); }
   /// count_spawn for `n` tasks at once (context::spawn of a span).
   void count_spawns(unsigned slot, std::uint64_t n) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) + n,
-                        std::memory_order_relaxed);
+    add_spawns<std::memory_order_relaxed>(slot, n);
   }
   /// Owner-only, seq_cst: adds `d` (+1 or -1) to a spawn count, for a task that starts an
   /// operation (epoch_clock::count_in_current_slot). The reclamation task's count is also one
   /// side of a Dekker pair with `stopping` (worker::maybe_reclaim, scheduler::stop() and
   /// scheduler::quiescent()), without a fence.
   void add_spawn_seq_cst(unsigned slot, int d) noexcept {
-    spawned[slot].store(spawned[slot].load(std::memory_order_relaxed) +
-                            static_cast<std::uint64_t>(static_cast<std::int64_t>(d)),
-                        std::memory_order_seq_cst);
+    add_spawns<std::memory_order_seq_cst>(slot,
+                                          static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
   }
   void count_completion(unsigned slot) noexcept { ++completed_local[slot]; }
   void count_transfer() noexcept { ++transferred_local; }
