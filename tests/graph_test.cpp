@@ -261,6 +261,42 @@ TEST_P(graph_test, a_throwing_node_stops_its_successors_only) {
   }
 }
 
+TEST_P(graph_test, a_throwing_node_does_not_stop_nodes_readied_beside_it) {
+  // One node readies many at once: one runs next in its task, the others wait in that task
+  // (or as tasks of their own). A throw in one of them must not drop the others, nor the chains
+  // behind them.
+  auto& r = start();
+  constexpr std::uint32_t fan = 8;
+  constexpr std::uint32_t depth = 5;
+  std::atomic<int> after_throw{0};
+  std::atomic<int> independent{0};
+  task_graph g;
+  auto root = g.add([](context&) {});  // a root's task spawns all it readies: head is next
+  auto head = g.add([](context&) {});
+  root.precede(head);
+  auto heads = g.add_many(fan, [&independent](context&, std::uint32_t i) {
+    if (i == fan / 2) throw std::runtime_error("node failed");
+    independent.fetch_add(1);
+  });
+  auto tails = g.add_many(fan * depth, [&](context&, std::uint32_t i) {
+    (i / depth == fan / 2 ? after_throw : independent).fetch_add(1);
+  });
+  for (std::uint32_t i = 0; i < fan; ++i) {
+    head.precede(g.node(heads.index() + i));
+    g.precede(g.node(heads.index() + i), g.node(tails.index() + i * depth));
+    for (std::uint32_t k = 0; k + 1 < depth; ++k)
+      g.precede(g.node(tails.index() + i * depth + k), g.node(tails.index() + i * depth + k + 1));
+  }
+  for (int round = 0; round < 20; ++round) {
+    independent = 0;
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    EXPECT_THROW(r.wait(grp), std::runtime_error);
+    EXPECT_EQ(after_throw.load(), 0);
+    EXPECT_EQ(independent.load(), static_cast<int>((fan - 1) * (depth + 1)));
+  }
+}
+
 TEST_P(graph_test, cancel_drops_the_nodes_not_started) {
   auto& r = start();
   constexpr std::uint32_t n = 2000;

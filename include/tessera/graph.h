@@ -35,7 +35,9 @@
 // per run, after all of its predecessors finished. Runs of one graph are independent of each
 // other (each has its own counts), also when they overlap. A node readied by a completing node
 // runs on that node's worker, or where its annotations place it: one of them next in the
-// completing node's task (no queue), the others spawned onto the worker's own queue (stealable).
+// completing node's task (no queue), the others spawned onto the worker's own queue (stealable)
+// or, in a graph without annotations, a few kept in the completing node's task to run there
+// later (spawned as soon as another worker asks this one for work, or a node throws).
 //
 // Errors. A cycle makes spawn (and validate()) throw std::invalid_argument naming a node on the
 // cycle (and its name if it has one); nothing of the run is spawned then. A node that throws:

@@ -5,9 +5,11 @@
 // pending count of each successor; a successor whose count reached zero is ready. The first
 // ready one runs next in the same task: in place, in a loop of up to inline_nodes nodes (no call
 // into the worker between two nodes of a chain), then as the task's follow-up, renumbered and
-// re-annotated (still no allocation and no queue); the others are spawned as new node tasks onto
-// the worker's own queue, from where idle workers steal them. docs/architecture.md, "Task
-// graphs", has the picture.
+// re-annotated (still no allocation and no queue). In a graph without annotations the others
+// wait in the task's own list of ready nodes (up to held_nodes), run in place when a node
+// readies nothing, and become node tasks on the worker's own queue, from where idle workers
+// steal them, when the list is full, a thief asks this worker or a body throws; in an annotated
+// graph they are spawned at once. docs/architecture.md, "Task graphs", has the picture.
 //
 // The run's roots start as one task holding the range of them: it splits off the upper half as
 // a new task, again and again, until it holds one root, so a graph with many roots spreads over
@@ -131,6 +133,11 @@ constexpr std::uint32_t prefetch_successors = 8;
 /// follow-up, so that the worker's loop (periodic work, mail, pools handed over) runs between.
 constexpr unsigned inline_nodes = 32;
 
+/// A node task of a graph without annotations holds at most this many ready nodes besides the
+/// one it runs next (see node_task::execute): a node task is then 128 bytes, the allocator's
+/// second size class.
+constexpr unsigned held_nodes = 11;
+
 /// The task that runs a node of a graph's run (and, while it holds more than one, splits off
 /// the run's roots).
 class node_task final : public task {
@@ -154,13 +161,16 @@ class node_task final : public task {
   /// Returns this task as the follow-up for the first ready successor, or nullptr.
   TESSERA_NOINLINE task* execute_general(context& ctx);
   /// Node v's body, then the successors' counts (what they read is prefetched before the
-  /// body). Spawns every ready successor but the first, which it returns (no_node: none).
-  /// `Validate`: this task may be an optimistic reader; a torn read (ctx.validate() false)
+  /// body). Returns the first ready successor (no_node: none); the other ready ones are spawned
+  /// (`General`) or held in m_held (spawned when it is full).
+  /// `General`: this task may be an optimistic reader; a torn read (ctx.validate() false)
   /// returns `torn` before anything else is done (the guard runs the task again).
-  template <bool Validate>
+  template <bool General>
   TESSERA_ALWAYS_INLINE std::uint32_t run_node(context& ctx, worker& w, const graph_data& d,
                                                graph_run& state, std::uint32_t v, bool& torn);
   void split_roots(context& ctx, worker& w, const graph_data& d);
+  /// Spawns a node task for each held node (they become stealable) and empties the list.
+  void spawn_held(context& ctx, worker& w, const graph_data& d);
   /// Makes and spawns from this (running) task a node task for `v` (ready), or for the roots
   /// [roots_begin, roots_end) of the run when roots_end > roots_begin + 1. The new task gets
   /// half of this one's weight.
@@ -184,7 +194,19 @@ class node_task final : public task {
   std::uint32_t m_node;
   std::uint32_t m_roots_begin;  // roots[m_roots_begin] == m_node while the range is not split
   std::uint32_t m_roots_end;    // ... up to here; begin + 1 == end: this root alone
+  /// Ready nodes this task runs after m_node (the last first), in a graph without annotations:
+  /// each readied by this task's own arrive, so they are this task's alone; that arrive's
+  /// acquire orders their predecessors' writes before them, whether they run here or in a node
+  /// task spawn_held made (the spawn publishes the task).
+  std::uint32_t m_held_count = 0;
+  std::uint32_t m_held[held_nodes];
 };
+
+void node_task::spawn_held(context& ctx, worker& w, const graph_data& d) {
+  // From the oldest: nearest the graph's roots, the most work behind it, for a thief to take.
+  for (std::uint32_t i = 0; i < m_held_count; ++i) spawn_node(ctx, w, d, m_held[i]);
+  m_held_count = 0;
+}
 
 void node_task::split_roots(context& ctx, worker& w, const graph_data& d) {
   while (m_roots_end - m_roots_begin > 1) {
@@ -194,7 +216,7 @@ void node_task::split_roots(context& ctx, worker& w, const graph_data& d) {
   }
 }
 
-template <bool Validate>
+template <bool General>
 std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
                                   graph_run& state, std::uint32_t v, bool& torn) {
   run_state* const run = m_run;
@@ -221,7 +243,7 @@ std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
   }
   const body_record& b = d.body_for(v);
   b.ops->invoke(b.body, ctx, state, v - b.first);
-  if constexpr (Validate) {
+  if constexpr (General) {
     // An optimistic reader acts outside only once its read held; a torn one runs again.
     if (hdr(this).m_is_resource != 0 && !ctx.validate()) [[unlikely]] {
       torn = true;
@@ -252,8 +274,10 @@ std::uint32_t node_task::run_node(context& ctx, worker& w, const graph_data& d,
     __builtin_prefetch(succ + succ_begin[s], 0, 3);
     if (next == no_node) {
       next = s;
-    } else {
+    } else if (General || m_held_count == held_nodes) {
       spawn_node(ctx, w, d, s);
+    } else {
+      m_held[m_held_count++] = s;  // no task, no weight, no queue: run here unless a thief asks
     }
   }
   return next;
@@ -290,17 +314,30 @@ task* node_task::execute(context& ctx) {
   // be this task as it is, held on the work-first stack to run next), while no thief waits for
   // this worker's answer, no group is cancelled (the worker's checking loop drops the task of a
   // cancelled one), and for at most inline_nodes nodes.
-  for (unsigned left = inline_nodes;;) {
-    bool torn = false;  // never set: a graph without annotations has no optimistic reader
-    const std::uint32_t next = run_node<false>(ctx, w, d, state, v, torn);
-    if (next == no_node) return nullptr;
-    if (--left == 0 || w.steal_requested_by() != worker::no_thief ||
-        w.sched().cancellations() != 0) [[unlikely]] {
-      m_node = next;
-      return this;  // a follow-up, with the runtime's rules for one (task.h)
+  // A node that readies nothing is followed by the last node held (m_held), which no other
+  // task can reach: a thief asking for work gets them all spawned (the worker answers from its
+  // pools when this task returns), and so do the rest of the run when a body throws (a node
+  // that does not depend on the thrower still runs).
+  try {
+    for (unsigned left = inline_nodes;;) {
+      bool torn = false;  // never set: a graph without annotations has no optimistic reader
+      std::uint32_t next = run_node<false>(ctx, w, d, state, v, torn);
+      if (next == no_node) {
+        if (m_held_count == 0) return nullptr;
+        next = m_held[--m_held_count];
+      }
+      if (--left == 0 || w.steal_requested_by() != worker::no_thief ||
+          w.sched().cancellations() != 0) [[unlikely]] {
+        if (w.steal_requested_by() != worker::no_thief) spawn_held(ctx, w, d);
+        m_node = next;
+        return this;  // a follow-up, with the runtime's rules for one (task.h)
+      }
+      v = next;
+      graph_access::set_node(state, v);
     }
-    v = next;
-    graph_access::set_node(state, v);
+  } catch (...) {
+    spawn_held(ctx, w, d);
+    throw;
   }
 }
 
