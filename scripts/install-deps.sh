@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # Installs what tessera needs on Debian 12 (run as root). Installs only what is missing.
 set -euo pipefail
+if [[ $# -gt 0 ]]; then
+  if [[ $1 == -h || $1 == --help ]]; then
+    echo "usage: scripts/install-deps.sh   (no arguments; as root on Debian 12: apt-get installs the missing packages, pip the Python ones into .venv/)"
+    exit 0
+  fi
+  echo "install-deps: unexpected argument '$1' (it takes none; see --help)" >&2
+  exit 2
+fi
 pkgs=(g++ clang clang-tidy cmake ninja-build pkg-config libhwloc-dev libnuma-dev libgtest-dev libtbb-dev libjemalloc-dev libmimalloc-dev libcli11-dev python3-venv redis-tools redis-server liburing-dev libconcurrentqueue-dev nutcracker)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -23,6 +23,12 @@
 # CPU 1, PIN=shared lets servers and client share both CPUs (tessera then has 2 workers, Redis 2
 # I/O threads). Each number is the median of ROUNDS runs (default 3), servers in turns.
 set -euo pipefail
+if [[ $# -gt 0 ]]; then
+  # Settings are environment variables (above); the script takes no arguments.
+  if [[ $1 == -h || $1 == --help ]]; then sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0; fi
+  echo "run-server-benchmark: unexpected argument '$1' (settings are variables: N=... ROUNDS=... PIN=... AOF=1; see --help)" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 AOF=${AOF:-}
