@@ -47,7 +47,9 @@
 // leaf `waiting` so that new shared holds stay out until it got in (no writer starves behind a
 // stream of MGETs). Nothing waits inside a run: a task that cannot go on returns itself, which
 // the runtime queues (at the latest at its next periodic pass) behind the tasks already queued on
-// its worker, the holder's next step among them, so one worker suffices.
+// its worker, the holder's next step among them, so one worker suffices. (Not at low priority:
+// under strict priorities a waiter whose holder is done would never run while other clients keep
+// the normal queue busy, and a writer's stale `waiting` mark would then block MGETs for good.)
 // Why it is atomic: a write request changes a leaf only while it holds it, and a reader of a
 // held leaf waits; so a reader that saw one of its values sees the request's last leaf
 // released, hence every write of the request done, and no reader sees a value of a leaf before
@@ -104,11 +106,12 @@ struct slot {
 /// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
   std::vector<slot> slots;
-  /// The hold of multi-key requests on the leaf across task runs (leaf_hold; "Multi-key
-  /// requests" above): 0 while none holds it or waits for it.
-  std::atomic<std::uint32_t> hold{0};
   std::string high;
   bool high_infinite = true;
+  /// The hold of multi-key requests on the leaf across task runs ("Multi-key requests" above):
+  /// 0 while none holds it or waits for it. (In the padding after high_infinite: the leaf keeps
+  /// its size, and the word its first line.)
+  std::atomic<std::uint32_t> hold{0};
   leaf* right = nullptr;
   std::string low;  ///< the low fence ("" for the leftmost leaf); never changes
   /// Every key in [low, high) starts with the same hint_offset bytes (the common prefix of low
