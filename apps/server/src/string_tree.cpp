@@ -7,6 +7,17 @@
 #include <utility>
 
 namespace server {
+
+/// A task that may park on a leaf (the holds, below): its link in leaf::waiters.
+class parked_task : public tessera::task {
+ public:
+  parked_task* next_parked = nullptr;
+
+ protected:
+  parked_task() = default;
+  ~parked_task() = default;
+};
+
 namespace {
 
 using tessera::access;
@@ -30,27 +41,74 @@ bool beyond(const leaf& l, std::string_view key) noexcept {
 // store). Memory ordering: release when a hold is dropped, acquire where one is read, so a task
 // that sees a hold gone also sees what its holder did before dropping it (the holder's writes to
 // the leaf are published by the latch anyway).
+//
+// Waiting: a task that finds the hold blocking it parks on the leaf: a fresh copy of it, not
+// spawned, goes onto leaf::waiters (a lock-free stack) and the task itself is done. Whoever
+// changes the hold so that a parked task might go on (drops a hold, clears a `waiting` mark) then
+// takes the whole stack and spawns it (wake); the tasks look at the hold again under the latch
+// and park again if still blocked. No lost wake-up: the parker pushes, then loads the hold; the
+// waker changes the hold, then exchanges the stack; all four seq_cst, so either the parker sees
+// the change (and wakes the stack itself, itself included) or the waker sees the push. No task
+// polls, so a held leaf costs its waiters nothing until the release; one worker suffices, since
+// every hold is released by a request that waits only for leaves right of it (string_tree.h).
+// A `waiting` mark is cleared by the writer that set it when it gets in or moves on (its leaf
+// split: `marked`), or by an exclusive release; each of these wakes the stack, where shared holds
+// kept out by the mark wait.
 
 constexpr std::uint32_t hold_exclusive = 1U << 31;
 constexpr std::uint32_t hold_waiting = 1U << 30;
 
-[[gnu::noinline]] bool enter_held(leaf& l, std::uint32_t h, bool writes) noexcept {
-  if (!writes) return (h & hold_exclusive) == 0;
-  if ((h & ~hold_waiting) != 0) {
-    l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);  // new shared holds stay out
+/// Whether hold word `h` keeps out a task: a writer (and an exclusive hold) by any hold, a
+/// shared hold also by a waiting writer's mark, a reader only by an exclusive hold.
+bool blocked(std::uint32_t h, bool writes, bool takes_hold) noexcept {
+  if (writes) return (h & ~hold_waiting) != 0;
+  return (h & (takes_hold ? (hold_exclusive | hold_waiting) : hold_exclusive)) != 0;
+}
+
+/// Spawns every task parked on `l` (after a change of l's hold that may let them go on).
+void wake(leaf& l, tessera::context& ctx) {
+  // seq_cst: after the hold's change in the total order (see above).
+  parked_task* w = l.waiters.exchange(nullptr, std::memory_order_seq_cst);
+  while (w != nullptr) {
+    parked_task* next = w->next_parked;  // before the spawn: w may run and park again at once
+    ctx.spawn(w);
+    w = next;
+  }
+}
+
+/// Parks `w` (a copy, not spawned, of a task blocked on `l` by its hold, annotated with l as the
+/// task was) on l. Then the hold again: a change since the task looked may have missed w, so if
+/// w would no longer be blocked, wakes the stack itself.
+void park(leaf& l, parked_task* w, bool writes, bool takes_hold, tessera::context& ctx) {
+  parked_task* head = l.waiters.load(std::memory_order_relaxed);
+  do {
+    w->next_parked = head;
+  } while (!l.waiters.compare_exchange_weak(head, w, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed));
+  if (!blocked(l.hold.load(std::memory_order_seq_cst), writes, takes_hold)) wake(l, ctx);
+}
+
+[[gnu::noinline]] bool enter_held(leaf& l, std::uint32_t h, bool writes,
+                                  tessera::context& ctx) {
+  if (blocked(h, writes, false)) {
+    if (writes) l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);  // shared holds out
     return false;
   }
-  l.hold.fetch_and(~hold_waiting, std::memory_order_relaxed);  // got in: the mark served
+  if (writes) {
+    // Got in: the mark served; shared holds it kept out may go on.
+    l.hold.fetch_and(~hold_waiting, std::memory_order_seq_cst);
+    wake(l, ctx);
+  }
   return true;
 }
 
 /// Whether a task without a hold may work on `l` now (under its latch): a reader unless l is held
 /// exclusively, a writer unless it is held at all (then it marks l waiting). One load on the
 /// common path.
-bool may_enter(leaf& l, bool writes) noexcept {
+bool may_enter(leaf& l, bool writes, tessera::context& ctx) {
   const std::uint32_t h = l.hold.load(std::memory_order_acquire);
   if (h == 0) [[likely]] return true;
-  return enter_held(l, h, writes);
+  return enter_held(l, h, writes, ctx);
 }
 
 /// Takes a hold on `l` (under its latch, as a writer for an exclusive hold): false if it is not
@@ -58,33 +116,36 @@ bool may_enter(leaf& l, bool writes) noexcept {
 bool try_hold(leaf& l, bool exclusive) noexcept {
   std::uint32_t h = l.hold.load(std::memory_order_acquire);
   for (;;) {
-    if (exclusive) {
-      if ((h & ~hold_waiting) != 0) {
-        l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);
-        return false;
-      }
-      if (l.hold.compare_exchange_weak(h, hold_exclusive, std::memory_order_acquire,
-                                       std::memory_order_acquire)) {
-        return true;
-      }
-    } else {
-      if ((h & (hold_exclusive | hold_waiting)) != 0) return false;
-      if (l.hold.compare_exchange_weak(h, h + 1, std::memory_order_acquire,
-                                       std::memory_order_acquire)) {
-        return true;
-      }
+    if (blocked(h, exclusive, true)) {
+      if (exclusive) l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);
+      return false;
+    }
+    // (An exclusive hold replaces a mark: the shared holds it kept out stay out.)
+    const std::uint32_t want = exclusive ? hold_exclusive : h + 1;
+    if (l.hold.compare_exchange_weak(h, want, std::memory_order_acquire,
+                                     std::memory_order_acquire)) {
+      return true;
     }
   }
 }
 
-/// Drops a hold (without the latch). An exclusive one clears a waiting mark as well: its writer
-/// looks again and marks it again if it still waits.
-void release_hold(leaf& l, bool exclusive) noexcept {
+/// Drops a hold (without the latch) and wakes l's parked tasks. An exclusive one clears a
+/// waiting mark as well: its writer looks again and marks it again if it still waits.
+void release_hold(leaf& l, bool exclusive, tessera::context& ctx) {
+  // seq_cst: before wake's exchange in the total order; also a release of the holder's work.
   if (exclusive) {
-    l.hold.store(0, std::memory_order_release);
+    l.hold.store(0, std::memory_order_seq_cst);
   } else {
-    l.hold.fetch_sub(1, std::memory_order_release);
+    l.hold.fetch_sub(1, std::memory_order_seq_cst);
   }
+  wake(l, ctx);
+}
+
+/// A writer that marked `l` waiting and now moves on without getting in (l split meanwhile):
+/// clears the mark, which no task may need any more but a parked one that sets it again.
+void unmark(leaf& l, tessera::context& ctx) {
+  l.hold.fetch_and(~hold_waiting, std::memory_order_seq_cst);
+  wake(l, ctx);
 }
 
 /// Bytes [at, at + 8) of `key`, zero-padded, as a big-endian word: for keys that share their
@@ -285,7 +346,7 @@ class link_task final : public tessera::task {
 
 /// One key_op: descend (one inner node per run, read optimistically), apply under the leaf's
 /// latch, then on_done without it.
-class op_task final : public tessera::task {
+class op_task final : public parked_task {
  public:
   /// Every change on an inner node follows a successful validate() (descend): an optimistic
   /// read takes no copy of the task. At a leaf the task holds the latch.
@@ -293,6 +354,11 @@ class op_task final : public tessera::task {
 
   op_task(string_tree* tree, key_op* op) : m_tree(tree), m_op(op) {
     start_at_root(*tree, *this, m_route, 0, op->writes ? access::write : access::read);
+  }
+  /// The copy of `from`, blocked at leaf `l`, that parks there.
+  op_task(const op_task& from, leaf* l)
+      : m_tree(from.m_tree), m_op(from.m_op), m_route(from.m_route), m_marked(from.m_op->writes) {
+    annotate_resource(l, m_op->writes ? access::write : access::read);
   }
 
   tessera::task* execute(tessera::context& ctx) override {
@@ -308,10 +374,16 @@ class op_task final : public tessera::task {
     }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     if (beyond(*l, m_op->key)) {
+      if (m_marked) unmark(*l, ctx);
+      m_marked = false;
       move_right(*m_tree, *this, m_route, *l, mode);
       return this;
     }
-    if (!may_enter(*l, m_op->writes)) return this;  // held by a multi-key request: later
+    if (!may_enter(*l, m_op->writes, ctx)) {  // held by a multi-key request: parks
+      park(*l, ctx.make_task<op_task>(*this, l), m_op->writes, false, ctx);
+      return nullptr;
+    }
+    m_marked = false;
     leaf_access a(*m_tree, *l, m_op->writes, steady_ms());
     m_op->apply(*m_op, a);
     if (l->slots.size() > string_tree::leaf_capacity) {
@@ -329,15 +401,22 @@ class op_task final : public tessera::task {
   key_op* m_op;
   route m_route;
   bool m_applied = false;
+  bool m_marked = false;  ///< set l's waiting mark (a writer that parked): unmark if moving on
 };
 
 /// A leaf_walk: descend to the leaf covering `from`, then one leaf per run, left to right.
-class walk_task final : public tessera::task {
+class walk_task final : public parked_task {
  public:
   static constexpr bool validates_first = true;
 
   walk_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {
     start_at_root(*tree, *this, m_route, 0, mode());
+  }
+  /// The copy of `from`, blocked at leaf `l`, that parks there.
+  walk_task(const walk_task& from, leaf* l)
+      : m_tree(from.m_tree), m_walk(from.m_walk), m_route(from.m_route),
+        m_marked(from.m_walk->writes) {
+    annotate_resource(l, mode());
   }
 
   tessera::task* execute(tessera::context& ctx) override {
@@ -352,10 +431,16 @@ class walk_task final : public tessera::task {
     }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     if (beyond(*l, m_walk->from)) {
+      if (m_marked) unmark(*l, ctx);
+      m_marked = false;
       move_right(*m_tree, *this, m_route, *l, mode());
       return this;
     }
-    if (!may_enter(*l, m_walk->writes)) return this;  // held by a multi-key request: later
+    if (!may_enter(*l, m_walk->writes, ctx)) {  // held by a multi-key request: parks
+      park(*l, ctx.make_task<walk_task>(*this, l), m_walk->writes, false, ctx);
+      return nullptr;
+    }
+    m_marked = false;
     leaf_access a(*m_tree, *l, m_walk->writes, steady_ms());
     const walk_step s = m_walk->visit(*m_walk, a, *l);
     if (s == walk_step::next_leaf && l->right != nullptr) {
@@ -378,11 +463,12 @@ class walk_task final : public tessera::task {
   leaf_walk* m_walk;
   route m_route;
   bool m_done = false;
+  bool m_marked = false;  ///< as op_task's
 };
 
 /// A multi_request: one leaf after the other in key order, a descent each; a hold on every leaf
 /// but the last (string_tree.h, "Multi-key requests").
-class multi_task final : public tessera::task {
+class multi_task final : public parked_task {
  public:
   static constexpr bool validates_first = true;
 
@@ -391,6 +477,13 @@ class multi_task final : public tessera::task {
     std::stable_sort(m_ops.begin(), m_ops.end(),
                      [](const key_op* a, const key_op* b) { return a->key < b->key; });
     start_at_root(*tree, *this, m_route, 0, mode());
+  }
+  /// The copy of `from` (its state moved out), blocked at leaf `l`, that parks there.
+  multi_task(multi_task& from, leaf* l)
+      : m_tree(from.m_tree), m_req(from.m_req), m_ops(std::move(from.m_ops)),
+        m_held(std::move(from.m_held)), m_next(from.m_next), m_now(from.m_now),
+        m_route(from.m_route), m_marked(from.m_req.writes) {
+    annotate_resource(l, mode());
   }
 
   tessera::task* execute(tessera::context& ctx) override {
@@ -407,22 +500,37 @@ class multi_task final : public tessera::task {
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     // The right links first: a leaf passed on the way is never waited for (no deadlock).
     if (beyond(*l, key)) {
+      if (m_marked) unmark(*l, ctx);
+      m_marked = false;
       move_right(*m_tree, *this, m_route, *l, mode());
       return this;
     }
     const bool last = l->high_infinite || m_ops.back()->key < std::string_view(l->high);
-    if (last ? !may_enter(*l, m_req.writes) : !try_hold(*l, m_req.writes)) {
-      return this;  // held by another request: runs again later, after the tasks queued
+    if (last ? !may_enter(*l, m_req.writes, ctx) : !try_hold(*l, m_req.writes)) {
+      // Held by another request: parks (with the holds it has) until that one lets go.
+      park(*l, ctx.make_task<multi_task>(*this, l), m_req.writes, !last, ctx);
+      return nullptr;
     }
+    m_marked = false;
     if (!last) m_held.push_back(l);
-    apply_in(*l, !last, ctx);
+    leaf* end = l;
+    try {
+      end = apply_in(*l, !last, ctx);
+      if (last && m_req.commit != nullptr) m_req.commit(m_ops);
+    } catch (...) {
+      // An apply or the commit threw (bad_alloc): the request ends here, with its effect so far
+      // (no undo), but it must not leave its leaves held: a held leaf would keep every other
+      // writer, and every reader of an exclusive hold, parked for good.
+      release_all(ctx);
+      spawn_links(ctx);
+      throw;
+    }
     if (!last) {
       spawn_links(ctx);  // (the new leaves are held)
-      start_at_root(*m_tree, *this, m_route, 0, mode());  // on to the next key's leaf
+      to_next_leaf(*end);
       return this;
     }
-    if (m_req.commit != nullptr) m_req.commit(m_ops);
-    for (leaf* h : m_held) release_hold(*h, m_req.writes);
+    release_all(ctx);
     spawn_links(ctx);
     if (m_req.on_done == nullptr) return nullptr;
     m_done = true;
@@ -435,17 +543,36 @@ class multi_task final : public tessera::task {
     return m_req.writes ? access::write : access::read;
   }
 
+  /// On from leaf `done` (its keys applied) to the leaf of the next key: through done's right
+  /// link when the key looks near (it shares with done's high key at least the prefix that
+  /// done's own range shares: about as far on as done is wide), one try, then from the root;
+  /// else from the root (keys far apart: a wasted leaf visit costs more than it saves).
+  void to_next_leaf(const leaf& done) noexcept {
+    const std::string_view key = m_ops[m_next]->key;
+    if (done.right != nullptr && !done.high_infinite) {
+      const std::string_view high(done.high);
+      const auto diff = std::mismatch(high.begin(), high.end(), key.begin(), key.end());
+      if (static_cast<std::size_t>(diff.first - high.begin()) >= done.hint_offset) {
+        m_route.right_moves = string_tree::max_right_moves;  // a miss descends from the root
+        visit(*this, m_route, done.right, 0, 0, mode());
+        return;
+      }
+    }
+    start_at_root(*m_tree, *this, m_route, 0, mode());
+  }
+
   /// Applies the ops from m_next on whose keys lie in l's range (l latched by this run), through
   /// the leaves that l's splits in this run make; `hold`: those are held as l is. Their link
   /// tasks are spawned once every op is applied (spawn_links): until then no other task can
   /// reach a new leaf but through l's right link, under l's latch, and this run writes it
-  /// without a latch of its own.
-  void apply_in(leaf& l, bool hold, tessera::context& ctx) {
+  /// without a latch of its own. Returns the last of these leaves (l's range ends with its).
+  leaf* apply_in(leaf& l, bool hold, tessera::context& ctx) {
     std::size_t end = m_next;
     while (end < m_ops.size() && (l.high_infinite || m_ops[end]->key < std::string_view(l.high))) {
       ++end;
     }
     leaf* cur = &l;
+    leaf* last = &l;  // the rightmost of l and the leaves split off it
     for (; m_next < end; ++m_next) {
       key_op& op = *m_ops[m_next];
       while (beyond(*cur, op.key)) cur = cur->right;  // a leaf split off in this run
@@ -454,6 +581,7 @@ class multi_task final : public tessera::task {
       if (cur->slots.size() > string_tree::leaf_capacity) {
         string_tree::pending_link link = split(*m_tree, *cur);
         auto* right = static_cast<leaf*>(link.right);
+        if (cur == last) last = right;
         if (hold) {
           right->hold.store(hold_exclusive, std::memory_order_relaxed);  // published by l's latch
           m_held.push_back(right);
@@ -461,6 +589,12 @@ class multi_task final : public tessera::task {
         m_links.push_back(ctx.make_task<link_task>(m_tree, cur, std::move(link), 0, m_route.parent));
       }
     }
+    return last;
+  }
+
+  void release_all(tessera::context& ctx) {
+    for (leaf* h : m_held) release_hold(*h, m_req.writes, ctx);
+    m_held.clear();
   }
 
   void spawn_links(tessera::context& ctx) {
@@ -477,6 +611,7 @@ class multi_task final : public tessera::task {
   std::int64_t m_now;
   route m_route;
   bool m_done = false;
+  bool m_marked = false;  ///< as op_task's
 };
 
 }  // namespace

@@ -43,13 +43,13 @@
 // record) and drops every hold, all in that one run. Every other task respects the holds: at a
 // leaf (after following the right links, never before: see below) a reader (GET, a read walk)
 // that finds an exclusive hold, and a writer (SET, a write walk, a multi-key request's last
-// leaf) that finds any hold, return themselves to run again later; a writer also marks the
+// leaf) that finds any hold, park on the leaf until the hold changes; a writer also marks the
 // leaf `waiting` so that new shared holds stay out until it got in (no writer starves behind a
-// stream of MGETs). Nothing waits inside a run: a task that cannot go on returns itself, which
-// the runtime queues (at the latest at its next periodic pass) behind the tasks already queued on
-// its worker, the holder's next step among them, so one worker suffices. (Not at low priority:
-// under strict priorities a waiter whose holder is done would never run while other clients keep
-// the normal queue busy, and a writer's stale `waiting` mark would then block MGETs for good.)
+// stream of MGETs). Nothing waits inside a run and nothing polls: a blocked task leaves a copy
+// of itself on the leaf's waiter list (leaf::waiters), which the request that drops a hold (or
+// clears a mark) spawns; so one worker suffices (string_tree.cpp, "holds", also on lost
+// wake-ups). A request whose apply or commit throws releases its holds before the exception goes
+// to the runtime (its effect so far stays: there is no undo).
 // Why it is atomic: a write request changes a leaf only while it holds it, and a reader of a
 // held leaf waits; so a reader that saw one of its values sees the request's last leaf
 // released, hence every write of the request done, and no reader sees a value of a leaf before
@@ -103,6 +103,8 @@ struct slot {
   std::uint64_t hint = 0;
 };
 
+class parked_task;
+
 /// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
   std::vector<slot> slots;
@@ -113,6 +115,8 @@ struct leaf {
   /// its size, and the word its first line.)
   std::atomic<std::uint32_t> hold{0};
   leaf* right = nullptr;
+  /// Tasks parked until the hold changes (a stack; string_tree.cpp, "holds"); nullptr: none.
+  std::atomic<parked_task*> waiters{nullptr};
   std::string low;  ///< the low fence ("" for the leftmost leaf); never changes
   /// Every key in [low, high) starts with the same hint_offset bytes (the common prefix of low
   /// and high; 0 for the leftmost and the rightmost leaf).

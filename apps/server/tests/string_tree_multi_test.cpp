@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -345,6 +346,67 @@ TEST_P(string_tree_multi, requests_across_leaves_take_effect_at_one_moment) {
       EXPECT_EQ(r.value, std::to_string(writer_rounds)) << k;
     }
   }
+  tree.reset();
+}
+
+void apply_put_or_fail(server::key_op& op, server::leaf_access& a) {
+  if (op.arg == "fail") throw std::bad_alloc();  // as an allocation in put would
+  a.put(op.key, std::string(op.arg), 0, false);
+}
+
+// A multi-key request whose apply throws on its last leaf, holding the leaves before it: the
+// exception reaches the runtime and every hold is released (writers and MSETs on those leaves go
+// on). The apply throws by itself: no allocation is faked.
+TEST_P(string_tree_multi, a_request_that_throws_releases_its_holds) {
+  tessera::runtime rt({.workers = GetParam(), .report_unhandled_exceptions = false});
+  auto tree = std::make_unique<server::string_tree>(rt);
+  for (std::size_t i = 0; i < 2000; ++i) {
+    const std::string k = key_at(i);
+    server::key_op op{.key = k, .writes = true, .apply = &apply_put, .arg = "0"};
+    tree->apply_exclusive(op);
+  }
+  ASSERT_GT(tree->counters().leaves.load(), 4U);
+  const std::vector<std::string> keys{key_at(0), key_at(700), key_at(1400), key_at(1999)};
+  std::vector<server::key_op> ops(keys.size());
+  std::vector<server::key_op*> ptrs;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ops[i] = {.key = keys[i], .writes = true, .apply = &apply_put_or_fail,
+              .arg = i + 1 == keys.size() ? "fail" : "1"};
+    ptrs.push_back(&ops[i]);
+  }
+  ASSERT_NE(tree->leaf_for(keys.front()), tree->leaf_for(keys.back()));
+  rt.spawn([&](tessera::context& ctx) {
+    tree->submit_multi(server::multi_request{.writes = true}, ptrs, ctx);
+  });
+  rt.wait_idle();
+  EXPECT_EQ(rt.take_unhandled_exceptions().size(), 1U);
+  for (const std::string& k : keys) ASSERT_EQ(tree->leaf_for(k)->hold.load(), 0U) << k;
+
+  // The leaves take writers and multi-key writers again.
+  std::atomic<int> done{0};
+  std::vector<server::key_op> again(keys.size());
+  std::vector<server::key_op*> again_ptrs;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    again[i] = {.key = keys[i], .writes = true, .apply = &apply_put, .arg = "2"};
+    again_ptrs.push_back(&again[i]);
+  }
+  server::key_op single{.key = keys[1], .writes = true, .apply = &apply_put,
+                        .on_done = [](server::key_op& op, tessera::context&) {
+                          static_cast<std::atomic<int>*>(op.user)->fetch_add(1);
+                        },
+                        .user = &done};
+  rt.spawn([&](tessera::context& ctx) {
+    tree->submit_multi(server::multi_request{.writes = true,
+                                             .on_done = [](void* u, tessera::context&) {
+                                               static_cast<std::atomic<int>*>(u)->fetch_add(1);
+                                             },
+                                             .user = &done},
+                       again_ptrs, ctx);
+    tree->submit(single, ctx);
+  });
+  rt.wait_idle();
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_TRUE(rt.take_unhandled_exceptions().empty());
   tree.reset();
 }
 
