@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -423,6 +424,90 @@ TEST_P(graph_test, runs_started_from_tasks_continue_with_when_done) {
   r.wait(outer);  // the continuations join the outer group: it completes after the last
   EXPECT_EQ(nodes.load(), rounds * 10);
   EXPECT_EQ(left.load(), 0u);
+}
+
+TEST_P(graph_test, runs_after_a_throw_or_a_cancel_run_every_node) {
+  // A run that stopped at a throw or a cancellation leaves its counts part-way; the next run
+  // (reusing the run's memory) still runs every node once, after its predecessors.
+  auto& r = start();
+  const shape s = wavefront(16, 16);
+  recorder rec(s.nodes);
+  constexpr std::uint32_t stopper = 37;
+  enum class mode { normal, throws, cancels };
+  std::atomic<mode> how{mode::normal};
+  group grp;
+  task_graph g;
+  g.add_many(s.nodes, [&](context& ctx, std::uint32_t i) {
+    rec.node(i);
+    if (i != stopper) return;
+    if (how.load() == mode::throws) throw std::runtime_error("node failed");
+    if (how.load() == mode::cancels) ctx.runtime().cancel(grp);
+  });
+  for (const auto& [a, b] : s.edges) g.precede(g.node(a), g.node(b));
+  for (int round = 0; round < static_cast<int>(scaled(200, 40)); ++round) {
+    const mode stop = round % 2 == 0 ? mode::throws : mode::cancels;
+    how = stop;
+    grp = r.make_group();
+    r.spawn(g, grp);
+    if (stop == mode::throws) {
+      EXPECT_THROW(r.wait(grp), std::runtime_error);
+    } else {
+      r.wait(grp);
+    }
+    EXPECT_EQ(rec.runs.at(s.nodes - 1), 0) << "the last node ran after the stop, round " << round;
+    how = mode::normal;
+    rec.reset();
+    grp = r.make_group();
+    r.spawn(g, grp);
+    r.wait(grp);
+    ASSERT_EQ(rec.check(s.edges), "") << "round " << round;
+    rec.reset();
+  }
+}
+
+TEST_P(graph_test, a_run_held_open_overlaps_later_runs_of_its_graph) {
+  // Run a's root defers its completion, so a holds its counts while runs b and c start, finish
+  // (c reusing b's memory) and leave a's counts alone; then a finishes and d runs.
+  auto& r = start();
+  const shape s = layered(6, 8, 11);
+  std::vector<std::atomic<int>> ran(s.nodes);
+  std::atomic<bool> hold{false};
+  std::shared_ptr<graph_run::completion> held;
+  std::atomic<bool> deferred{false};  // held is set (release)
+  task_graph g;
+  g.add_many(s.nodes, [&](context&, graph_run& run, std::uint32_t v) {
+    ran[v].fetch_add(1);
+    if (v == 0 && hold.exchange(false)) {
+      held = std::make_shared<graph_run::completion>(run.defer());
+      deferred.store(true, std::memory_order_release);
+    }
+  });
+  for (const auto& [a, b] : s.edges) g.precede(g.node(a), g.node(b));
+  // node 0 precedes everything that is not a root: make it the only root
+  for (std::uint32_t v = 1; v < s.nodes; ++v) g.precede(g.node(0), g.node(v));
+  auto expect_runs = [&](int root, int others, const char* when) {
+    ASSERT_EQ(ran[0].load(), root) << when;
+    for (std::uint32_t v = 1; v < s.nodes; ++v) ASSERT_EQ(ran[v].load(), others) << when << v;
+  };
+  auto run_once = [&] {
+    const group grp = r.make_group();
+    r.spawn(g, grp);
+    r.wait(grp);
+  };
+  run_once();  // leaves its memory for a
+  hold = true;
+  const group a = r.make_group();
+  r.spawn(g, a);
+  while (!deferred.load(std::memory_order_acquire)) std::this_thread::yield();
+  expect_runs(2, 1, "a held: ");
+  run_once();  // b
+  run_once();  // c
+  expect_runs(4, 3, "b and c ran: ");
+  r.spawn([&held](context& ctx) { held->done(ctx); }, a);
+  r.wait(a);
+  expect_runs(4, 4, "a finished: ");
+  run_once();  // d
+  expect_runs(5, 5, "d ran: ");
 }
 
 TEST_P(graph_test, overlapping_runs_of_one_graph_are_independent) {

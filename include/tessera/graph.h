@@ -51,8 +51,10 @@
 // std::logic_error; destroying one then stops the process with a message: wait for the runs
 // (or for their groups' continuations) first. Spawning is thread-safe: the first spawn after a
 // change prepares the successor lists under a mutex, later ones only read (validate() prepares
-// them ahead of time). A run's own memory (one 4-byte count per node) is freed when its last
-// node task is destroyed, whether it ran, threw or was dropped by a cancellation.
+// them ahead of time). A run's own memory (one 4-byte count per node) is given back to the graph
+// when its last node task is destroyed, whether it ran, threw or was dropped by a
+// cancellation; the graph keeps one such block for its next run (which resets the counts and
+// reuses the pages instead of faulting in new ones) and frees it when it is destroyed.
 //
 // Memory ordering: everything a node wrote before it returned happens-before each of its
 // successors starts (a successor readied by several predecessors sees all their writes). What

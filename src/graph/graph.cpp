@@ -45,6 +45,7 @@ void body_arena::undo(void* p) noexcept {
 // ---- graph_data --------------------------------------------------------------------------------
 
 graph_data::~graph_data() {
+  free_run_state(spare_run.load(std::memory_order_acquire));
   for (const body_record& b : bodies) b.ops->destroy(b.body);
 }
 

@@ -26,6 +26,10 @@
 
 namespace tessera::detail {
 
+struct run_state;  // run.cpp
+/// Frees a run's state (null: nothing).
+void free_run_state(run_state* run) noexcept;
+
 /// A node's task annotations (task.h), copied into its task's header in every run.
 struct node_annotation {
   const void* data = nullptr;
@@ -103,6 +107,12 @@ struct graph_data {
   /// Runs of this graph whose state is not freed yet (release on the decrement: a graph
   /// destroyed after seeing 0 is destroyed after the run's last read of it).
   std::atomic<std::uint32_t> runs_in_flight{0};
+  /// A finished run's state (its counts with it), kept for the next run to take: a graph run
+  /// again and again reuses one allocation instead of faulting in fresh pages each run. Null:
+  /// none kept (none finished yet, or a run holds it). A run takes it with an exchange
+  /// (acquire) and gives it back with an exchange (acq_rel) when its last task is destroyed;
+  /// run.cpp states the ordering. Freed by the destructor.
+  std::atomic<run_state*> spare_run{nullptr};
 
  private:
   void build();

@@ -22,8 +22,11 @@
 //
 // Every node task holds a weight of its run_state (weighted reference counting: a spawn gives
 // half of the spawner's, without a shared write); a destroyed task takes its weight off, and the
-// one that brings the total to zero frees the state, so a run whose tasks were dropped (cancel)
-// or that stopped at an exception frees its memory too.
+// one that brings the total to zero ends the run, so a run whose tasks were dropped (cancel) or
+// that stopped at an exception ends too. An ended run's state is kept by the graph
+// (graph_data::spare_run) for its next run, which copies the in-degrees over the counts and
+// reuses the memory (pages already faulted in); a run finding none kept (the first, or one
+// overlapping another) allocates, and of two states given back the later one is freed.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +62,7 @@ struct run_state {
   alignas(64) graph_data* graph;
   const task_graph* owner;
   std::uint32_t* pending;  // one per node, right after this struct
+  std::uint32_t capacity;  // counts the memory has room for (a reused state: >= the nodes)
 
   /// Takes one off `v`'s pending count: true if that readied it (the caller runs it). acq_rel
   /// on the decrement: each predecessor releases its writes, and the last one acquires them
@@ -84,13 +88,25 @@ constexpr std::uint64_t weight_refill = std::uint64_t{1} << 32;
 
 void acquire_run(run_state* run) noexcept { run->refs.fetch_add(1, std::memory_order_relaxed); }
 
-/// Takes `weight` off the run's total; the last one frees the state.
+void free_run_state(run_state* run) noexcept {
+  if (run == nullptr) return;
+  run->~run_state();
+  ::operator delete(run, std::align_val_t{alignof(run_state)});
+}
+
+/// Takes `weight` off the run's total; the last one ends the run: its state goes back to the
+/// graph for the next run (graph_data::spare_run).
+/// Memory ordering: the decrement reaching zero is acq_rel, so this thread has seen every use of
+/// the counts by the run's tasks; the exchange putting the state back releases that, and the
+/// next run's exchange taking it acquires it, so the next run's copy of the in-degrees over the
+/// counts happens after everything this run did with them. A state displaced by the exchange
+/// (another run gave one back meanwhile) is freed: acq_rel orders that after its own giver.
 void release_weight(run_state* run, std::uint64_t weight) noexcept {
   if (run->refs.fetch_sub(weight, std::memory_order_acq_rel) != weight) return;
   graph_data* g = run->graph;
-  run->~run_state();
-  ::operator delete(run, std::align_val_t{alignof(run_state)});
-  // release: the graph's owner, reading 0 (acquire), is after everything this run did with it.
+  free_run_state(g->spare_run.exchange(run, std::memory_order_acq_rel));
+  // release: the graph's owner, reading 0 (acquire), is after everything this run did with it,
+  // the state given back included (the graph's destructor frees it).
   g->runs_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
@@ -479,13 +495,23 @@ void spawn_run(runtime& rt, context* ctx, task_graph& graph, group g) {
     }
   }
 #endif
-  void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n},
-                             std::align_val_t{alignof(run_state)});
-  auto* run = ::new (mem) run_state();
+  // A state an ended run gave back (acquire: see release_weight), if it has room for the counts;
+  // a graph that grew since frees it.
+  run_state* run = d.spare_run.exchange(nullptr, std::memory_order_acquire);
+  if (run != nullptr && run->capacity < n) {
+    free_run_state(run);
+    run = nullptr;
+  }
+  if (run == nullptr) {
+    void* mem = ::operator new(sizeof(run_state) + sizeof(std::uint32_t) * std::size_t{n},
+                               std::align_val_t{alignof(run_state)});
+    run = ::new (mem) run_state();
+    run->pending = reinterpret_cast<std::uint32_t*>(static_cast<char*>(mem) + sizeof(run_state));
+    run->capacity = n;
+  }
   run->refs.store(weight_refill, std::memory_order_relaxed);  // the first task's weight
   run->graph = &d;
   run->owner = &graph;
-  run->pending = reinterpret_cast<std::uint32_t*>(static_cast<char*>(mem) + sizeof(run_state));
   std::memcpy(run->pending, d.in_degree.data(), sizeof(std::uint32_t) * std::size_t{n});
   d.runs_in_flight.fetch_add(1, std::memory_order_relaxed);  // the spawn below publishes it
   node_task* t;
