@@ -461,8 +461,10 @@ TEST_P(sync_test, a_read_that_writers_keep_tearing_runs_under_the_latch_at_last)
 }
 
 /// Under optimistic_scheduled, writers run only in the resource's pool: a read that never
-/// validates on another worker is forwarded there after guarded_executor::optimistic_runs runs, and runs
-/// on that pool's owner without a version check.
+/// validates on another worker is forwarded there after guarded_executor::optimistic_runs runs.
+/// On that pool's owner it reads optimistically again (where no writer can overlap it; this
+/// reader tears its every run itself), and after as many torn runs runs there without a version
+/// check.
 TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_writers_pool_at_last) {
   auto& r = start();
   auto* obj = r.make_resource<record>({.primitive = primitive::optimistic_scheduled});
@@ -477,24 +479,29 @@ TEST_P(sync_test_two_workers, a_read_that_writers_keep_tearing_runs_in_the_write
   r.wait_idle();
   const auto after = r.statistics().total();
   constexpr unsigned n = detail::guarded_executor::optimistic_runs;
-  ASSERT_GE(runs.size(), n + 1);
+  const std::size_t last = 2 * std::size_t{n};  // n runs off the owner, n on it, then plain
+  ASSERT_GE(runs.size(), last + 1);
   // Nothing steals the resource's pool here (worker 0 has no work), so the runs are exact.
-  ASSERT_EQ(runs.size(), n + 1);
-  for (unsigned i = 0; i < n; ++i) {
+  ASSERT_EQ(runs.size(), last + 1);
+  for (std::size_t i = 0; i < last; ++i) {
     EXPECT_TRUE(runs[i].optimistic) << "run " << i;
-    EXPECT_NE(runs[i].worker, runs[i].pool_owner) << "run " << i;
+    if (i < n) {
+      EXPECT_NE(runs[i].worker, runs[i].pool_owner) << "run " << i;
+    } else {
+      EXPECT_EQ(runs[i].worker, runs[i].pool_owner) << "run " << i << ": not forwarded";
+    }
   }
-  EXPECT_FALSE(runs[n].optimistic) << "the last run was validated against the version";
-  EXPECT_EQ(runs[n].worker, runs[n].pool_owner) << "the last run was not on the pool's owner";
-  EXPECT_EQ(after.optimistic_retries - before.optimistic_retries, n);
-  EXPECT_EQ(after.optimistic_fallbacks - before.optimistic_fallbacks, 1u);
+  EXPECT_FALSE(runs[last].optimistic) << "the last run was validated against the version";
+  EXPECT_EQ(runs[last].worker, runs[last].pool_owner) << "the last run was not on the pool's owner";
+  EXPECT_EQ(after.optimistic_retries - before.optimistic_retries, 2 * n);
+  EXPECT_EQ(after.optimistic_fallbacks - before.optimistic_fallbacks, 2u);
   EXPECT_EQ(after.executed - before.executed, 1u) << "the forwarded read is one task";
   r.retire_resource(obj);
 }
 
 /// With one pool per worker a resource lives in its owner's home pool. Readers of an
-/// optimistic_scheduled resource queued there stay there when an idle worker asks for work: there
-/// they run beside no writer, and a read forwarded there by the fallback could otherwise bounce
+/// optimistic_scheduled resource queued there stay there when an idle worker asks for work: a
+/// read forwarded there by the fallback must run beside no writer, and could otherwise bounce
 /// between thieves and the pool (up to 22 torn runs of one read were measured so).
 TEST_P(sync_test_two_workers, readers_in_their_scheduled_resources_pool_are_not_stolen) {
   auto& r = start({.pools_per_worker = 1});
@@ -547,6 +554,8 @@ TEST_P(sync_test, writing_is_true_only_for_writers_that_the_runtime_protects) {
                         probe{primitive::rwlatch, access::read, false},
                         probe{primitive::optimistic_latch, access::write, true},
                         probe{primitive::optimistic_latch, access::read, false},
+                        probe{primitive::optimistic_scheduled, access::write, true},
+                        probe{primitive::optimistic_scheduled, access::read, false},
                         probe{primitive::scheduling, access::write, true}}) {
     auto* obj = r.make_resource<record>({.primitive = p.prim});
     std::atomic<int> seen{-1};

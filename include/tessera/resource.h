@@ -82,8 +82,8 @@ struct resource_hints {
 /// | exclusive_writers | otherwise  |             | optimistic_latch     |
 ///
 /// optimistic_scheduled suits objects almost never written and read everywhere (a tree's inner
-/// nodes): readers on the pool's owner skip validation. An explicit `hints.primitive` is
-/// returned unchanged.
+/// nodes): its writers take no latch, and its readers validate as under optimistic_latch, on the
+/// pool's owner too. An explicit `hints.primitive` is returned unchanged.
 primitive select_primitive(const resource_hints& hints) noexcept;
 
 /// The primitive a runtime of `workers` workers applies around the tasks of a resource made with

@@ -39,14 +39,13 @@ namespace tessera::detail {
 
 /// True if primitive `p` (a resource's applied one) serializes `t`, a task on that resource, by
 /// the resource's pool: serialized_by_pool with the header already read.
+/// Branch-free (the compares combined bitwise): under an automatic choice a worker's consecutive
+/// tasks name objects of different primitives in a data-dependent order, and a branch on the
+/// primitive (worker::execute_on_resource, worker::finish) would be mispredicted as often.
 inline bool serializes(primitive p, const task* t) noexcept {
-  return p == primitive::scheduling ||
-         (p == primitive::optimistic_scheduled && t->mode() == access::write);
-}
-/// True if primitive `p` may serialize some task by the resource's pool (serializes() is false for
-/// every task under any other).
-inline bool may_serialize(primitive p) noexcept {
-  return p == primitive::scheduling || p == primitive::optimistic_scheduled;
+  return static_cast<bool>(static_cast<unsigned>(p == primitive::scheduling) |
+                           (static_cast<unsigned>(p == primitive::optimistic_scheduled) &
+                            static_cast<unsigned>(t->mode() == access::write)));
 }
 
 /// True if `t` must run in its resource's pool (primitive `scheduling`, or a writer under

@@ -485,9 +485,10 @@ TESSERA_NOINLINE void worker::other_outcome(task* t, resource_header& h, run_out
   }
   // forwarded: a read writers kept tearing, queued behind the writers in the resource's pool,
   // as a task passed on: it stays counted as one task in flight. A pool that changes hands
-  // takes it along (its new owner runs it without a check), and no thief takes it alone
-  // (answer_steal_request); only a move_resource() before it runs sends it back to optimistic
-  // reads.
+  // takes it along, and no thief takes it alone (answer_steal_request). On the pool's owner it
+  // reads optimistically again, where no writer can overlap it (its first run validates), and
+  // runs plain if that is torn all the same (read_pessimistically); after a move_resource()
+  // before it runs, it is off the resource's pool again (and may be forwarded anew).
   context_access::current(m_ctx) = nullptr;  // t is the other worker's now
   if (m_trace != nullptr) [[unlikely]] m_trace->task_forwarded();
   m_sched.push(m_sched.pool_at(h.pool.load(std::memory_order_relaxed)), t, this, false,
@@ -629,10 +630,10 @@ TESSERA_ALWAYS_INLINE task* worker::finish(task* t, task* follow, const void* ra
     // if it has one (serialized_by_pool reads the cached header); any other task on it goes
     // home here too, as choose_pool would send it (a hot object revisited: 35-36 instructions
     // less per step, tessera-bench sync --access hot at 1 worker).
-    // (`applied`: the primitive of ran_on's resource, read before the run; a primitive that
-    // serializes nothing skips the header test.)
+    // (`applied`: the primitive of ran_on's resource, read before the run; serializes() is
+    // branch-free and tested first, so that no branch depends on the primitive, see scheduler.h.)
     if (scheduler::stays_home(t, *this) &&
-        !(may_serialize(applied) && header_hot(t, ran_on) && serializes(applied, t))) {
+        !(serializes(applied, t) && header_hot(t, ran_on))) {
       carry_count(hdr(t).m_group, hdr(t).m_epoch_slot);
       // Run again next (step_prefetched, step_direct: handed back to the loop, worker::run),
       // or queued (step_queued): see choose_step_mode.

@@ -141,9 +141,10 @@ void worker::answer_steal_request() {
   std::size_t moved = 0;
   std::size_t steps = 0;
   // Not movable either: a reader of an optimistic_scheduled resource whose pool this is (with
-  // one pool per worker, resources live in home pools). Here it runs without a version check;
-  // on a thief it would read optimistically beside the writers again, and a read forwarded here
-  // after its torn runs could bounce between thieves and this pool.
+  // one pool per worker, resources live in home pools). A read forwarded here after its torn
+  // runs (guarded_executor::read_pessimistically) must run here, beside no writer: taken by a
+  // thief it would read beside the writers again and could bounce between thieves and this
+  // pool. Nothing marks a forwarded read apart from one spawned here, so the rule keeps both.
   const std::uint32_t home_index = m_home->index;
   auto movable = [home_index](const task* t) {
     return hdr(t).m_target_kind == task_header::target_none && !serialized_by_pool(t) &&

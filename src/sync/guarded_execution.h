@@ -10,9 +10,14 @@
 //   rwlatch                latch held exclusively              latch held shared
 //   optimistic_latch       latch held, version odd meanwhile   optimistic: run, validate,
 //                                                              retry from a snapshot
-//   optimistic_scheduled   (serialized by the resource's pool) optimistic, or plain on the
-//                          version odd meanwhile               pool's owner
+//   optimistic_scheduled   (serialized by the resource's pool) optimistic (on the pool's
+//                          version odd meanwhile               owner too: see below)
 //   scheduling, none       plain (the pool serializes)         plain
+//
+// An optimistic_scheduled reader validates wherever it runs, on the pool's owner too (where no
+// writer can overlap it, so that its first run validates): a worker reading objects of several
+// pools in a data-dependent order (a tree's inner nodes) takes one path whichever pool an object
+// is in, not a branch mispredicted about as often as the pool changes.
 //
 // An optimistic read runs at most `optimistic_runs` times; each torn run is undone (its error
 // and new follow-up dropped, the task restored from its snapshot, or rerun as is if its type
@@ -169,6 +174,15 @@ TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header
   // No primitive (an automatic choice at one worker): one compare, not the switch's table jump.
   if (applied == primitive::none) [[likely]] return run_plain(t);
   const bool write = hdr(t).m_access == static_cast<std::uint8_t>(access::write);
+  // Readers under either optimistic primitive: one path, tested by a mask before the switch, so
+  // that a worker reading objects of both (an automatic choice: a hot read-mostly object
+  // optimistic_scheduled, the others optimistic_latch) does not branch on which one it got.
+  constexpr unsigned optimistic_readers =
+      (1u << static_cast<unsigned>(primitive::optimistic_latch)) |
+      (1u << static_cast<unsigned>(primitive::optimistic_scheduled));
+  if (!write && ((1u << static_cast<unsigned>(applied)) & optimistic_readers) != 0) {
+    return read_optimistically(t, h);
+  }
   switch (applied) {
     case primitive::spinlock: {
       spin_lock(h);
@@ -188,8 +202,7 @@ TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header
       read_unlock(h);
       return r;
     }
-    case primitive::optimistic_latch: {
-      if (!write) return read_optimistically(t, h);
+    case primitive::optimistic_latch: {  // a writer (readers took the path above)
       write_lock(h);
       const std::uint64_t v = begin_write(h);
       guarded_run r = run_plain(t);
@@ -197,17 +210,12 @@ TESSERA_ALWAYS_INLINE guarded_run guarded_executor::run(task* t, resource_header
       write_unlock(h);
       return r;
     }
-    case primitive::optimistic_scheduled: {
-      if (write) {
-        // Serialized by the pool: no latch, only the version for concurrent readers.
-        const std::uint64_t v = begin_write(h);
-        guarded_run r = run_plain(t);
-        end_write(h, v);
-        return r;
-      }
-      // Writers of this resource only run on the pool's owner: there nothing can overlap.
-      if (owns_pool_of(h)) return run_plain(t);
-      return read_optimistically(t, h);
+    case primitive::optimistic_scheduled: {  // a writer (readers took the path above)
+      // Serialized by the pool: no latch, only the version for concurrent readers.
+      const std::uint64_t v = begin_write(h);
+      guarded_run r = run_plain(t);
+      end_write(h, v);
+      return r;
     }
     case primitive::scheduling:
     case primitive::none:
