@@ -111,8 +111,8 @@ struct leaf {
   std::string high;
   bool high_infinite = true;
   /// The hold of multi-key requests on the leaf across task runs ("Multi-key requests" above):
-  /// 0 while none holds it or waits for it. (In the padding after high_infinite: the leaf keeps
-  /// its size, and the word its first line.)
+  /// 0 while none holds it or waits for it. (In the padding after high_infinite, so in the
+  /// leaf's first line, which a search reads anyway.)
   std::atomic<std::uint32_t> hold{0};
   leaf* right = nullptr;
   /// Tasks parked until the hold changes (a stack; string_tree.cpp, "holds"); nullptr: none.
