@@ -53,9 +53,10 @@ struct run_state {
   /// counting. The first task holds all of it; a node task spawning another gives it half of its
   /// own weight (no shared write: a graph that fans out costs no atomic per spawn), taking a
   /// fresh `weight_refill` from here only when it holds one. A task destroyed takes its weight
-  /// off; the one that brings it to zero frees the state. An increment is made by a holder of
-  /// weight (relaxed, as shared_ptr's); the decrement is acq_rel: the one that reaches zero
-  /// sees every other task's use of the state before it frees it.
+  /// off; the one that brings it to zero ends the run (release_weight: the state goes back to
+  /// the graph). An increment is made by a holder of weight (relaxed, as shared_ptr's); the
+  /// decrement is acq_rel: the one that reaches zero sees every other task's use of the state
+  /// before it gives it back.
   /// On a line of its own: written by every worker that destroys a task of the run, it would
   /// otherwise take with it the fields below, which every node task reads.
   alignas(64) std::atomic<std::uint64_t> refs{0};
