@@ -6,6 +6,8 @@
 #include <cstring>
 #include <utility>
 
+#include <tessera/coupled_read.h>
+
 namespace server {
 
 /// A task that may park on a leaf (the holds, below): its link in leaf::waiters.
@@ -216,12 +218,43 @@ void visit(tessera::task& t, route& r, void* node, std::uint8_t level, std::uint
   }
 }
 
-void start_at_root(const string_tree& tree, tessera::task& t, route& r, std::uint8_t target,
-                   access mode) noexcept {
+/// Moves `node` (an inner node on `level`, above `target`: the root, or reached through a
+/// validated read) down through the inner levels above `target` in the running task's run, each
+/// node read coupled (tessera/coupled_read.h: take its version, search, check the version)
+/// instead of in a run of its own, so that a request's first run is at its leaf. Stops at
+/// `target`, at a node whose range ends at or before `key` (the ordinary step follows its right
+/// link), and at a node whose read does not validate or whose primitive keeps no version (the
+/// ordinary step reads it again under its primitive). Sets r.parent when it goes down from level
+/// 1. Inner nodes are never freed before the tree, so every node reached stays readable.
+[[gnu::noinline]] void descend_coupled(void*& node, std::uint8_t& level, std::string_view key,
+                                       std::uint8_t target, route& r) noexcept {
+  void* at = node;  // in locals, stored back once
+  std::uint8_t lv = level;
+  while (lv > target) {
+    auto* n = static_cast<inner_node*>(at);
+    const auto version = tessera::coupled_begin(n);
+    if (!version || n->beyond(key)) break;
+    void* below = n->child_for(key);
+    if (below == nullptr || !tessera::coupled_valid(n, *version)) break;
+    if (lv == 1) r.parent = n;
+    at = below;
+    --lv;
+  }
+  node = at;
+  level = lv;
+}
+
+/// Annotates `t` for the root, or for the node below it that the coupled reads reach, on its way
+/// to `key`'s node on level `target`. From a task's run only (the coupled reads).
+void start_at_root(const string_tree& tree, tessera::task& t, route& r, std::string_view key,
+                   std::uint8_t target, access mode) noexcept {
   inner_node* root = tree.load_root();
   r.right_moves = 0;
   r.parent = nullptr;
-  visit(t, r, root, root->level(), target, mode);
+  void* node = root;
+  std::uint8_t level = root->level();
+  if (level > target) descend_coupled(node, level, key, target, r);
+  visit(t, r, node, level, target, mode);
 }
 
 enum class step : std::uint8_t {
@@ -254,11 +287,12 @@ step descend(const string_tree& tree, tessera::task& t, tessera::context& ctx, i
   }
   if (next_level == here) {
     if (++r.right_moves > string_tree::max_right_moves) {
-      start_at_root(tree, t, r, target, mode);
+      start_at_root(tree, t, r, key, target, mode);
       return step::moved;
     }
-  } else if (here == 1) {
-    r.parent = n;
+  } else {
+    if (here == 1) r.parent = n;
+    if (next_level > target) descend_coupled(next, next_level, key, target, r);
   }
   visit(t, r, next, next_level, target, mode);
   return step::moved;
@@ -266,9 +300,9 @@ step descend(const string_tree& tree, tessera::task& t, tessera::context& ctx, i
 
 /// At a leaf the key lies beyond: follow the right link, or start again at the root.
 void move_right(const string_tree& tree, tessera::task& t, route& r, const leaf& l,
-                access mode) noexcept {
+                std::string_view key, access mode) noexcept {
   if (++r.right_moves > string_tree::max_right_moves || l.right == nullptr) {
-    start_at_root(tree, t, r, 0, mode);
+    start_at_root(tree, t, r, key, 0, mode);
     return;
   }
   visit(t, r, l.right, 0, 0, mode);
@@ -316,7 +350,7 @@ class link_task final : public tessera::task {
     inner_node* root = m_tree->load_root();
     if (root->level() > m_level) {
       annotate(tessera::priority::high);  // (again, after waiting for a new root at low)
-      start_at_root(*m_tree, *this, m_route, static_cast<std::uint8_t>(m_level + 1),
+      start_at_root(*m_tree, *this, m_route, m_link.sep, static_cast<std::uint8_t>(m_level + 1),
                     access::write);
       return this;
     }
@@ -353,7 +387,7 @@ class op_task final : public parked_task {
   static constexpr bool validates_first = true;
 
   op_task(string_tree* tree, key_op* op) : m_tree(tree), m_op(op) {
-    start_at_root(*tree, *this, m_route, 0, op->writes ? access::write : access::read);
+    start_at_root(*tree, *this, m_route, op->key, 0, op->writes ? access::write : access::read);
   }
   /// The copy of `from`, blocked at leaf `l`, that parks there.
   op_task(const op_task& from, leaf* l)
@@ -376,7 +410,7 @@ class op_task final : public parked_task {
     if (beyond(*l, m_op->key)) {
       if (m_marked) unmark(*l, ctx);
       m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, mode);
+      move_right(*m_tree, *this, m_route, *l, m_op->key, mode);
       return this;
     }
     if (!may_enter(*l, m_op->writes, ctx)) {  // held by a multi-key request: parks
@@ -410,7 +444,7 @@ class walk_task final : public parked_task {
   static constexpr bool validates_first = true;
 
   walk_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {
-    start_at_root(*tree, *this, m_route, 0, mode());
+    start_at_root(*tree, *this, m_route, w->from, 0, mode());
   }
   /// The copy of `from`, blocked at leaf `l`, that parks there.
   walk_task(const walk_task& from, leaf* l)
@@ -433,7 +467,7 @@ class walk_task final : public parked_task {
     if (beyond(*l, m_walk->from)) {
       if (m_marked) unmark(*l, ctx);
       m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, mode());
+      move_right(*m_tree, *this, m_route, *l, m_walk->from, mode());
       return this;
     }
     if (!may_enter(*l, m_walk->writes, ctx)) {  // held by a multi-key request: parks
@@ -476,7 +510,7 @@ class multi_task final : public parked_task {
       : m_tree(tree), m_req(r), m_ops(ops.begin(), ops.end()), m_now(steady_ms()) {
     std::stable_sort(m_ops.begin(), m_ops.end(),
                      [](const key_op* a, const key_op* b) { return a->key < b->key; });
-    start_at_root(*tree, *this, m_route, 0, mode());
+    start_at_root(*tree, *this, m_route, m_ops.front()->key, 0, mode());
   }
   /// The copy of `from` (its state moved out), blocked at leaf `l`, that parks there.
   multi_task(multi_task& from, leaf* l)
@@ -502,7 +536,7 @@ class multi_task final : public parked_task {
     if (beyond(*l, key)) {
       if (m_marked) unmark(*l, ctx);
       m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, mode());
+      move_right(*m_tree, *this, m_route, *l, key, mode());
       return this;
     }
     const bool last = l->high_infinite || m_ops.back()->key < std::string_view(l->high);
@@ -558,7 +592,7 @@ class multi_task final : public parked_task {
         return;
       }
     }
-    start_at_root(*m_tree, *this, m_route, 0, mode());
+    start_at_root(*m_tree, *this, m_route, key, 0, mode());
   }
 
   /// Applies the ops from m_next on whose keys lie in l's range (l latched by this run), through

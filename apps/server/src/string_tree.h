@@ -16,10 +16,13 @@
 // node's first key above the left node's last (suffix truncation), so keys of a KiB rarely
 // make separators of a KiB; longer than inner_node::inline_max they go out of line.
 //
-// A request (server::key_op) becomes one task that descends one node per execution, annotated
-// with the node it reads (the runtime prefetches it and injects the synchronization: optimistic
-// reads of inner nodes, the leaf's latch), writers annotated as such one level early; at the
-// leaf it follows right links while the key is at or beyond the high key, runs the request's
+// A request (server::key_op) becomes one task annotated with the leaf that covers its key: the
+// task that submits it reads the inner levels on the spot, each node coupled (its version taken,
+// searched, the version checked: tessera/coupled_read.h), so a request's first run is at its
+// leaf. Where a coupled read fails (a writer in the node) the task is annotated with that inner
+// node instead and descends one node per execution from there (the runtime injects the
+// optimistic read and the validation), the rest again coupled. At the leaf (under its latch) it
+// follows right links while the key is at or beyond the high key, runs the request's
 // `apply` under the latch, then, with the latch released (the task returns itself without data:
 // it runs next on its worker, nothing queued), calls `on_done` (unless `settle`, under the
 // latch, says there is nothing left to do).
