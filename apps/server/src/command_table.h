@@ -30,6 +30,10 @@ enum command_flags : unsigned {
 
 inline constexpr std::string_view err_not_integer = "ERR value is not an integer or out of range";
 inline constexpr std::string_view err_syntax = "ERR syntax error";
+/// A command whose tree request failed (string_tree.h, op_outcome): out of memory, or another
+/// exception from its apply.
+inline constexpr std::string_view err_out_of_memory = "ERR out of memory";
+inline constexpr std::string_view err_request_failed = "ERR internal error";
 
 struct command_spec;
 

@@ -699,7 +699,27 @@ void op_done_count(connection& c, tessera::context& ctx) {
   if (c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) c.srv->batch_done(c, ctx);
 }
 
+namespace {
+
+/// Sets `s`'s reply part to the error for a failed request (outcome not applied).
+void failed_reply(op_slot& s, op_outcome o) {
+  s.out.clear();
+  writer(s).error(o == op_outcome::out_of_memory ? err_out_of_memory : err_request_failed);
+}
+
+/// op_settle of a request whose apply threw: its reply part is the error (finalize: a command
+/// made of one request answers with it alone), then the count as for any request. Apart, so that
+/// op_settle's common path stays a leaf function (a tail call here).
+[[gnu::cold, gnu::noinline]] bool settle_failed(key_op& op) {
+  failed_reply(slot_of(op), op.outcome);
+  connection& c = *slot_of(op).conn;
+  return c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+}  // namespace
+
 bool op_settle(key_op& op) {
+  if (op.outcome != op_outcome::applied) [[unlikely]] return settle_failed(op);
   connection& c = *slot_of(op).conn;
   // acq_rel: as op_done_count. Under the leaf's latch: a request that is not the batch's last
   // is finished here, without a second run of its task; the last finishes the batch after the

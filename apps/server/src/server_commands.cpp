@@ -650,15 +650,42 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
   return dispatch_outcome::next;
 }
 
+namespace {
+
+/// The outcome of `cmd`'s tree requests: the first failure among them, or applied. A command
+/// without tree requests and without a direct reply is the batch's walk (alone in its batch).
+/// (Not for reply_kind::parts: a failed request's part is its error already, op_settle.)
+[[gnu::noinline]] op_outcome outcome_of(const connection& c, const batch_command& cmd) noexcept {
+  if (cmd.nops == 0) return c.walk ? c.walk->walk.outcome : op_outcome::applied;
+  for (std::size_t i = 0; i < cmd.nops; ++i) {
+    const op_outcome o = c.ops[cmd.first_op + i].op.outcome;
+    if (o != op_outcome::applied) return o;
+  }
+  return op_outcome::applied;
+}
+
+}  // namespace
+
 void finalize(kv_server& /*srv*/, connection& c, batch_command& cmd) {
   reply_writer w(c.out, c.proto);
   if (!cmd.reply.empty()) {  // an error at dispatch, or a direct reply
     c.out.append(cmd.reply);
     return;
   }
+  if (cmd.kind == reply_kind::parts) [[likely]] {
+    // (A failed request's part is its error reply: op_settle.)
+    for (std::size_t i = 0; i < cmd.nops; ++i) c.out.append(c.ops[cmd.first_op + i].out);
+    return;
+  }
+  // A request whose apply (or walk's visit) threw ended with the failure as its outcome
+  // (string_tree.h): the command's reply is the error, in its place.
+  const op_outcome o = outcome_of(c, cmd);
+  if (o != op_outcome::applied) {
+    w.error(o == op_outcome::out_of_memory ? err_out_of_memory : err_request_failed);
+    return;
+  }
   switch (cmd.kind) {
     case reply_kind::parts:
-      for (std::size_t i = 0; i < cmd.nops; ++i) c.out.append(c.ops[cmd.first_op + i].out);
       break;
     case reply_kind::array_of_parts:
       w.array(cmd.nops);

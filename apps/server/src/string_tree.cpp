@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <utility>
 
 #include <tessera/coupled_read.h>
@@ -37,34 +39,75 @@ bool beyond(const leaf& l, std::string_view key) noexcept {
 }
 
 // ---- holds of multi-key requests (string_tree.h, "Multi-key requests") -----------------------
-// leaf::hold: bit 31 an exclusive hold, bit 30 a writer waits, the low bits count shared holds.
-// The leaf's slots are guarded by the runtime's latch, never by the hold: the hold only says who
-// may go on. Taken and checked under the leaf's latch; released without it (an atomic RMW or
-// store). Memory ordering: release when a hold is dropped, acquire where one is read, so a task
-// that sees a hold gone also sees what its holder did before dropping it (the holder's writes to
-// the leaf are published by the latch anyway).
+// leaf::hold: bit 31 an exclusive hold, bit 30 a writer waits (shared holds stay out), bit 29 a
+// reader waits (exclusive holds stay out), the low bits count shared holds. The leaf's slots are
+// guarded by the runtime's latch, never by the hold: the hold only says who may go on. Taken and
+// checked under the leaf's latch; released without it (an atomic RMW). Memory ordering: release
+// when a hold is dropped, acquire where one is read, so a task that sees a hold gone also sees
+// what its holder did before dropping it (the holder's writes to the leaf are published by the
+// latch anyway).
 //
 // Waiting: a task that finds the hold blocking it parks on the leaf: a fresh copy of it, not
 // spawned, goes onto leaf::waiters (a lock-free stack) and the task itself is done. Whoever
-// changes the hold so that a parked task might go on (drops a hold, clears a `waiting` mark) then
-// takes the whole stack and spawns it (wake); the tasks look at the hold again under the latch
-// and park again if still blocked. No lost wake-up: the parker pushes, then loads the hold; the
-// waker changes the hold, then exchanges the stack; all four seq_cst, so either the parker sees
-// the change (and wakes the stack itself, itself included) or the waker sees the push. No task
-// polls, so a held leaf costs its waiters nothing until the release; one worker suffices, since
-// every hold is released by a request that waits only for leaves right of it (string_tree.h).
-// A `waiting` mark is cleared by the writer that set it when it gets in or moves on (its leaf
-// split: `marked`), or by an exclusive release; each of these wakes the stack, where shared holds
-// kept out by the mark wait.
+// changes the hold so that a parked task might go on (drops a hold, clears a mark) then takes the
+// whole stack and spawns it (wake); the tasks look at the hold again under the latch and park
+// again if still blocked. No lost wake-up: the parker pushes, then loads the hold; the waker
+// changes the hold, then exchanges the stack; all four seq_cst, so either the parker sees the
+// change (and wakes the stack itself, itself included) or the waker sees the push. Setting a mark
+// only blocks more, so it wakes no one (a relaxed RMW under the latch). No task polls, so a held
+// leaf costs its waiters nothing until the release; one worker suffices, since every hold is
+// released by a request that waits only for leaves right of it (string_tree.h).
+//
+// Marks, and who they keep out (blocked()):
+//   a writer (no hold: SET, a write walk, a multi-key write's last leaf): any hold;
+//   an exclusive hold: any hold, and the readers' mark;
+//   a reader (no hold: GET, a read walk, a multi-key read's last leaf): an exclusive hold;
+//   a shared hold: an exclusive hold, and a writer's mark unless the readers' mark is set too.
+// A blocked writer or exclusive taker sets the writer's mark; a reader or shared taker blocked by
+// an exclusive hold sets the readers' mark (one blocked by a writer's mark alone sets none). The
+// task keeps the mark it set (leaf_task::m_mark) and clears it when it moves on from the leaf
+// (it split meanwhile). A writer that gets in clears the writer's mark (it served); a reader or
+// shared taker that set the readers' mark clears it when it gets in. The release of an exclusive
+// hold clears the writer's mark (its writer looks again, and sets it again if it still waits)
+// and keeps the readers': a reader parked for that hold gets in before the next exclusive hold
+// (if several were, the first one in clears the bit; fairness, string_tree.h). Each clear wakes
+// the stack (where tasks kept out by the mark wait).
 
 constexpr std::uint32_t hold_exclusive = 1U << 31;
-constexpr std::uint32_t hold_waiting = 1U << 30;
+constexpr std::uint32_t hold_waiting = 1U << 30;          ///< a writer's mark
+constexpr std::uint32_t hold_readers_waiting = 1U << 29;  ///< the readers' mark
+constexpr std::uint32_t hold_shared_mask = hold_readers_waiting - 1;
 
-/// Whether hold word `h` keeps out a task: a writer (and an exclusive hold) by any hold, a
-/// shared hold also by a waiting writer's mark, a reader only by an exclusive hold.
-bool blocked(std::uint32_t h, bool writes, bool takes_hold) noexcept {
-  if (writes) return (h & ~hold_waiting) != 0;
-  return (h & (takes_hold ? (hold_exclusive | hold_waiting) : hold_exclusive)) != 0;
+/// Who looks at a leaf's hold.
+enum class taker : std::uint8_t { reader, writer, shared_hold, exclusive_hold };
+
+/// Which mark a task set on the leaf it waits at (leaf_task::m_mark).
+enum class mark : std::uint8_t { none, writer, readers };
+
+constexpr std::uint32_t bit_of(mark m) noexcept {
+  return m == mark::writer ? hold_waiting : m == mark::readers ? hold_readers_waiting : 0;
+}
+
+/// Whether hold word `h` keeps out `t` (the table above).
+constexpr bool blocked(std::uint32_t h, taker t) noexcept {
+  switch (t) {
+    case taker::reader:
+      return (h & hold_exclusive) != 0;
+    case taker::writer:
+      return (h & (hold_exclusive | hold_shared_mask)) != 0;
+    case taker::shared_hold:
+      return (h & hold_exclusive) != 0 ||
+             (h & (hold_waiting | hold_readers_waiting)) == hold_waiting;
+    case taker::exclusive_hold:
+      return (h & (hold_exclusive | hold_shared_mask | hold_readers_waiting)) != 0;
+  }
+  return true;
+}
+
+/// The mark that `t`, kept out by `h`, sets.
+constexpr mark mark_for(std::uint32_t h, taker t) noexcept {
+  if (t == taker::writer || t == taker::exclusive_hold) return mark::writer;
+  return (h & hold_exclusive) != 0 ? mark::readers : mark::none;
 }
 
 /// Spawns every task parked on `l` (after a change of l's hold that may let them go on).
@@ -78,76 +121,103 @@ void wake(leaf& l, tessera::context& ctx) {
   }
 }
 
-/// Parks `w` (a copy, not spawned, of a task blocked on `l` by its hold, annotated with l as the
-/// task was) on l. Then the hold again: a change since the task looked may have missed w, so if
-/// w would no longer be blocked, wakes the stack itself.
-void park(leaf& l, parked_task* w, bool writes, bool takes_hold, tessera::context& ctx) {
+/// Parks `w` (a copy, not spawned, of a task kept out of `l` as `t`, annotated with l as the task
+/// was) on l. Then the hold again: a change since the task looked may have missed w, so if w
+/// would no longer be blocked, wakes the stack itself.
+void park(leaf& l, parked_task* w, taker t, tessera::context& ctx) {
   parked_task* head = l.waiters.load(std::memory_order_relaxed);
   do {
     w->next_parked = head;
   } while (!l.waiters.compare_exchange_weak(head, w, std::memory_order_seq_cst,
                                             std::memory_order_relaxed));
-  if (!blocked(l.hold.load(std::memory_order_seq_cst), writes, takes_hold)) wake(l, ctx);
+  if (!blocked(l.hold.load(std::memory_order_seq_cst), t)) wake(l, ctx);
 }
 
-[[gnu::noinline]] bool enter_held(leaf& l, std::uint32_t h, bool writes,
+/// Clears `bits` (marks) of l's hold and wakes the stack: tasks they kept out may go on.
+void clear_marks(leaf& l, std::uint32_t bits, tessera::context& ctx) {
+  // seq_cst: before wake's exchange in the total order (see above).
+  l.hold.fetch_and(~bits, std::memory_order_seq_cst);
+  wake(l, ctx);
+}
+
+/// A task that got in on `l` (found `h`) with mark `m` set before: clears the mark that served.
+void got_in(leaf& l, std::uint32_t h, taker t, mark m, tessera::context& ctx) {
+  if (t == taker::writer || t == taker::exclusive_hold) {
+    if ((h & hold_waiting) != 0) clear_marks(l, hold_waiting, ctx);
+  } else if (m == mark::readers && (h & hold_readers_waiting) != 0) {
+    clear_marks(l, hold_readers_waiting, ctx);
+  }
+}
+
+/// A task kept out of `l` by `h`: sets its mark (`m`: which one, for the parked copy).
+void kept_out(leaf& l, std::uint32_t h, taker t, mark& m) noexcept {
+  m = mark_for(h, t);
+  if (m != mark::none) l.hold.fetch_or(bit_of(m), std::memory_order_relaxed);
+}
+
+[[gnu::noinline]] bool enter_held(leaf& l, std::uint32_t h, taker t, mark& m,
                                   tessera::context& ctx) {
-  if (blocked(h, writes, false)) {
-    if (writes) l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);  // shared holds out
+  if (blocked(h, t)) {
+    kept_out(l, h, t, m);
     return false;
   }
-  if (writes) {
-    // Got in: the mark served; shared holds it kept out may go on.
-    l.hold.fetch_and(~hold_waiting, std::memory_order_seq_cst);
-    wake(l, ctx);
-  }
+  got_in(l, h, t, m, ctx);
   return true;
 }
 
 /// Whether a task without a hold may work on `l` now (under its latch): a reader unless l is held
-/// exclusively, a writer unless it is held at all (then it marks l waiting). One load on the
-/// common path.
-bool may_enter(leaf& l, bool writes, tessera::context& ctx) {
+/// exclusively, a writer unless it is held at all; kept out, it sets its mark (`m`). One load on
+/// the common path.
+bool may_enter(leaf& l, taker t, mark& m, tessera::context& ctx) {
   const std::uint32_t h = l.hold.load(std::memory_order_acquire);
   if (h == 0) [[likely]] return true;
-  return enter_held(l, h, writes, ctx);
+  return enter_held(l, h, t, m, ctx);
 }
 
 /// Takes a hold on `l` (under its latch, as a writer for an exclusive hold): false if it is not
-/// free for it (an exclusive hold then marks l waiting).
-bool try_hold(leaf& l, bool exclusive) noexcept {
+/// free for it (then sets its mark, `m`).
+bool try_hold(leaf& l, bool exclusive, mark& m, tessera::context& ctx) {
+  const taker t = exclusive ? taker::exclusive_hold : taker::shared_hold;
   std::uint32_t h = l.hold.load(std::memory_order_acquire);
   for (;;) {
-    if (blocked(h, exclusive, true)) {
-      if (exclusive) l.hold.fetch_or(hold_waiting, std::memory_order_relaxed);
+    if (blocked(h, t)) {
+      kept_out(l, h, t, m);
       return false;
     }
-    // (An exclusive hold replaces a mark: the shared holds it kept out stay out.)
+    // (An exclusive hold replaces a writer's mark: the shared holds it kept out stay out. A
+    // readers' mark keeps it out, so there is none to keep.)
     const std::uint32_t want = exclusive ? hold_exclusive : h + 1;
     if (l.hold.compare_exchange_weak(h, want, std::memory_order_acquire,
                                      std::memory_order_acquire)) {
-      return true;
+      break;
     }
   }
+  if (!exclusive) got_in(l, h, t, m, ctx);
+  return true;
 }
 
 /// Drops a hold (without the latch) and wakes l's parked tasks. An exclusive one clears a
-/// waiting mark as well: its writer looks again and marks it again if it still waits.
+/// writer's mark as well (its writer looks again and marks it again if it still waits) and keeps
+/// the readers' (fairness: a reader that waited goes before the next exclusive hold).
 void release_hold(leaf& l, bool exclusive, tessera::context& ctx) {
   // seq_cst: before wake's exchange in the total order; also a release of the holder's work.
   if (exclusive) {
-    l.hold.store(0, std::memory_order_seq_cst);
+    l.hold.fetch_and(hold_readers_waiting, std::memory_order_seq_cst);
   } else {
     l.hold.fetch_sub(1, std::memory_order_seq_cst);
   }
   wake(l, ctx);
 }
 
-/// A writer that marked `l` waiting and now moves on without getting in (l split meanwhile):
-/// clears the mark, which no task may need any more but a parked one that sets it again.
-void unmark(leaf& l, tessera::context& ctx) {
-  l.hold.fetch_and(~hold_waiting, std::memory_order_seq_cst);
-  wake(l, ctx);
+/// The outcome of the exception being handled (in a catch block).
+op_outcome current_failure() noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return op_outcome::out_of_memory;
+  } catch (...) {
+    return op_outcome::failed;
+  }
 }
 
 /// Bytes [at, at + 8) of `key`, zero-padded, as a big-endian word: for keys that share their
@@ -176,20 +246,31 @@ std::string shortest_separator(std::string_view left_last, std::string_view righ
 }
 
 /// Splits `l` (over capacity) in two halves; links the new right leaf as l's sibling and
-/// returns it with its separator (l's new high key).
+/// returns it with its separator (l's new high key). Every allocation comes before l changes: a
+/// split that throws (std::bad_alloc) leaves l as it was.
 string_tree::pending_link split(string_tree& tree, leaf& l) {
-  leaf* r = tree.make_leaf();
   const std::size_t half = l.slots.size() / 2;
   std::string sep = shortest_separator(l.slots[half - 1].key, l.slots[half].key);
-  r->slots.assign(std::make_move_iterator(l.slots.begin() + static_cast<std::ptrdiff_t>(half)),
+  std::string high = sep;  // l's new high key
+  std::string low = sep;   // r's low key
+  leaf* r = tree.make_leaf();
+  try {
+    r->slots.reserve(l.slots.size() - half);
+  } catch (...) {
+    tree.runtime().destroy_resource(r);  // never published
+    throw;
+  }
+  // No allocation from here on (moves of slots and strings).
+  r->slots.insert(r->slots.end(),
+                  std::make_move_iterator(l.slots.begin() + static_cast<std::ptrdiff_t>(half)),
                   std::make_move_iterator(l.slots.end()));
-  l.slots.resize(half);
+  l.slots.erase(l.slots.begin() + static_cast<std::ptrdiff_t>(half), l.slots.end());
   r->high = std::move(l.high);
   r->high_infinite = l.high_infinite;
   r->right = l.right;
-  l.high = sep;
+  l.high = std::move(high);
   l.high_infinite = false;
-  r->low = sep;
+  r->low = std::move(low);
   rehint(l);
   rehint(*r);
   l.right = r;  // published to other tasks by the leaf's latch, released after this task
@@ -378,25 +459,80 @@ class link_task final : public tessera::task {
   route m_route;
 };
 
+/// A task that works on leaves and may park at one (op_task, walk_task, multi_task): the tree,
+/// its route, and the mark it set on the leaf it waits at (the holds, above). The parking, and
+/// leaving a leaf that split meanwhile, are here.
+class leaf_task : public parked_task {
+ protected:
+  explicit leaf_task(string_tree* tree) noexcept : m_tree(tree) {}
+  /// The part of `from`'s copy that parks at `l`: its route and mark, annotated with l (`mode`)
+  /// as `from` was.
+  leaf_task(const leaf_task& from, leaf* l, access mode) noexcept
+      : m_tree(from.m_tree), m_route(from.m_route), m_mark(from.m_mark) {
+    annotate_resource(l, mode);
+  }
+  ~leaf_task() = default;
+
+  /// At leaf `l`, whose range `key` lies beyond: clears the mark the task set on l (l split
+  /// while it waited), then on through the right link (or from the root).
+  void leave_right(leaf& l, std::string_view key, access mode, tessera::context& ctx) {
+    if (m_mark != mark::none) [[unlikely]] {
+      clear_marks(l, bit_of(m_mark), ctx);
+      m_mark = mark::none;
+    }
+    move_right(*m_tree, *this, m_route, l, key, mode);
+  }
+
+  /// Kept out of `l` as `t`: parks a copy of the task there (`copy()` makes it with
+  /// ctx.make_task). False if there was no memory for the copy: the task then runs again as it
+  /// is (it polls while memory is short, holding what it holds; its mark stays set).
+  template <class Copy>
+  bool park_copy(leaf& l, taker t, tessera::context& ctx, Copy&& copy) {
+    parked_task* w = nullptr;
+    try {
+      w = copy();
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    park(l, w, t, ctx);
+    return true;
+  }
+
+  /// Splits `l` (over capacity, latched by this run) and spawns the task that posts the split.
+  /// Without memory for it, l stays as it was and over capacity (split() allocates before it
+  /// changes l; the next writer splits it), or the new leaf stays linked by l's right link alone
+  /// (the separator not posted: searches follow the link).
+  void split_and_post(leaf& l, tessera::context& ctx) noexcept {
+    try {
+      ctx.spawn(ctx.make_task<link_task>(m_tree, &l, split(*m_tree, l), 0, m_route.parent));
+    } catch (const std::bad_alloc&) {
+    }
+  }
+
+  string_tree* m_tree;
+  route m_route;
+  mark m_mark = mark::none;  ///< set on the leaf the task is at (kept out there), or none
+  /// The work is done: the next run calls on_done (latch released), nothing else.
+  bool m_done = false;
+};
+
 /// One key_op: descend (one inner node per run, read optimistically), apply under the leaf's
 /// latch, then on_done without it.
-class op_task final : public parked_task {
+class op_task final : public leaf_task {
  public:
   /// Every change on an inner node follows a successful validate() (descend): an optimistic
   /// read takes no copy of the task. At a leaf the task holds the latch.
   static constexpr bool validates_first = true;
 
-  op_task(string_tree* tree, key_op* op) : m_tree(tree), m_op(op) {
+  op_task(string_tree* tree, key_op* op) : leaf_task(tree), m_op(op) {
     start_at_root(*tree, *this, m_route, op->key, 0, op->writes ? access::write : access::read);
   }
   /// The copy of `from`, blocked at leaf `l`, that parks there.
   op_task(const op_task& from, leaf* l)
-      : m_tree(from.m_tree), m_op(from.m_op), m_route(from.m_route), m_marked(from.m_op->writes) {
-    annotate_resource(l, m_op->writes ? access::write : access::read);
-  }
+      : leaf_task(from, l, from.m_op->writes ? access::write : access::read), m_op(from.m_op) {}
 
   tessera::task* execute(tessera::context& ctx) override {
-    if (m_applied) {
+    if (m_done) {
       m_op->on_done(*m_op, ctx);
       return nullptr;
     }
@@ -408,50 +544,46 @@ class op_task final : public parked_task {
     }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     if (beyond(*l, m_op->key)) {
-      if (m_marked) unmark(*l, ctx);
-      m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, m_op->key, mode);
+      leave_right(*l, m_op->key, mode, ctx);
       return this;
     }
-    if (!may_enter(*l, m_op->writes, ctx)) {  // held by a multi-key request: parks
-      park(*l, ctx.make_task<op_task>(*this, l), m_op->writes, false, ctx);
-      return nullptr;
+    const taker t = m_op->writes ? taker::writer : taker::reader;
+    if (!may_enter(*l, t, m_mark, ctx)) {  // held by a multi-key request: parks
+      return park_copy(*l, t, ctx, [&] { return ctx.make_task<op_task>(*this, l); }) ? nullptr
+                                                                                     : this;
     }
-    m_marked = false;
+    m_mark = mark::none;
     leaf_access a(*m_tree, *l, m_op->writes, steady_ms());
-    m_op->apply(*m_op, a);
-    if (l->slots.size() > string_tree::leaf_capacity) {
-      ctx.spawn(ctx.make_task<link_task>(m_tree, l, split(*m_tree, *l), 0, m_route.parent));
+    try {
+      m_op->apply(*m_op, a);
+    } catch (...) {
+      // The request ends with the failure as its outcome (string_tree.h); the leaf is as the
+      // writes that completed left it.
+      m_op->outcome = current_failure();
     }
+    if (l->slots.size() > string_tree::leaf_capacity) split_and_post(*l, ctx);
     if (m_op->on_done == nullptr) return nullptr;
     if (m_op->settle != nullptr && !m_op->settle(*m_op)) return nullptr;  // m_op not touched
-    m_applied = true;
+    m_done = true;
     clear_annotations();  // runs next on this worker, the latch released
     return this;
   }
 
  private:
-  string_tree* m_tree;
   key_op* m_op;
-  route m_route;
-  bool m_applied = false;
-  bool m_marked = false;  ///< set l's waiting mark (a writer that parked): unmark if moving on
 };
 
 /// A leaf_walk: descend to the leaf covering `from`, then one leaf per run, left to right.
-class walk_task final : public parked_task {
+class walk_task final : public leaf_task {
  public:
   static constexpr bool validates_first = true;
 
-  walk_task(string_tree* tree, leaf_walk* w) : m_tree(tree), m_walk(w) {
+  walk_task(string_tree* tree, leaf_walk* w) : leaf_task(tree), m_walk(w) {
     start_at_root(*tree, *this, m_route, w->from, 0, mode());
   }
   /// The copy of `from`, blocked at leaf `l`, that parks there.
   walk_task(const walk_task& from, leaf* l)
-      : m_tree(from.m_tree), m_walk(from.m_walk), m_route(from.m_route),
-        m_marked(from.m_walk->writes) {
-    annotate_resource(l, mode());
-  }
+      : leaf_task(from, l, from.mode()), m_walk(from.m_walk) {}
 
   tessera::task* execute(tessera::context& ctx) override {
     if (m_done) {
@@ -465,20 +597,25 @@ class walk_task final : public parked_task {
     }
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     if (beyond(*l, m_walk->from)) {
-      if (m_marked) unmark(*l, ctx);
-      m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, m_walk->from, mode());
+      leave_right(*l, m_walk->from, mode(), ctx);
       return this;
     }
-    if (!may_enter(*l, m_walk->writes, ctx)) {  // held by a multi-key request: parks
-      park(*l, ctx.make_task<walk_task>(*this, l), m_walk->writes, false, ctx);
-      return nullptr;
+    const taker t = m_walk->writes ? taker::writer : taker::reader;
+    if (!may_enter(*l, t, m_mark, ctx)) {  // held by a multi-key request: parks
+      return park_copy(*l, t, ctx, [&] { return ctx.make_task<walk_task>(*this, l); }) ? nullptr
+                                                                                       : this;
     }
-    m_marked = false;
+    m_mark = mark::none;
     leaf_access a(*m_tree, *l, m_walk->writes, steady_ms());
-    const walk_step s = m_walk->visit(*m_walk, a, *l);
+    walk_step s = walk_step::stop;
+    try {
+      s = m_walk->visit(*m_walk, a, *l);
+      if (s == walk_step::next_leaf && l->right != nullptr) m_walk->from = l->high;
+    } catch (...) {
+      m_walk->outcome = current_failure();  // the walk stops here (string_tree.h)
+      s = walk_step::stop;
+    }
     if (s == walk_step::next_leaf && l->right != nullptr) {
-      m_walk->from = l->high;
       m_route.right_moves = 0;  // a walk moves right by design
       visit(*this, m_route, l->right, 0, 0, mode());
       return this;
@@ -493,32 +630,25 @@ class walk_task final : public parked_task {
     return m_walk->writes ? access::write : access::read;
   }
 
-  string_tree* m_tree;
   leaf_walk* m_walk;
-  route m_route;
-  bool m_done = false;
-  bool m_marked = false;  ///< as op_task's
 };
 
 /// A multi_request: one leaf after the other in key order, a descent each; a hold on every leaf
 /// but the last (string_tree.h, "Multi-key requests").
-class multi_task final : public parked_task {
+class multi_task final : public leaf_task {
  public:
   static constexpr bool validates_first = true;
 
   multi_task(string_tree* tree, const multi_request& r, std::span<key_op* const> ops)
-      : m_tree(tree), m_req(r), m_ops(ops.begin(), ops.end()), m_now(steady_ms()) {
+      : leaf_task(tree), m_req(r), m_ops(ops.begin(), ops.end()), m_now(steady_ms()) {
     std::stable_sort(m_ops.begin(), m_ops.end(),
                      [](const key_op* a, const key_op* b) { return a->key < b->key; });
     start_at_root(*tree, *this, m_route, m_ops.front()->key, 0, mode());
   }
   /// The copy of `from` (its state moved out), blocked at leaf `l`, that parks there.
   multi_task(multi_task& from, leaf* l)
-      : m_tree(from.m_tree), m_req(from.m_req), m_ops(std::move(from.m_ops)),
-        m_held(std::move(from.m_held)), m_next(from.m_next), m_now(from.m_now),
-        m_route(from.m_route), m_marked(from.m_req.writes) {
-    annotate_resource(l, mode());
-  }
+      : leaf_task(from, l, from.mode()), m_req(from.m_req), m_ops(std::move(from.m_ops)),
+        m_held(std::move(from.m_held)), m_next(from.m_next), m_now(from.m_now) {}
 
   tessera::task* execute(tessera::context& ctx) override {
     if (m_done) {
@@ -534,36 +664,55 @@ class multi_task final : public parked_task {
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
     // The right links first: a leaf passed on the way is never waited for (no deadlock).
     if (beyond(*l, key)) {
-      if (m_marked) unmark(*l, ctx);
-      m_marked = false;
-      move_right(*m_tree, *this, m_route, *l, key, mode());
+      leave_right(*l, key, mode(), ctx);
       return this;
     }
     const bool last = l->high_infinite || m_ops.back()->key < std::string_view(l->high);
-    if (last ? !may_enter(*l, m_req.writes, ctx) : !try_hold(*l, m_req.writes)) {
-      // Held by another request: parks (with the holds it has) until that one lets go.
-      park(*l, ctx.make_task<multi_task>(*this, l), m_req.writes, !last, ctx);
-      return nullptr;
+    if (!last) {
+      // Room for the hold before it is taken: a hold not in m_held would never be released.
+      try {
+        m_held.reserve(m_held.size() + 1);
+      } catch (...) {
+        return fail(ctx, true);  // (the ops of the leaves before applied)
+      }
     }
-    m_marked = false;
-    if (!last) m_held.push_back(l);
+    const taker t = last ? (m_req.writes ? taker::writer : taker::reader)
+                         : (m_req.writes ? taker::exclusive_hold : taker::shared_hold);
+    if (last ? !may_enter(*l, t, m_mark, ctx) : !try_hold(*l, m_req.writes, m_mark, ctx)) {
+      // Held by another request: parks (with the holds it has) until that one lets go.
+      return park_copy(*l, t, ctx, [&] { return ctx.make_task<multi_task>(*this, l); }) ? nullptr
+                                                                                        : this;
+    }
+    m_mark = mark::none;
+    if (!last) m_held.push_back(l);  // (reserved)
     leaf* end = l;
     try {
       end = apply_in(*l, !last, ctx);
-      if (last && m_req.commit != nullptr) m_req.commit(m_ops);
     } catch (...) {
-      // An apply or the commit threw (bad_alloc): the request ends here, with its effect so far
-      // (no undo), but it must not leave its leaves held: a held leaf would keep every other
-      // writer, and every reader of an exclusive hold, parked for good.
-      release_all(ctx);
-      spawn_links(ctx);
-      throw;
+      return fail(ctx, true);
+    }
+    if (last && m_req.commit != nullptr) {
+      try {
+        m_req.commit(m_ops);
+      } catch (...) {
+        return fail(ctx, false);
+      }
     }
     if (!last) {
       spawn_links(ctx);  // (the new leaves are held)
       to_next_leaf(*end);
       return this;
     }
+    return finish(ctx);
+  }
+
+ private:
+  [[nodiscard]] access mode() const noexcept {
+    return m_req.writes ? access::write : access::read;
+  }
+
+  /// The request is complete (or failed): drops every hold, then on_done in a run of its own.
+  tessera::task* finish(tessera::context& ctx) {
     release_all(ctx);
     spawn_links(ctx);
     if (m_req.on_done == nullptr) return nullptr;
@@ -572,9 +721,20 @@ class multi_task final : public parked_task {
     return this;
   }
 
- private:
-  [[nodiscard]] access mode() const noexcept {
-    return m_req.writes ? access::write : access::read;
+  /// In a catch block, under the latch of the leaf the request is at: the request ends with the
+  /// failure as every op's outcome. `log_applied`: an apply threw, so commit (if any) is given
+  /// the ops applied before it, holds still held (string_tree.h); a commit that throws then is
+  /// not called again (that record is missing from the log).
+  tessera::task* fail(tessera::context& ctx, bool log_applied) {
+    const op_outcome o = current_failure();
+    for (key_op* op : m_ops) op->outcome = o;
+    if (log_applied && m_req.commit != nullptr && m_next > 0) {
+      try {
+        m_req.commit(std::span<key_op* const>(m_ops).first(m_next));
+      } catch (...) {
+      }
+    }
+    return finish(ctx);
   }
 
   /// On from leaf `done` (its keys applied) to the leaf of the next key: through done's right
@@ -600,6 +760,8 @@ class multi_task final : public parked_task {
   /// tasks are spawned once every op is applied (spawn_links): until then no other task can
   /// reach a new leaf but through l's right link, under l's latch, and this run writes it
   /// without a latch of its own. Returns the last of these leaves (l's range ends with its).
+  /// An apply that throws leaves m_next at its op (the ops before it applied); a split without
+  /// memory leaves its leaf over capacity (split_and_post).
   leaf* apply_in(leaf& l, bool hold, tessera::context& ctx) {
     std::size_t end = m_next;
     while (end < m_ops.size() && (l.high_infinite || m_ops[end]->key < std::string_view(l.high))) {
@@ -613,14 +775,23 @@ class multi_task final : public parked_task {
       leaf_access a(*m_tree, *cur, m_req.writes, m_now);
       op.apply(op, a);
       if (cur->slots.size() > string_tree::leaf_capacity) {
-        string_tree::pending_link link = split(*m_tree, *cur);
-        auto* right = static_cast<leaf*>(link.right);
-        if (cur == last) last = right;
-        if (hold) {
-          right->hold.store(hold_exclusive, std::memory_order_relaxed);  // published by l's latch
-          m_held.push_back(right);
+        try {
+          // Room first: a held leaf missing from m_held would never be released.
+          m_held.reserve(m_held.size() + 1);
+          m_links.reserve(m_links.size() + 1);
+          tessera::task* link = nullptr;
+          string_tree::pending_link sep = split(*m_tree, *cur);  // allocates before it changes
+          auto* right = static_cast<leaf*>(sep.right);
+          if (cur == last) last = right;
+          if (hold) {
+            right->hold.store(hold_exclusive, std::memory_order_relaxed);  // published by l's latch
+            m_held.push_back(right);
+          }
+          link = ctx.make_task<link_task>(m_tree, cur, std::move(sep), 0, m_route.parent);
+          m_links.push_back(link);
+        } catch (const std::bad_alloc&) {
+          // (split_and_post: over capacity, or linked by the right link alone.)
         }
-        m_links.push_back(ctx.make_task<link_task>(m_tree, cur, std::move(link), 0, m_route.parent));
       }
     }
     return last;
@@ -636,16 +807,12 @@ class multi_task final : public parked_task {
     m_links.clear();
   }
 
-  string_tree* m_tree;
   multi_request m_req;
   std::vector<key_op*> m_ops;  ///< in key order
   std::vector<leaf*> m_held;
   std::vector<tessera::task*> m_links;  ///< made in this run, spawned at its end
   std::size_t m_next = 0;               ///< the first op not applied yet
   std::int64_t m_now;
-  route m_route;
-  bool m_done = false;
-  bool m_marked = false;  ///< as op_task's
 };
 
 }  // namespace
@@ -657,6 +824,11 @@ std::int64_t steady_ms() noexcept {
 }
 
 // ---- leaf_access ----------------------------------------------------------------------------
+
+// put()'s insert and split()'s moves into reserved room rely on slots moving without throwing
+// (the strong guarantee: a put or split that throws changed nothing).
+static_assert(std::is_nothrow_move_constructible_v<slot> &&
+              std::is_nothrow_move_assignable_v<slot>);
 
 std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
   const std::size_t at = m_leaf->hint_offset;
@@ -676,15 +848,22 @@ std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
 }
 
 void leaf_access::remove_at(std::size_t i) {
-  slot& s = m_leaf->slots[i];
+  // The slot goes first (no allocation), then the value is retired: a retire that throws
+  // (std::bad_alloc) leaves the key removed and its value unreclaimed, never a slot without it.
+  value_blob* v = m_leaf->slots[i].value;
+  const std::int64_t bytes =
+      static_cast<std::int64_t>(m_leaf->slots[i].key.size() + v->bytes.size()) +
+      string_tree::slot_overhead;
+  const bool volatile_key = m_leaf->slots[i].expire_ms != 0;
+  m_leaf->slots.erase(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i));
   tree_counters& c = m_tree->mutable_counters();
   c.keys.fetch_sub(1, std::memory_order_relaxed);
-  c.bytes.fetch_sub(static_cast<std::int64_t>(s.key.size() + s.value->bytes.size()) +
-                        string_tree::slot_overhead,
-                    std::memory_order_relaxed);
-  if (s.expire_ms != 0) c.volatile_keys.fetch_sub(1, std::memory_order_relaxed);
-  m_tree->retire_value(s.value);
-  m_leaf->slots.erase(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i));
+  c.bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (volatile_key) c.volatile_keys.fetch_sub(1, std::memory_order_relaxed);
+  try {
+    m_tree->retire_value(v);
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 slot* leaf_access::find(std::string_view key) {
@@ -717,16 +896,28 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
     if (!keep_ttl || expired) set_expire(s, expire_ms);
     return s;
   }
+  // A put that throws (std::bad_alloc) leaves the leaf and the counters as they were: if the
+  // slot's insert throws (the key's copy, the vector's growth), the value is freed and the
+  // counters are set back (the common path keeps the order it had without the undo).
   value_blob* v = m_tree->make_value(std::move(bytes));
+  const std::int64_t counted =
+      added + static_cast<std::int64_t>(key.size()) + string_tree::slot_overhead;
   c.keys.fetch_add(1, std::memory_order_relaxed);
-  c.bytes.fetch_add(added + static_cast<std::int64_t>(key.size()) + string_tree::slot_overhead,
-                    std::memory_order_relaxed);
+  c.bytes.fetch_add(counted, std::memory_order_relaxed);
   const std::int64_t deadline = keep_ttl ? 0 : expire_ms;
   if (deadline != 0) c.volatile_keys.fetch_add(1, std::memory_order_relaxed);
-  auto it = m_leaf->slots.insert(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i),
-                                 slot{std::string(key), v, deadline,
-                                      hint_of(key, m_leaf->hint_offset)});
-  return *it;
+  try {
+    auto it = m_leaf->slots.insert(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i),
+                                   slot{std::string(key), v, deadline,
+                                        hint_of(key, m_leaf->hint_offset)});
+    return *it;
+  } catch (...) {
+    c.keys.fetch_sub(1, std::memory_order_relaxed);
+    c.bytes.fetch_sub(counted, std::memory_order_relaxed);
+    if (deadline != 0) c.volatile_keys.fetch_sub(1, std::memory_order_relaxed);
+    m_tree->runtime().destroy_resource(v);  // never published
+    throw;
+  }
 }
 
 bool leaf_access::erase(std::string_view key) {

@@ -51,8 +51,20 @@
 // stream of MGETs). Nothing waits inside a run and nothing polls: a blocked task leaves a copy
 // of itself on the leaf's waiter list (leaf::waiters), which the request that drops a hold (or
 // clears a mark) spawns; so one worker suffices (string_tree.cpp, "holds", also on lost
-// wake-ups). A request whose apply or commit throws releases its holds before the exception goes
-// to the runtime (its effect so far stays: there is no undo).
+// wake-ups).
+// Fairness: a reader (GET, a read walk, a multi-key read) that finds an exclusive hold marks the
+// leaf `readers waiting`, and no new exclusive hold is taken on the leaf until a reader that
+// parked there got in: the release of an exclusive hold keeps that mark (and clears a writer's).
+// So a stream of multi-key writes cannot keep a leaf's readers out: between two exclusive holds
+// of a leaf on which readers wait, one of them gets in (with one waiting reader, it gets in
+// before the leaf is held exclusively again; string_tree.cpp, "holds").
+// A request whose apply (or commit) throws still ends: the task catches the exception, records
+// it in the request's `outcome` (key_op::outcome; for a multi-key request every op's; for a walk
+// leaf_walk::outcome), releases its holds and calls settle / on_done as for a success; the
+// exception goes no further. Its effect so far stays (there is no undo): the ops of a multi-key
+// request applied before the failure, which `commit` is then given (the log records what took
+// effect); leaf_access's writes allocate before they change a leaf, so a write that threw left
+// its leaf as it was.
 // Why it is atomic: a write request changes a leaf only while it holds it, and a reader of a
 // held leaf waits; so a reader that saw one of its values sees the request's last leaf
 // released, hence every write of the request done, and no reader sees a value of a leaf before
@@ -67,7 +79,11 @@
 // and one blocked by a `waiting` mark waits on the same leaf as the writer that set it, which
 // waits for the holders), so the chain cannot close into a cycle; single-key requests and walks
 // hold nothing across runs. A stale `waiting` mark (its writer got in elsewhere) is cleared by
-// the next writer that gets in and by the release of an exclusive hold.
+// the next writer that gets in and by the release of an exclusive hold. A `readers waiting` mark
+// keeps out exclusive holds only, and only while a reader that set it has yet to get in on that
+// leaf (or leave it), which waits for no one but the exclusive holder: no cycle through it
+// either (a shared hold is not kept out by a writer's mark while readers wait, so the two marks
+// never wait on each other).
 // The request reads the clock once (Redis's command time snapshot): every key of it sees one
 // `now` for expiry.
 //
@@ -155,10 +171,21 @@ class leaf_access {
   std::int64_t m_now;
 };
 
+/// How a request ended: set by the tree before settle / on_done. Not `applied`: apply (or a
+/// multi-key request's commit) threw, and the request ended there (string_tree.h above).
+enum class op_outcome : std::uint8_t {
+  applied,        ///< apply ran to its end
+  out_of_memory,  ///< it threw std::bad_alloc
+  failed,         ///< it threw anything else
+};
+
 /// One request on one key. Owned by the caller until on_done ran.
 struct key_op {
   std::string_view key;
   bool writes = false;
+  /// Set by the tree before settle / on_done (the caller resets it to reuse the op). (In the
+  /// padding after `writes`.)
+  op_outcome outcome = op_outcome::applied;
   void (*apply)(key_op&, leaf_access&) = nullptr;  ///< under the leaf's latch
   void (*on_done)(key_op&, tessera::context&) = nullptr;  ///< after, latch released
   /// Optional, with on_done: called under the latch right after apply; false when the request
@@ -179,9 +206,12 @@ struct multi_request {
   bool writes = false;
   /// Optional: under the latch of the request's last leaf, after every apply, while every other
   /// leaf is still held: the request's effect is complete and no other request can see any of
-  /// it yet (the log's one record). `ops` in key order.
+  /// it yet (the log's one record). `ops` in key order. If an apply threw, called instead under
+  /// that apply's latch, holds still held, with the ops applied before it (none: not called),
+  /// every op's outcome already set to the failure.
   void (*commit)(std::span<key_op* const> ops) = nullptr;
-  void (*on_done)(void* user, tessera::context&) = nullptr;  ///< after, every hold released
+  /// After, every hold released; also after a failure (the ops' outcome says which).
+  void (*on_done)(void* user, tessera::context&) = nullptr;
   void* user = nullptr;
 };
 
@@ -192,6 +222,8 @@ enum class walk_step : std::uint8_t { next_leaf, stop };
 struct leaf_walk {
   std::string from;
   bool writes = false;
+  /// Set by the tree before on_done: not `applied` if a visit threw (the walk stopped there).
+  op_outcome outcome = op_outcome::applied;
   walk_step (*visit)(leaf_walk&, leaf_access&, leaf&) = nullptr;
   void (*on_done)(leaf_walk&, tessera::context&) = nullptr;
   void* user = nullptr;
