@@ -235,7 +235,8 @@ void rehint(leaf& l) noexcept {
     while (n < l.low.size() && n < l.high.size() && l.low[n] == l.high[n]) ++n;
   }
   l.hint_offset = n;
-  for (slot& s : l.slots) s.hint = hint_of(s.key, n);
+  l.hints.resize(l.slots.size());
+  for (std::size_t i = 0; i < l.slots.size(); ++i) l.hints[i] = hint_of(l.slots[i].key, n);
 }
 
 /// The shortest separator s with left_last < s <= right_first: a prefix of right_first.
@@ -256,6 +257,7 @@ string_tree::pending_link split(string_tree& tree, leaf& l) {
   leaf* r = tree.make_leaf();
   try {
     r->slots.reserve(l.slots.size() - half);
+    r->hints.reserve(l.slots.size() - half);  // (rehint fills it)
   } catch (...) {
     tree.runtime().destroy_resource(r);  // never published
     throw;
@@ -265,6 +267,7 @@ string_tree::pending_link split(string_tree& tree, leaf& l) {
                   std::make_move_iterator(l.slots.begin() + static_cast<std::ptrdiff_t>(half)),
                   std::make_move_iterator(l.slots.end()));
   l.slots.erase(l.slots.begin() + static_cast<std::ptrdiff_t>(half), l.slots.end());
+  l.hints.resize(half);  // (both recomputed by rehint)
   r->high = std::move(l.high);
   r->high_infinite = l.high_infinite;
   r->right = l.right;
@@ -817,6 +820,15 @@ class multi_task final : public leaf_task {
 
 }  // namespace
 
+slot_key::slot_key(std::string_view k) : m_size(static_cast<std::uint32_t>(k.size())) {
+  if (k.size() <= inline_max) {
+    if (!k.empty()) std::memcpy(m_in, k.data(), k.size());
+  } else {
+    m_heap = new char[k.size()];
+    std::memcpy(m_heap, k.data(), k.size());
+  }
+}
+
 std::int64_t steady_ms() noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -838,12 +850,24 @@ std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
                                      [](const slot& s, std::string_view k) { return s.key < k; });
     return static_cast<std::size_t>(it - m_leaf->slots.begin());
   }
+  // The hints first (one array, a branch-free binary search: its probes' loads do not wait for
+  // each other's compares), then the keys of the slots whose hint equals the key's (mostly one).
   const std::uint64_t h = hint_of(key, at);
-  const auto it = std::lower_bound(m_leaf->slots.begin(), m_leaf->slots.end(), key,
-                                   [h](const slot& s, std::string_view k) {
-                                     if (s.hint != h) return s.hint < h;
-                                     return s.key < k;
-                                   });
+  const std::uint64_t* const hints = m_leaf->hints.data();
+  const std::size_t n = m_leaf->hints.size();
+  if (n == 0) return 0;
+  const std::uint64_t* base = hints;
+  for (std::size_t len = n; len > 1;) {
+    const std::size_t half = len / 2;
+    base = base[half] < h ? base + half : base;
+    len -= half;
+  }
+  const std::size_t lo = static_cast<std::size_t>(base - hints) + (*base < h ? 1 : 0);
+  std::size_t hi = lo;
+  while (hi < n && hints[hi] == h) ++hi;
+  const auto first = m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(lo);
+  const auto it = std::lower_bound(first, first + static_cast<std::ptrdiff_t>(hi - lo), key,
+                                   [](const slot& s, std::string_view k) { return s.key < k; });
   return static_cast<std::size_t>(it - m_leaf->slots.begin());
 }
 
@@ -856,6 +880,7 @@ void leaf_access::remove_at(std::size_t i) {
       string_tree::slot_overhead;
   const bool volatile_key = m_leaf->slots[i].expire_ms != 0;
   m_leaf->slots.erase(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i));
+  m_leaf->hints.erase(m_leaf->hints.begin() + static_cast<std::ptrdiff_t>(i));
   tree_counters& c = m_tree->mutable_counters();
   c.keys.fetch_sub(1, std::memory_order_relaxed);
   c.bytes.fetch_sub(bytes, std::memory_order_relaxed);
@@ -907,9 +932,16 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
   const std::int64_t deadline = keep_ttl ? 0 : expire_ms;
   if (deadline != 0) c.volatile_keys.fetch_add(1, std::memory_order_relaxed);
   try {
+    // The hint's room first: once the slot is in, the hint's insert cannot throw (the two stay
+    // in step).
+    std::vector<std::uint64_t>& hints = m_leaf->hints;
+    if (hints.size() == hints.capacity()) {
+      hints.reserve(std::max<std::size_t>(16, 2 * hints.size()));
+    }
     auto it = m_leaf->slots.insert(m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(i),
-                                   slot{std::string(key), v, deadline,
-                                        hint_of(key, m_leaf->hint_offset)});
+                                   slot{slot_key(key), v, deadline});
+    hints.insert(hints.begin() + static_cast<std::ptrdiff_t>(i),
+                 hint_of(key, m_leaf->hint_offset));
     return *it;
   } catch (...) {
     c.keys.fetch_sub(1, std::memory_order_relaxed);

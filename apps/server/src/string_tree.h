@@ -94,8 +94,10 @@
 //   tree.submit(op, ctx);   // apply(op, leaf_access&) under the latch, then on_done(op)
 
 #include <atomic>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -113,13 +115,62 @@ struct value_blob {
   std::string bytes;
 };
 
+/// A slot's key: up to `inline_max` bytes inside the slot itself (redis-benchmark's 16-byte keys,
+/// most keys of real workloads), longer ones in a heap block of their own. A search's final
+/// compare then reads the slot's line, not a second line elsewhere, and a new short key
+/// allocates nothing. Reads as a std::string_view; converts to std::string.
+class slot_key {
+ public:
+  static constexpr std::size_t inline_max = 24;
+
+  slot_key() noexcept { m_in[0] = 0; }
+  explicit slot_key(std::string_view k);
+  slot_key(const slot_key& o) : slot_key(o.view()) {}
+  slot_key(slot_key&& o) noexcept : m_size(o.m_size) {
+    std::memcpy(m_in, o.m_in, sizeof m_in);  // the bytes, or the heap pointer
+    o.m_size = 0;
+  }
+  slot_key& operator=(const slot_key& o) {
+    if (this != &o) *this = slot_key(o.view());
+    return *this;
+  }
+  slot_key& operator=(slot_key&& o) noexcept {
+    if (this != &o) {
+      release();
+      m_size = o.m_size;
+      std::memcpy(m_in, o.m_in, sizeof m_in);
+      o.m_size = 0;
+    }
+    return *this;
+  }
+  ~slot_key() { release(); }
+
+  [[nodiscard]] std::size_t size() const noexcept { return m_size; }
+  [[nodiscard]] const char* data() const noexcept { return m_size <= inline_max ? m_in : m_heap; }
+  [[nodiscard]] std::string_view view() const noexcept { return {data(), m_size}; }
+  operator std::string_view() const noexcept { return view(); }  // NOLINT: reads as one
+  operator std::string() const { return std::string(view()); }  // NOLINT: as std::string did
+
+  friend bool operator==(const slot_key& a, std::string_view b) noexcept { return a.view() == b; }
+  friend auto operator<=>(const slot_key& a, std::string_view b) noexcept {
+    return a.view() <=> b;
+  }
+
+ private:
+  void release() noexcept {
+    if (m_size > inline_max) delete[] m_heap;
+  }
+  std::uint32_t m_size = 0;
+  union {
+    char m_in[inline_max];
+    char* m_heap;  ///< size > inline_max
+  };
+};
+
 struct slot {
-  std::string key;
+  slot_key key;
   value_blob* value = nullptr;
   std::int64_t expire_ms = 0;  ///< deadline on the steady clock in ms; 0: none
-  /// The key's 8 bytes after the leaf's shared prefix (leaf::hint_offset), big-endian and
-  /// zero-padded: a search orders most slots by this word without touching the key's bytes.
-  std::uint64_t hint = 0;
 };
 
 class parked_task;
@@ -127,19 +178,24 @@ class parked_task;
 /// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
   std::vector<slot> slots;
+  /// hints[i]: slots[i].key's 8 bytes after the shared prefix (hint_offset), big-endian and
+  /// zero-padded. A search orders most slots by these words alone, in one array of 8 bytes a
+  /// slot (2 KiB at capacity, against the slots' 12 KiB), and reads a slot only where its hint
+  /// equals the key's. Kept in step with `slots` by leaf_access and the tree's splits.
+  std::vector<std::uint64_t> hints;
   std::string high;
   bool high_infinite = true;
   /// The hold of multi-key requests on the leaf across task runs ("Multi-key requests" above):
-  /// 0 while none holds it or waits for it. (In the padding after high_infinite, so in the
-  /// leaf's first line, which a search reads anyway.)
+  /// 0 while none holds it or waits for it. (In the padding after high_infinite.)
   std::atomic<std::uint32_t> hold{0};
-  leaf* right = nullptr;
-  /// Tasks parked until the hold changes (a stack; string_tree.cpp, "holds"); nullptr: none.
-  std::atomic<parked_task*> waiters{nullptr};
   std::string low;  ///< the low fence ("" for the leftmost leaf); never changes
   /// Every key in [low, high) starts with the same hint_offset bytes (the common prefix of low
   /// and high; 0 for the leftmost and the rightmost leaf).
   std::size_t hint_offset = 0;
+  // (What a request's search reads ends here: the first 128 bytes.)
+  leaf* right = nullptr;
+  /// Tasks parked until the hold changes (a stack; string_tree.cpp, "holds"); nullptr: none.
+  std::atomic<parked_task*> waiters{nullptr};
 };
 
 class string_tree;
