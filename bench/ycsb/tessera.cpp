@@ -214,7 +214,9 @@ class tessera_store final : public store {
   }
 
   void create_tree() override {
-    m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync, .coupled_bytes = m_config.coupled_bytes});
+    m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync,
+                                                                   .coupled_bytes = m_config.coupled_bytes,
+                                                                   .coupled_leaf_bytes = m_config.coupled_leaf_bytes});
   }
   void destroy_tree() override {
     m_rt.wait_idle();

@@ -99,6 +99,7 @@ settings read_settings(const run_context& ctx) {
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
   s.tessera.coupled_bytes = static_cast<std::size_t>(f.integer("coupled-kib")) * 1024;
+  s.tessera.coupled_leaf_bytes = static_cast<std::size_t>(f.integer("coupled-leaf-kib")) * 1024;
   s.tessera.runtime = tessera_settings::from(f);
   s.check = f.boolean("check");
   s.write_load_file = f.text("write-load-file");
@@ -259,9 +260,9 @@ void run(const run_context& ctx) {
     std::fprintf(stderr,
                  "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
                  "batches of %u, %u in flight per worker, upper levels read coupled up to "
-                 "%zu KiB, %s\n",
+                 "%zu KiB, leaves up to a tree of %zu KiB, %s\n",
                  ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
-                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024,
+                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024, s.tessera.coupled_leaf_bytes / 1024,
                  s.tessera.runtime.pin ? "pinned" : "not pinned");
 
   // Rows are added phase by phase at the end (also when a configuration fails), so that the
@@ -367,6 +368,12 @@ const registration ycsb_benchmark({
                   "tessera: KiB of the tree's upper levels a descent reads in one run (coupled "
                   "reads, kv::tree_options::coupled_bytes; 0: one run per node)",
                   0, 1 << 20),
+         int_flag("coupled-leaf-kib",
+                  static_cast<std::int64_t>(kv::tree_options{}.coupled_leaf_bytes / 1024),
+                  "tessera: lookups read their leaf in the submitting task (coupled) while the "
+                  "whole tree takes at most this many KiB (kv::tree_options::coupled_leaf_bytes; "
+                  "0: never)",
+                  0, 1 << 30),
          string_flag("load-file", "", "replay this trace (INSERT lines) as the load phase", "FILE"),
          string_flag("run-file", "",
                      "replay this trace as the run phase (without --load-file: after loading "

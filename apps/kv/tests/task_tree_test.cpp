@@ -11,6 +11,7 @@
 #include <exception>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,13 +86,17 @@ struct sync_case {
   /// kv::tree_options::coupled_bytes: by default the small trees here are read coupled on every
   /// inner level; 0 tests one run per node.
   std::size_t coupled_bytes = kv::tree_options{}.coupled_bytes;
+  /// kv::tree_options::coupled_leaf_bytes: by default lookups submitted from a task read their
+  /// leaf coupled in these small trees; 0 tests one task per lookup.
+  std::size_t coupled_leaf_bytes = kv::tree_options{}.coupled_leaf_bytes;
 };
 
 std::string name_of(const testing::TestParamInfo<sync_case>& info) {
   const char* names[] = {"auto", "spinlock", "rwlatch", "optimistic", "scheduling"};
   return std::string(names[static_cast<int>(info.param.sync)]) + "_w" +
          std::to_string(info.param.workers) +
-         (info.param.coupled_bytes == 0 ? "_uncoupled" : "");
+         (info.param.coupled_bytes == 0 ? "_uncoupled" : "") +
+         (info.param.coupled_leaf_bytes == 0 ? "_leaves_uncoupled" : "");
 }
 
 class task_tree_test : public testing::TestWithParam<sync_case> {};
@@ -261,6 +266,118 @@ TEST_P(task_tree_test, scans_cross_leaves_during_concurrent_splits) {
   EXPECT_EQ(tree.size(), 2 * n);
 }
 
+/// A batch of requests submitted together from one task (task_tree::submit of a span).
+struct task_batch {
+  std::atomic<std::size_t>* pending = nullptr;
+  std::atomic<std::size_t>* completed_in_submit = nullptr;
+};
+/// The batch whose submit the calling thread is inside, if any.
+thread_local const task_batch* submitting = nullptr;
+
+void count_batch_done(kv::request& r) {
+  const auto& b = *static_cast<const task_batch*>(r.user);
+  // A lookup read coupled completes inside its submit, on the submitting thread.
+  if (submitting == &b) b.completed_in_submit->fetch_add(1, std::memory_order_relaxed);
+  b.pending->fetch_sub(1, std::memory_order_release);
+}
+
+TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
+  const sync_case c = GetParam();
+  tessera::runtime rt({.workers = c.workers});
+  kv::task_tree tree(rt, {.sync = c.sync,
+                          .coupled_bytes = c.coupled_bytes,
+                          .coupled_leaf_bytes = c.coupled_leaf_bytes});
+  // Keys 0, 4, 8, ... loaded with value = key. Then, submitted from tasks in batches (a span
+  // each): lookups of every loaded key, updates of keys = 4 (mod 8) to key + 1, inserts of the
+  // odd keys (splits under the lookups), removes of a run of loaded keys (empty leaves unlinked
+  // under them). A lookup of a key nothing writes finds it with its value; one of an updated key
+  // finds the old or the new value, one of a removed key the old value or nothing.
+  const std::size_t n = 1500 * scale;
+  std::vector<kv::request> load(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    load[i].type = kv::request_type::insert;
+    load[i].key = 4 * i;
+    load[i].value = 4 * i;
+  }
+  run_all(rt, tree, load);
+  const kv::key_type removed_from = 4 * (n / 2), removed_to = 4 * (n / 2 + 300);
+  std::vector<kv::request> reqs;
+  std::mt19937_64 rng(11);
+  for (std::size_t i = 0; i < n; ++i) {
+    const kv::key_type k = 4 * i;
+    reqs.push_back({.type = kv::request_type::lookup, .key = k});
+    if (k >= removed_from && k < removed_to) {
+      reqs.push_back({.type = kv::request_type::remove, .key = k});
+    } else if (k % 8 == 4) {
+      reqs.push_back({.type = kv::request_type::update, .key = k, .value = k + 1});
+    }
+    reqs.push_back({.type = kv::request_type::insert, .key = 2 * i + 1, .value = 2 * i + 1});
+    reqs.push_back({.type = kv::request_type::lookup, .key = 4 * (rng() % n)});
+  }
+  std::shuffle(reqs.begin(), reqs.end(), rng);
+  std::atomic<std::size_t> pending{reqs.size()};
+  std::atomic<std::size_t> in_submit{0};
+  constexpr std::size_t per_batch = 50;
+  std::vector<task_batch> batches((reqs.size() + per_batch - 1) / per_batch);
+  const tessera::group g = rt.make_group();
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    batches[b] = {.pending = &pending, .completed_in_submit = &in_submit};
+    const std::size_t first = b * per_batch;
+    const std::size_t count = std::min(per_batch, reqs.size() - first);
+    for (std::size_t i = first; i < first + count; ++i) {
+      reqs[i].on_done = count_batch_done;
+      reqs[i].user = &batches[b];
+    }
+    const std::span<kv::request> span(reqs.data() + first, count);
+    const task_batch* batch = &batches[b];
+    rt.spawn(rt.make_task_from([&tree, span, batch](tessera::context& ctx) {
+               submitting = batch;
+               tree.submit(span, ctx);
+               submitting = nullptr;
+             }),
+             g);
+  }
+  rt.wait(g);
+  rt.wait_idle();
+  ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+  std::map<kv::key_type, kv::value_t> model;
+  for (std::size_t i = 0; i < n; ++i) {
+    const kv::key_type k = 4 * i;
+    if (k < removed_from || k >= removed_to) model[k] = k % 8 == 4 ? k + 1 : k;
+    model[2 * i + 1] = 2 * i + 1;
+  }
+  for (const kv::request& r : reqs) {
+    switch (r.type) {
+      case kv::request_type::lookup:
+        if (r.key >= removed_from && r.key < removed_to) {
+          if (r.status == kv::request_status::ok) {
+            EXPECT_EQ(r.value, r.key) << r.key;
+          }
+        } else {
+          ASSERT_EQ(r.status, kv::request_status::ok) << "lookup of " << r.key;
+          if (r.key % 8 == 4) {
+            EXPECT_TRUE(r.value == r.key || r.value == r.key + 1) << r.key << ": " << r.value;
+          } else {
+            EXPECT_EQ(r.value, r.key);
+          }
+        }
+        break;
+      default: EXPECT_EQ(r.status, kv::request_status::ok) << r.key; break;
+    }
+  }
+  expect_consistent(tree, model);
+  expect_equal_contents(rt, tree, model);
+  // Lookups complete in their submit where the leaves' primitive keeps a version (optimistic,
+  // or none at one worker) and the tree is read coupled down to its leaves.
+  const bool versioned =
+      c.sync == kv::tree_sync::automatic || c.sync == kv::tree_sync::optimistic;
+  if (versioned && c.coupled_bytes > 0 && c.coupled_leaf_bytes > 0) {
+    EXPECT_GT(in_submit.load(), 0u);
+  } else {
+    EXPECT_EQ(in_submit.load(), 0u);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     sync_modes, task_tree_test,
     testing::Values(sync_case{kv::tree_sync::automatic, 1}, sync_case{kv::tree_sync::automatic, 2},
@@ -269,7 +386,9 @@ INSTANTIATE_TEST_SUITE_P(
                     sync_case{kv::tree_sync::scheduling, 2},
                     sync_case{kv::tree_sync::scheduling, 4},
                     sync_case{kv::tree_sync::automatic, 2, 0},
-                    sync_case{kv::tree_sync::optimistic, 3, 0}),
+                    sync_case{kv::tree_sync::optimistic, 3, 0},
+                    sync_case{kv::tree_sync::automatic, 1, kv::tree_options{}.coupled_bytes, 0},
+                    sync_case{kv::tree_sync::automatic, 2, kv::tree_options{}.coupled_bytes, 0}),
     name_of);
 
 

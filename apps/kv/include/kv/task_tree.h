@@ -33,8 +33,13 @@
 // Scans (YCSB E) visit leaves left to right from the first key >= `key`, each leaf read as one
 // validated snapshot; results land in ascending key order.
 //
+// Upper levels (tree_options::coupled_bytes) are read in the run of the node above them, by
+// optimistic lock coupling (tessera/coupled_read.h); submit() from a task reads them before the
+// operation's first spawn. While the whole tree fits tree_options::coupled_leaf_bytes, a lookup
+// submitted from a task reads its leaf the same way and completes inside submit(): no task.
+//
 // Completion: each operation is described by a kv::request the caller owns until its
-// `on_done` callback ran (on some worker). Results are in the request.
+// `on_done` callback ran (on some worker, possibly inside submit()). Results are in the request.
 //
 // Thread-safety: submit() may be called from tasks and from other threads concurrently. The
 // destructor, size(), root() and check_tree() need a quiescent tree (runtime::wait_idle()).
@@ -89,6 +94,16 @@ struct tree_options {
   /// every operation and stay in the caches, where a trip through the queue and the prefetch
   /// window costs more than the read. 0: one run per node on every level.
   std::size_t coupled_bytes = std::size_t{256} * 1024;
+  /// The leaves too: while every level above the leaves is read coupled and the whole tree
+  /// (every level) takes at most this many bytes, a lookup submitted from a task reads its leaf
+  /// coupled in submit() and completes there (on_done runs before submit returns), like a
+  /// descent of the threads baseline; a read that does not validate, or a leaf whose primitive
+  /// keeps no version, takes the ordinary task. Such a tree stays in the last-level cache, where
+  /// a task's run through the queue and the prefetch window costs more than the leaf's misses it
+  /// overlaps; a larger tree keeps one task per operation on its leaf, whose misses to DRAM the
+  /// window overlaps with other operations'. Writes and scans are never read coupled at the leaf.
+  /// 0: never.
+  std::size_t coupled_leaf_bytes = std::size_t{8} * 1024 * 1024;
 };
 
 struct request {
@@ -114,10 +129,14 @@ class task_tree {
   ~task_tree();
 
   /// Starts a request. From inside a task pass its context (the first task then stays on that
-  /// worker); from any other thread pass nullptr.
+  /// worker); from any other thread pass nullptr. From a task, a lookup may complete inside the
+  /// call (tree_options::coupled_leaf_bytes): its on_done runs, on this worker, before submit
+  /// returns.
   void submit(request& r, tessera::context* ctx = nullptr);
   /// Starts every request of `requests` from inside a task, as submit(r, &ctx) would each, and
   /// spawns their tasks together (tessera::context::spawn of a span: counted and queued once).
+  /// Lookups may complete inside the call, as in submit(r, &ctx); once the on_done of every
+  /// request ran, the call touches `requests` no more (the last on_done may hand them on).
   void submit(std::span<request> requests, tessera::context& ctx);
 
   /// Quiescent-only helpers.
@@ -135,7 +154,8 @@ class task_tree {
   void retire_node(node* n);
   std::size_t visit_bytes() const noexcept { return m_options.visit_bytes; }
   /// The lowest level a descent reads coupled (see tree_options::coupled_bytes); levels at or
-  /// above it, but never a task's target level, are read in the run of the node above.
+  /// above it, but never a task's target level, are read in the run of the node above. 0: the
+  /// leaves too, by lookups submitted from a task (tree_options::coupled_leaf_bytes).
   std::uint8_t coupled_level() const noexcept {
     return m_coupled_level.load(std::memory_order_relaxed);
   }
@@ -151,8 +171,8 @@ class task_tree {
   alignas(64) std::atomic<node*> m_root;
   std::atomic<std::uint64_t> m_retired{0};
   /// Nodes made per level (never decremented: inner nodes are never freed, and the few leaves
-  /// retired change nothing on level 0, which is never read coupled). 64 levels: more than
-  /// any tree of 2^64 keys has.
+  /// retired only make the leaves' count, for coupled_leaf_bytes, err high). 64 levels: more
+  /// than any tree of 2^64 keys has.
   std::atomic<std::uint64_t> m_level_nodes[64] = {};
   /// Read on every step (relaxed: a stale value only moves where the runs split).
   std::atomic<std::uint8_t> m_coupled_level{255};
