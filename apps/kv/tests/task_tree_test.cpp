@@ -54,6 +54,17 @@ void run_all(tessera::runtime& rt, kv::task_tree& tree, std::vector<kv::request>
   ASSERT_EQ(state.pending.load(std::memory_order_acquire), 0u);
 }
 
+/// Inserts keys 0, stride, 2 x stride, ... (n of them), each with value = key, and waits.
+void load_strided(tessera::runtime& rt, kv::task_tree& tree, std::size_t n, kv::key_type stride) {
+  std::vector<kv::request> load(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    load[i].type = kv::request_type::insert;
+    load[i].key = stride * i;
+    load[i].value = stride * i;
+  }
+  run_all(rt, tree, load);
+}
+
 void expect_consistent(const kv::task_tree& tree,
                        const std::map<kv::key_type, kv::value_t>& model) {
   const kv::check_result check = kv::check_tree(tree.root());
@@ -217,13 +228,7 @@ TEST_P(task_tree_test, scans_cross_leaves_during_concurrent_splits) {
   // Even keys loaded; then odd keys inserted while scans run. A scan must see every even key
   // of its range (they never change) in ascending order, odd ones or not.
   const std::size_t n = 2000 * scale;
-  std::vector<kv::request> load(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    load[i].type = kv::request_type::insert;
-    load[i].key = 2 * i;
-    load[i].value = 2 * i;
-  }
-  run_all(rt, tree, load);
+  load_strided(rt, tree, n, 2);
   std::vector<kv::request> mixed;
   std::vector<std::vector<kv::entry>> out(n / 4);
   for (std::size_t i = 0; i < n; ++i) {
@@ -293,13 +298,7 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   // under them). A lookup of a key nothing writes finds it with its value; one of an updated key
   // finds the old or the new value, one of a removed key the old value or nothing.
   const std::size_t n = 1500 * scale;
-  std::vector<kv::request> load(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    load[i].type = kv::request_type::insert;
-    load[i].key = 4 * i;
-    load[i].value = 4 * i;
-  }
-  run_all(rt, tree, load);
+  load_strided(rt, tree, n, 4);
   const kv::key_type removed_from = 4 * (n / 2), removed_to = 4 * (n / 2 + 300);
   std::vector<kv::request> reqs;
   std::mt19937_64 rng(11);
@@ -539,13 +538,8 @@ TEST(task_tree_race, an_operation_that_meets_a_dead_leaf_starts_again_at_the_roo
   };
 
   // One parent over a row of half-full leaves.
-  std::vector<kv::request> load(200);
-  for (std::size_t i = 0; i < load.size(); ++i) {
-    load[i].type = kv::request_type::insert;
-    load[i].key = 10 * i;
-    load[i].value = 10 * i;
-  }
-  run_all(rt, tree, load);
+  constexpr std::size_t loaded = 200;
+  load_strided(rt, tree, loaded, 10);
   const kv::node* root = tree.root();
   ASSERT_EQ(root->level(), 1u);
   ASSERT_GE(root->count(), 3u);
@@ -562,7 +556,7 @@ TEST(task_tree_race, an_operation_that_meets_a_dead_leaf_starts_again_at_the_roo
     }
   }
   run_all(rt, tree, thin);
-  const std::size_t left = load.size() - thin.size() - 2;
+  const std::size_t left = loaded - thin.size() - 2;
 
   // The pin: an operation held on worker 2 keeps the epoch at most at its own + 3, E.
   const tessera::group pin_group = rt.make_group();
