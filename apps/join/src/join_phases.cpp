@@ -98,9 +98,27 @@ void join_phases::allocate_partition(unsigned p) {
 
 void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept {
   if (m_scan) {
-    const std::size_t first = first_morsel * m_records;
-    const std::size_t last = std::min(last_morsel * m_records, m_input.build_keys.size());
-    m_dense_table.insert_partition(p, m_input.build_keys.data(), first, last);
+    // Each morsel's key bounds (phase 0) say which partitions its keys can fall in (partition_of
+    // is monotone in the key): a morsel wholly in another partition is skipped, one wholly in p
+    // is counted without a partition test per key, and only a morsel that straddles p's edge is
+    // read key by key. Build keys that come clustered (TPC-H's in key order) are then read about
+    // once in all instead of once per partition; keys in random order straddle every edge and
+    // cost what the plain scan did.
+    const std::int64_t* keys = m_input.build_keys.data();
+    for (std::size_t m = first_morsel; m < last_morsel; ++m) {
+      const std::size_t first = m * m_records;
+      const std::size_t last = std::min(first + m_records, m_input.build_keys.size());
+      const key_bounds& b = m_bounds[m];
+      if (first >= last) continue;
+      const unsigned low = m_dense_table.partition_of(b.min);
+      const unsigned high = m_dense_table.partition_of(b.max);
+      if (p < low || p > high) continue;
+      if (low == high) {
+        m_dense_table.insert_all(keys, first, last);
+      } else {
+        m_dense_table.insert_partition(p, keys, first, last);
+      }
+    }
     return;
   }
   if (m_dense) {

@@ -131,6 +131,22 @@ TEST(join_phases, dense_keys_take_the_direct_table) {
   expect_layout(strided(5, 1, 1, 1, 15).input(), true, "one key");
 }
 
+/// Build keys in key order (TPC-H's), then with a few far-apart pairs swapped: the scan build
+/// skips the morsels wholly in other partitions, counts those wholly in its own without a test
+/// per key, and tests key by key only those straddling its edge.
+TEST(join_phases, clustered_dense_keys) {
+  strided in_order(1, 1, 3000, 2, 16);
+  std::sort(in_order.build.begin(), in_order.build.end());
+  expect_layout(in_order.input(), true, "keys 1..3000 twice, in key order");
+  strided nearly = in_order;
+  for (std::size_t i = 0; i + 4500 < nearly.build.size(); i += 700)
+    std::swap(nearly.build[i], nearly.build[i + 4500]);
+  expect_layout(nearly.input(), true, "keys in key order but for a few swapped pairs");
+  strided descending = in_order;
+  std::reverse(descending.build.begin(), descending.build.end());
+  expect_layout(descending.input(), true, "keys in descending order");
+}
+
 TEST(join_phases, repeated_dense_keys_count_every_pair) {
   expect_layout(strided(1, 1, 1000, 3, 21).input(), true, "keys 1..1000, 3 times each");
   expect_layout(strided(-7, 2, 500, 5, 22).input(), true, "every 2nd key, 5 times each");
@@ -236,8 +252,10 @@ TEST_P(tessera_join_test, matches_reference_at_every_granularity) {
 
 TEST_P(tessera_join_test, dense_sparse_and_repeated_keys) {
   tessera::runtime rt({.workers = GetParam()});
+  strided in_order(5, 2, 3000, 1, 44);
+  std::sort(in_order.build.begin(), in_order.build.end());
   for (const strided& d : {strided(1, 1, 2000, 1, 41), strided(-3, 3, 500, 4, 42),
-                           strided(1, 13, 1000, 2, 43)}) {
+                           strided(1, 13, 1000, 2, 43), in_order}) {
     const join::join_result want = join::reference_join(d.input());
     for (const std::size_t records : {std::size_t{1}, std::size_t{256}, std::size_t{1} << 20}) {
       join::tessera_join j(rt, d.input(), records);

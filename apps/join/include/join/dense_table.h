@@ -94,6 +94,13 @@ class dense_table {
   void insert_partition(unsigned p, const std::int64_t* keys, std::size_t first,
                         std::size_t last) noexcept;
 
+  /// Counts every key of keys[first, last): all of them within the bounds and in one partition,
+  /// whose owner calls this (a build that knows a run of keys lies in its partition, e.g. from
+  /// the run's bounds, skips partition_of). Only before the table is probed.
+  void insert_all(const std::int64_t* keys, std::size_t first, std::size_t last) noexcept {
+    for (std::size_t i = first; i < last; ++i) ++m_counts[index_of(keys[i])];
+  }
+
   dense_view view() const noexcept { return {m_counts, m_min, m_range}; }
 
  private:

@@ -10,9 +10,11 @@
 //      partition (by hash; for the dense table by key range), into the morsel's own region of
 //      the scatter buffer. Any thread; morsels touch disjoint memory. Not for a dense table of
 //      at most dense_scan_partitions partitions: there each build step reads the build keys
-//      themselves and counts those of its partition (every key read once per partition, where
-//      the scatter writes, reads and has the kernel zero 16 bytes a row: for orders at scale
-//      factor 1 the scatter and its fresh pages were over half the run), and the step returns.
+//      themselves and counts those of its partition (where the scatter writes, reads and has
+//      the kernel zero 16 bytes a row: for orders at scale factor 1 the scatter and its fresh
+//      pages were over half the run), skipping the morsels whose key bounds (step 0) lie in
+//      other partitions (clustered keys are read about once in all, keys in random order once
+//      per partition), and the step returns.
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
 //      [first, last): inserts partition p's rows of those morsels into table p (the dense
 //      table: into p's run of counters, allocated by choose_table, touched first here). Every
