@@ -55,7 +55,7 @@ std::string to_text(long long v) {
 void apply_set(replay_op& r, std::string_view key, leaf_access& a) {
   const slot* e = a.find(key);
   if ((r.nx && e != nullptr) || (r.xx && e == nullptr)) return;
-  a.put(key, std::string(r.value), r.deadline, r.keep_ttl);
+  a.put(key, r.value, r.deadline, r.keep_ttl);
 }
 
 void apply_expire(replay_op& r, std::string_view key, leaf_access& a) {
@@ -81,7 +81,7 @@ void apply_op(key_op& op, leaf_access& a) {
     case replay_kind::incr: {
       const slot* e = a.find(op.key);
       long long v = 0;
-      if ((e != nullptr && !parse_integer(e->value->bytes, v)) ||
+      if ((e != nullptr && !parse_integer(e->value.view(), v)) ||
           (r.by < 0 && v < 0 && r.by < LLONG_MIN - v) ||
           (r.by > 0 && v > 0 && r.by > LLONG_MAX - v)) {
         r.no_effect = true;
@@ -92,7 +92,7 @@ void apply_op(key_op& op, leaf_access& a) {
     }
     case replay_kind::append: {
       const slot* e = a.find(op.key);
-      std::string v = e != nullptr ? e->value->bytes : std::string();
+      std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
       v.append(r.value);
       a.put(op.key, std::move(v), 0, true);
       return;

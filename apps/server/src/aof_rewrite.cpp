@@ -62,11 +62,11 @@ class aof_log::rewrite_walk {
       if (s.expire_ms != 0 && s.expire_ms <= a.now_ms()) continue;
       if (s.expire_ms != 0) {
         const auto r = std::to_chars(when, when + sizeof(when), s.expire_ms + st.unix_offset_ms);
-        const std::string_view args[] = {"SET", s.key, s.value->bytes, "PXAT",
+        const std::string_view args[] = {"SET", s.key, s.value.view(), "PXAT",
                                          std::string_view(when, r.ptr)};
         encode_command(st.chunk, args);
       } else {
-        const std::string_view args[] = {"SET", s.key, s.value->bytes};
+        const std::string_view args[] = {"SET", s.key, s.value.view()};
         encode_command(st.chunk, args);
       }
       ++st.keys;

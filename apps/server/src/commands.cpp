@@ -104,7 +104,7 @@ void log_value(op_slot& s, const slot& e, std::span<const std::string_view> delt
   aof_log* log = log_of(s);
   if (log == nullptr) return;
   char when[24];
-  const std::string_view set[] = {"SET", e.key, e.value->bytes, "PXAT",
+  const std::string_view set[] = {"SET", e.key, e.value.view(), "PXAT",
                                   e.expire_ms != 0 ? unix_text(e.expire_ms, when) : ""};
   const std::span<const std::string_view> assignment(set, e.expire_ms != 0 ? 5 : 3);
   s.lsn = delta.empty() ? log->append(assignment) : log->append_delta(delta, assignment);
@@ -135,7 +135,7 @@ void apply_get(key_op& op, leaf_access& a) {
   const slot* e = a.find(op.key);
   count_hit(s, e != nullptr);
   if (e != nullptr) {
-    writer(s).bulk(e->value->bytes);
+    writer(s).bulk(e->value.view());
   } else {
     writer(s).null();
   }
@@ -146,7 +146,7 @@ void apply_set(key_op& op, leaf_access& a) {
   const slot* e = a.find(op.key);
   if (((s.flags & set_nx) != 0 && e != nullptr) || ((s.flags & set_xx) != 0 && e == nullptr)) {
     if ((s.flags & set_get) != 0 && e != nullptr) {
-      writer(s).bulk(e->value->bytes);
+      writer(s).bulk(e->value.view());
     } else {
       writer(s).null();
     }
@@ -154,14 +154,14 @@ void apply_set(key_op& op, leaf_access& a) {
   }
   if ((s.flags & set_get) != 0) {
     if (e != nullptr) {
-      writer(s).bulk(e->value->bytes);
+      writer(s).bulk(e->value.view());
     } else {
       writer(s).null();
     }
   } else {
     writer(s).ok();
   }
-  log_value(s, a.put(op.key, std::string(op.arg), s.expire, (s.flags & set_keepttl) != 0));
+  log_value(s, a.put(op.key, op.arg, s.expire, (s.flags & set_keepttl) != 0));
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -220,7 +220,7 @@ void apply_setnx(key_op& op, leaf_access& a) {
     writer(s).integer(0);
     return;
   }
-  log_value(s, a.put(op.key, std::string(op.arg), 0, false));
+  log_value(s, a.put(op.key, op.arg, 0, false));
   writer(s).integer(1);
 }
 
@@ -233,11 +233,11 @@ void apply_getset(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   const slot* e = a.find(op.key);
   if (e != nullptr) {
-    writer(s).bulk(e->value->bytes);
+    writer(s).bulk(e->value.view());
   } else {
     writer(s).null();
   }
-  log_value(s, a.put(op.key, std::string(op.arg), 0, false));
+  log_value(s, a.put(op.key, op.arg, 0, false));
 }
 
 void cmd_getset(call& k) {
@@ -253,7 +253,7 @@ void apply_getdel(key_op& op, leaf_access& a) {
     writer(s).null();
     return;
   }
-  writer(s).bulk(e->value->bytes);
+  writer(s).bulk(e->value.view());
   a.erase(op.key);
   log_del(s, op.key);
 }
@@ -272,7 +272,7 @@ void cmd_mget(call& k) {
 
 void apply_mset_one(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
-  const slot& e = a.put(op.key, std::string(op.arg), 0, false);
+  const slot& e = a.put(op.key, op.arg, 0, false);
   if ((s.flags & op_logs_itself) != 0) log_value(s, e);
 }
 
@@ -344,7 +344,7 @@ void apply_incrby(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   const slot* e = a.find(op.key);
   long long v = 0;
-  if (e != nullptr && !parse_integer(e->value->bytes, v)) {
+  if (e != nullptr && !parse_integer(e->value.view(), v)) {
     writer(s).error(err_not_integer);
     return;
   }
@@ -383,7 +383,7 @@ void cmd_decrby(call& k) {
 void apply_append(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   const slot* e = a.find(op.key);
-  std::string v = e != nullptr ? e->value->bytes : std::string();
+  std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
   if (v.size() + op.arg.size() > s.conn->parser.limits().max_bulk_len) {
     writer(s).error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
     return;
@@ -407,7 +407,7 @@ void cmd_append(call& k) {
 
 void apply_strlen(key_op& op, leaf_access& a) {
   const slot* e = a.find(op.key);
-  writer(slot_of(op)).integer(e != nullptr ? static_cast<long long>(e->value->bytes.size()) : 0);
+  writer(slot_of(op)).integer(e != nullptr ? static_cast<long long>(e->value.view().size()) : 0);
 }
 
 void cmd_strlen(call& k) {

@@ -901,62 +901,120 @@ std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
 void leaf_access::remove_at(std::size_t i) {
   // The slot goes first (no allocation), then the value is retired: a retire that throws
   // (std::bad_alloc) leaves the key removed and its value unreclaimed, never a slot without it.
-  value_blob* v = m_leaf->slots[i].value;
+  const slot_value v = m_leaf->slots[i].value;
   const std::int64_t bytes =
-      static_cast<std::int64_t>(m_leaf->slots[i].key.size() + v->bytes.size()) +
+      static_cast<std::int64_t>(m_leaf->slots[i].key.size() + v.size()) +
       string_tree::slot_overhead;
   const bool volatile_key = m_leaf->slots[i].expire_ms != 0;
+  m_found_key = nullptr;
   erase_slot(m_leaf->slots, i);
   m_leaf->hints.erase(m_leaf->hints.begin() + static_cast<std::ptrdiff_t>(i));
   tree_counters& c = m_tree->mutable_counters();
   c.keys.fetch_sub(1, std::memory_order_relaxed);
   c.bytes.fetch_sub(bytes, std::memory_order_relaxed);
   if (volatile_key) c.volatile_keys.fetch_sub(1, std::memory_order_relaxed);
-  try {
-    m_tree->retire_value(v);
-  } catch (const std::bad_alloc&) {
+  if (!v.is_inline()) {
+    try {
+      m_tree->retire_value(v.blob());
+    } catch (const std::bad_alloc&) {
+    }
   }
+}
+
+std::size_t leaf_access::position(std::string_view key) const noexcept {
+  if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key);
+  const std::vector<slot>& slots = m_leaf->slots;
+  const std::size_t i = m_found_at;
+  if ((i == 0 || slots[i - 1].key < key) && (i == slots.size() || !(slots[i].key < key))) {
+    return i;
+  }
+  return lower_bound(key);
 }
 
 slot* leaf_access::find(std::string_view key) {
   const std::size_t i = lower_bound(key);
-  if (i == m_leaf->slots.size() || m_leaf->slots[i].key != key) return nullptr;
+  if (i == m_leaf->slots.size() || m_leaf->slots[i].key != key) {
+    m_found_key = key.data();
+    m_found_size = key.size();
+    m_found_at = i;
+    return nullptr;
+  }
   slot& s = m_leaf->slots[i];
   if (s.expire_ms != 0 && s.expire_ms <= m_now) {
     if (m_writes) {
       remove_at(i);
       m_tree->mutable_counters().expired.fetch_add(1, std::memory_order_relaxed);
+      // key's position is still i (the slots after it moved down by one).
+      m_found_key = key.data();
+      m_found_size = key.size();
+      m_found_at = i;
     }
     return nullptr;
   }
+  m_found_key = key.data();
+  m_found_size = key.size();
+  m_found_at = i;
   return &s;
 }
 
-slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t expire_ms,
-                       bool keep_ttl) {
+template <class Bytes>
+void leaf_access::assign(slot& s, Bytes&& bytes) {
+  slot_value& v = s.value;
+  const std::string_view b(bytes);
+  if (b.size() <= slot_value::inline_max) {
+    if (v.is_inline()) {
+      v.set_inline(b);
+      return;
+    }
+    value_blob* old = v.blob();
+    v.set_inline(b);
+    try {
+      m_tree->retire_value(old);
+    } catch (const std::bad_alloc&) {
+      // (Unreclaimed, as remove_at's: never a slot without its value.)
+    }
+    return;
+  }
+  if (!v.is_inline()) {
+    // In place: the writer holds the leaf's latch exclusively, and every reader of a value
+    // copies what it needs under the latch (string_tree.h), so no task can hold the old bytes.
+    // (Assigning from a view throws with the bytes unchanged; a move does not throw.)
+    if constexpr (std::is_same_v<std::remove_cvref_t<Bytes>, std::string> &&
+                  !std::is_lvalue_reference_v<Bytes>) {
+      v.blob()->bytes = std::move(bytes);
+    } else {
+      v.blob()->bytes.assign(b);
+    }
+    return;
+  }
+  v.set_blob(m_tree->make_value(std::forward<Bytes>(bytes)));  // allocates before s changes
+}
+
+template <class Bytes>
+slot& leaf_access::put_bytes(std::string_view key, Bytes&& bytes, std::int64_t expire_ms,
+                             bool keep_ttl) {
   tree_counters& c = m_tree->mutable_counters();
-  const std::size_t i = lower_bound(key);
-  const auto added = static_cast<std::int64_t>(bytes.size());
+  const std::size_t i = position(key);
+  const auto added = static_cast<std::int64_t>(std::string_view(bytes).size());
   if (i < m_leaf->slots.size() && m_leaf->slots[i].key == key) {
     slot& s = m_leaf->slots[i];
     const bool expired = s.expire_ms != 0 && s.expire_ms <= m_now;
-    c.bytes.fetch_add(added - static_cast<std::int64_t>(s.value->bytes.size()),
-                      std::memory_order_relaxed);
-    // In place: the writer holds the leaf's latch exclusively, and every reader of a value
-    // copies what it needs under the latch (string_tree.h), so no task can hold the old bytes.
-    s.value->bytes = std::move(bytes);
+    const auto before = static_cast<std::int64_t>(s.value.size());
+    assign(s, std::forward<Bytes>(bytes));
+    c.bytes.fetch_add(added - before, std::memory_order_relaxed);
     if (!keep_ttl || expired) set_expire(s, expire_ms);
     return s;
   }
-  // A put that throws (std::bad_alloc) leaves the leaf and the counters as they were: if the
-  // slot's insert throws (the key's copy, the vector's growth), the value is freed and the
-  // counters are set back (the common path keeps the order it had without the undo).
-  value_blob* v = m_tree->make_value(std::move(bytes));
+  // A put that throws (std::bad_alloc) leaves the leaf and the counters as they were: the
+  // value's blob (if it needs one) is made first, and if the slot's insert throws (the key's
+  // copy, the vector's growth), the blob is freed and the counters are set back.
+  slot fresh{slot_key(key), slot_value(), keep_ttl ? 0 : expire_ms};
+  assign(fresh, std::forward<Bytes>(bytes));
   const std::int64_t counted =
       added + static_cast<std::int64_t>(key.size()) + string_tree::slot_overhead;
   c.keys.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(counted, std::memory_order_relaxed);
-  const std::int64_t deadline = keep_ttl ? 0 : expire_ms;
+  const std::int64_t deadline = fresh.expire_ms;
   if (deadline != 0) c.volatile_keys.fetch_add(1, std::memory_order_relaxed);
   try {
     // The hint's room first: once the slot is in, the hint's insert cannot throw (the two stay
@@ -965,7 +1023,8 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
     if (hints.size() == hints.capacity()) {
       hints.reserve(std::max<std::size_t>(16, 2 * hints.size()));
     }
-    slot& inserted = insert_slot(m_leaf->slots, i, slot{slot_key(key), v, deadline});
+    m_found_key = nullptr;
+    slot& inserted = insert_slot(m_leaf->slots, i, std::move(fresh));
     hints.insert(hints.begin() + static_cast<std::ptrdiff_t>(i),
                  hint_of(key, m_leaf->hint_offset));
     return inserted;
@@ -973,9 +1032,21 @@ slot& leaf_access::put(std::string_view key, std::string bytes, std::int64_t exp
     c.keys.fetch_sub(1, std::memory_order_relaxed);
     c.bytes.fetch_sub(counted, std::memory_order_relaxed);
     if (deadline != 0) c.volatile_keys.fetch_sub(1, std::memory_order_relaxed);
-    m_tree->runtime().destroy_resource(v);  // never published
+    if (!fresh.value.is_inline()) {
+      m_tree->runtime().destroy_resource(fresh.value.blob());  // never published
+    }
     throw;
   }
+}
+
+slot& leaf_access::put(std::string_view key, std::string_view bytes, std::int64_t expire_ms,
+                       bool keep_ttl) {
+  return put_bytes(key, bytes, expire_ms, keep_ttl);
+}
+
+slot& leaf_access::put_owned(std::string_view key, std::string&& bytes, std::int64_t expire_ms,
+                             bool keep_ttl) {
+  return put_bytes(key, std::move(bytes), expire_ms, keep_ttl);
 }
 
 bool leaf_access::erase(std::string_view key) {
@@ -1026,7 +1097,9 @@ string_tree::~string_tree() {
     }
     for (auto* l = static_cast<leaf*>(first_child); l != nullptr;) {
       leaf* next = l->right;
-      for (slot& s : l->slots) m_rt.destroy_resource(s.value);
+      for (slot& s : l->slots) {
+        if (!s.value.is_inline()) m_rt.destroy_resource(s.value.blob());
+      }
       m_rt.destroy_resource(l);
       l = next;
     }
@@ -1081,7 +1154,13 @@ inner_node* string_tree::make_root(void* left, const std::string& sep, void* rig
   return n;
 }
 
-value_blob* string_tree::make_value(std::string bytes) {
+// (Both out of line: inlined into assign(), where the size is known to be over slot_value's
+// inline bytes, GCC 12 warns of a std::string overflowing its short buffer, wrongly.)
+[[gnu::noinline]] value_blob* string_tree::make_value(std::string_view bytes) {
+  return m_rt.make_resource<value_blob>(plain_hints, value_blob{std::string(bytes)});
+}
+
+[[gnu::noinline]] value_blob* string_tree::make_value(std::string&& bytes) {
   return m_rt.make_resource<value_blob>(plain_hints, value_blob{std::move(bytes)});
 }
 

@@ -27,10 +27,12 @@
 // it runs next on its worker, nothing queued), calls `on_done` (unless `settle`, under the
 // latch, says there is nothing left to do).
 //
-// Values live out of line (server::value_blob, a tessera resource): a delete retires the value
-// (rt.retire_resource), freed once no task that could hold it is left; an overwrite replaces the
-// blob's bytes in place under the write latch. So a reader must copy what it needs of a value
-// under the latch (in apply or a walk's visit) and keep no pointer into it after.
+// Values of up to slot_value::inline_max bytes live in their slot; longer ones out of line
+// (server::value_blob, a tessera resource): a delete, or an overwrite with a value short enough
+// to go inline, retires the blob (rt.retire_resource), freed once no task that could hold it is
+// left; an overwrite with a long value replaces the blob's bytes in place under the write latch,
+// and one of a short value the slot's bytes. So a reader must copy what it needs of a value under
+// the latch (in apply or a walk's visit) and keep no pointer into it (nor into the slot) after.
 // Expiry: a slot may carry a deadline (milliseconds of a steady clock); leaf_access never
 // returns an expired slot (lazy check) and a writer removes it; a walk of the leaves removes
 // the expired ones (background reclamation).
@@ -102,6 +104,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <tessera/tessera.h>
@@ -110,10 +113,56 @@
 
 namespace server {
 
-/// A value, out of line: a resource so that it is freed through the epochs.
+/// A value over slot_value::inline_max bytes, out of line: a resource so that it is freed
+/// through the epochs.
 struct value_blob {
   std::string bytes;
 };
+
+/// A slot's value: up to `inline_max` bytes inside the slot itself (redis-benchmark's 3-byte
+/// values, counters, flags, most short strings), longer ones in a value_blob. A GET then copies
+/// the value from the slot's own line, and a new short value allocates nothing. Owns nothing:
+/// the tree makes and retires the blob (leaf_access), so a slot_value is trivially copyable.
+/// Reads as a std::string_view while its leaf's latch is held (string_tree.h: readers copy).
+class slot_value {
+ public:
+  static constexpr std::size_t inline_max = 23;
+
+  slot_value() noexcept { m_raw[tag_at] = 0; }
+  [[nodiscard]] bool is_inline() const noexcept { return tag() != out_of_line; }
+  /// The blob of an out-of-line value (is_inline() false).
+  [[nodiscard]] value_blob* blob() const noexcept {
+    value_blob* b;
+    std::memcpy(&b, m_raw, sizeof b);
+    return b;
+  }
+  [[nodiscard]] std::string_view view() const noexcept {
+    if (is_inline()) return {reinterpret_cast<const char*>(m_raw), tag()};
+    return blob()->bytes;
+  }
+  [[nodiscard]] std::size_t size() const noexcept {
+    return is_inline() ? tag() : blob()->bytes.size();
+  }
+  /// Becomes `b` (size <= inline_max), inline.
+  void set_inline(std::string_view b) noexcept {
+    std::memmove(m_raw, b.data(), b.size());  // (b may be this value's own bytes)
+    m_raw[tag_at] = static_cast<unsigned char>(b.size());
+  }
+  /// Becomes a reference to `b`.
+  void set_blob(value_blob* b) noexcept {
+    std::memcpy(m_raw, &b, sizeof b);
+    m_raw[tag_at] = out_of_line;
+  }
+
+ private:
+  static constexpr std::size_t tag_at = inline_max;
+  static constexpr unsigned char out_of_line = 0xff;
+  [[nodiscard]] unsigned char tag() const noexcept { return m_raw[tag_at]; }
+  /// Inline: the bytes, then their count in the last byte. Out of line: the blob's address in the
+  /// first 8 bytes, `out_of_line` in the last.
+  alignas(8) unsigned char m_raw[inline_max + 1];
+};
+static_assert(sizeof(slot_value) == 24 && std::is_trivially_copyable_v<slot_value>);
 
 /// A slot's key: up to `inline_max` bytes inside the slot itself (redis-benchmark's 16-byte keys,
 /// most keys of real workloads), longer ones in a heap block of their own. A search's final
@@ -167,11 +216,14 @@ class slot_key {
   };
 };
 
-struct slot {
+/// One key and its value: 64 bytes, aligned to a cache line, so that a search's final compare,
+/// the value and the deadline are one line.
+struct alignas(64) slot {
   slot_key key;
-  value_blob* value = nullptr;
+  slot_value value;
   std::int64_t expire_ms = 0;  ///< deadline on the steady clock in ms; 0: none
 };
+static_assert(sizeof(slot) == 64);
 
 class parked_task;
 
@@ -207,10 +259,19 @@ class leaf_access {
       : m_tree(&tree), m_leaf(&l), m_writes(writes), m_now(now_ms) {}
 
   /// The live slot of `key`, or nullptr (absent or expired; a writer removes an expired one).
+  /// A put of the same key (the same bytes in memory) right after reuses this search.
   slot* find(std::string_view key);
   /// Stores `bytes` under `key` (new slot or new value for the old one), with deadline
-  /// `expire_ms` (0: none), or keeps the old deadline when `keep_ttl`. Writers only.
-  slot& put(std::string_view key, std::string bytes, std::int64_t expire_ms, bool keep_ttl);
+  /// `expire_ms` (0: none), or keeps the old deadline when `keep_ttl`. Writers only. Throws
+  /// (std::bad_alloc) with the leaf unchanged.
+  slot& put(std::string_view key, std::string_view bytes, std::int64_t expire_ms, bool keep_ttl);
+  /// The same, taking `bytes`' buffer where the value goes out of line (a std::string rvalue
+  /// only: anything else is the view's).
+  template <class S>
+    requires std::is_same_v<S, std::string>
+  slot& put(std::string_view key, S&& bytes, std::int64_t expire_ms, bool keep_ttl) {
+    return put_owned(key, std::move(bytes), expire_ms, keep_ttl);
+  }
   /// Removes the live slot of `key`. Outcome: false if there was none. Writers only.
   bool erase(std::string_view key);
   /// Sets (0: clears) the deadline of a live slot. Writers only.
@@ -220,11 +281,27 @@ class leaf_access {
 
  private:
   std::size_t lower_bound(std::string_view key) const noexcept;
+  /// lower_bound, or the position find() last found where it is still key's (checked against
+  /// its neighbours: the caller's key may be other bytes at the same address).
+  std::size_t position(std::string_view key) const noexcept;
+  slot& put_owned(std::string_view key, std::string&& bytes, std::int64_t expire_ms,
+                  bool keep_ttl);
+  template <class Bytes>
+  slot& put_bytes(std::string_view key, Bytes&& bytes, std::int64_t expire_ms, bool keep_ttl);
+  /// Gives s the value `bytes` (a new slot's value is inline and empty). Throws (std::bad_alloc)
+  /// with s unchanged.
+  template <class Bytes>
+  void assign(slot& s, Bytes&& bytes);
   void remove_at(std::size_t i);
   string_tree* m_tree;
   leaf* m_leaf;
   bool m_writes;
   std::int64_t m_now;
+  /// find()'s last search (its key's address and size, and the position), until the leaf
+  /// changes: put() of the same key reuses it.
+  const char* m_found_key = nullptr;
+  std::size_t m_found_size = 0;
+  std::size_t m_found_at = 0;
 };
 
 /// How a request ended: set by the tree before settle / on_done. Not `applied`: apply (or a
@@ -341,7 +418,8 @@ class string_tree {
   bool replace_root(inner_node* old, inner_node* fresh) noexcept;
   leaf* make_leaf();
   inner_node* make_inner(std::uint8_t level);
-  value_blob* make_value(std::string bytes);
+  value_blob* make_value(std::string_view bytes);
+  value_blob* make_value(std::string&& bytes);
   void retire_value(value_blob* v);
   /// A new inner node above `left` and `right` (split at `sep`), for a new root.
   inner_node* make_root(void* left, const std::string& sep, void* right, std::uint8_t level);

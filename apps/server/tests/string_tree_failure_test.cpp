@@ -46,7 +46,7 @@ std::string value_of(server::string_tree& tree, const std::string& key) {
   server::key_op op{.key = key,
                     .apply = [](server::key_op& o, server::leaf_access& a) {
                       const server::slot* s = a.find(o.key);
-                      if (s != nullptr) *static_cast<std::string*>(o.user) = s->value->bytes;
+                      if (s != nullptr) *static_cast<std::string*>(o.user) = s->value.view();
                     },
                     .user = &v};
   tree.apply_exclusive(op);

@@ -185,7 +185,7 @@ void apply_put(server::key_op& op, server::leaf_access& a) {
 void apply_get(server::key_op& op, server::leaf_access& a) {
   const server::slot* s = a.find(op.key);
   state_of(op).found = s != nullptr;
-  if (s != nullptr) state_of(op).value = s->value->bytes;
+  if (s != nullptr) state_of(op).value = s->value.view();
 }
 void done(server::key_op& op, tessera::context&) {
   state_of(op).left->fetch_sub(1, std::memory_order_release);

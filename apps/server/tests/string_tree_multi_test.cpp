@@ -50,7 +50,7 @@ void apply_get(server::key_op& op, server::leaf_access& a) {
   req& r = req_of(op);
   const server::slot* e = a.find(op.key);
   r.found = e != nullptr;
-  if (e != nullptr) r.value = e->value->bytes;
+  if (e != nullptr) r.value = e->value.view();
 }
 void apply_exists(server::key_op& op, server::leaf_access& a) {
   req_of(op).found = a.find(op.key) != nullptr;

@@ -32,7 +32,7 @@ void apply_put(server::key_op& op, server::leaf_access& a) {
 void apply_get(server::key_op& op, server::leaf_access& a) {
   const server::slot* s = a.find(op.key);
   state_of(op).found = s != nullptr;
-  if (s != nullptr) state_of(op).value = s->value->bytes;
+  if (s != nullptr) state_of(op).value = s->value.view();
 }
 void apply_erase(server::key_op& op, server::leaf_access& a) {
   state_of(op).found = a.erase(op.key);
@@ -139,6 +139,152 @@ TEST(string_tree, expired_keys_are_never_returned) {
   run_all(rt, tree, gets);
   EXPECT_FALSE(gets[0].found);
   EXPECT_TRUE(gets[1].found);
+}
+
+/// APPEND: the value read under the latch, extended, put back (the put reuses find's search).
+void apply_append(server::key_op& op, server::leaf_access& a) {
+  const server::slot* s = a.find(op.key);
+  std::string v = s != nullptr ? std::string(s->value.view()) : std::string();
+  v += state_of(op).value;
+  a.put(op.key, std::move(v), 0, true);
+}
+
+/// Runs one op on its own (one worker: ops in submission order).
+op_state run_one(tessera::runtime& rt, server::string_tree& tree, std::string_view key,
+                 void (*apply)(server::key_op&, server::leaf_access&), bool writes,
+                 std::string value = {}) {
+  std::vector<op_state> ops(1);
+  ops[0].op.key = key;
+  ops[0].op.writes = writes;
+  ops[0].op.apply = apply;
+  ops[0].value = std::move(value);
+  run_all(rt, tree, ops);
+  return ops[0];
+}
+
+/// Whether the slot of `key` keeps its value inline (and the value is `want`).
+bool stored_inline(server::string_tree& tree, std::string_view key, std::string_view want) {
+  server::leaf* l = tree.leaf_for(key);
+  for (const server::slot& s : l->slots) {
+    if (s.key == key) {
+      EXPECT_EQ(s.value.view(), want);
+      EXPECT_EQ(s.value.size(), want.size());
+      return s.value.is_inline();
+    }
+  }
+  ADD_FAILURE() << "no slot for " << key;
+  return false;
+}
+
+TEST(string_tree, values_cross_the_inline_boundary_both_ways) {
+  tessera::runtime rt({.workers = 1});
+  server::string_tree tree(rt);
+  constexpr std::size_t max = server::slot_value::inline_max;
+  const std::string key = "key:000000000042";
+  const std::size_t sizes[] = {3, 0, max, max + 1, max - 1, 1000, max, max + 2, 1, 64, 0, max + 1};
+  const std::int64_t base = tree.counters().bytes.load();
+  char fill = 'a';
+  for (const std::size_t n : sizes) {
+    std::string v(n, fill++);
+    if (n > 1) v[n - 1] = '\0';  // binary-safe
+    run_one(rt, tree, key, &apply_put, true, v);
+    EXPECT_EQ(stored_inline(tree, key, v), n <= max) << n;
+    const op_state got = run_one(rt, tree, key, &apply_get, false);
+    ASSERT_TRUE(got.found) << n;
+    EXPECT_EQ(got.value, v) << n;
+    EXPECT_EQ(tree.counters().bytes.load() - base,
+              static_cast<std::int64_t>(key.size() + n) + server::string_tree::slot_overhead)
+        << n;
+  }
+  EXPECT_EQ(tree.counters().keys.load(), 1);
+  // A new key with a long value, then erased (its blob retired), and one with a short value.
+  run_one(rt, tree, "long", &apply_put, true, std::string(300, 'L'));
+  EXPECT_FALSE(stored_inline(tree, "long", std::string(300, 'L')));
+  EXPECT_TRUE(run_one(rt, tree, "long", &apply_erase, true).found);
+  run_one(rt, tree, "short", &apply_put, true, "s");
+  EXPECT_TRUE(stored_inline(tree, "short", "s"));
+  EXPECT_TRUE(run_one(rt, tree, "short", &apply_erase, true).found);
+  EXPECT_FALSE(run_one(rt, tree, "long", &apply_get, false).found);
+  EXPECT_EQ(tree.counters().keys.load(), 1);
+}
+
+TEST(string_tree, append_grows_an_inline_value_out_of_line) {
+  tessera::runtime rt({.workers = 1});
+  server::string_tree tree(rt);
+  std::string want;
+  for (int i = 0; i < 40; ++i) {
+    const std::string piece(1, static_cast<char>('a' + i % 26));
+    run_one(rt, tree, "counter", &apply_append, true, piece);
+    want += piece;
+    EXPECT_EQ(stored_inline(tree, "counter", want), want.size() <= server::slot_value::inline_max);
+    const op_state got = run_one(rt, tree, "counter", &apply_get, false);
+    EXPECT_EQ(got.value, want);
+  }
+}
+
+/// A put after a find of other bytes at the same address (a reused buffer): the find's search
+/// must not be taken for the put's.
+void apply_find_then_put_other(server::key_op& op, server::leaf_access& a) {
+  std::string& buf = state_of(op).value;  // holds the first key; then the second, same size
+  const std::string second(op.arg);
+  (void)a.find(buf);
+  buf.replace(0, second.size(), second);
+  a.put(buf, "v", 0, false);
+}
+
+TEST(string_tree, a_put_never_reuses_the_search_of_other_bytes) {
+  tessera::runtime rt({.workers = 1});
+  server::string_tree tree(rt);
+  for (const char* k : {"b1", "b3", "b5", "b7"}) run_one(rt, tree, k, &apply_put, true, "x");
+  std::vector<op_state> ops(1);
+  ops[0].op.key = "b9";  // routes to the one leaf; the apply searches its own keys
+  ops[0].op.writes = true;
+  ops[0].op.apply = &apply_find_then_put_other;
+  ops[0].op.arg = "b0";
+  ops[0].value = "b4";
+  run_all(rt, tree, ops);
+  std::vector<std::string> keys;
+  for (const server::slot& s : tree.leaf_for("b")->slots) keys.emplace_back(s.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"b0", "b1", "b3", "b5", "b7"}));
+}
+
+/// Readers racing writers that switch each key between an inline and an out-of-line value: a
+/// reader sees one whole value, never a mix (run under TSan in the tsan preset).
+TEST(string_tree, gets_racing_sets_of_both_kinds_see_whole_values) {
+  tessera::runtime rt({.workers = 2});
+  server::string_tree tree(rt);
+  constexpr std::size_t nkeys = 32;
+  constexpr std::size_t rounds = 40;
+  const auto value_of = [](std::size_t round) {
+    // Even rounds inline (5 bytes), odd ones out of line (100 bytes); every byte the round's.
+    return std::string(round % 2 == 0 ? 5 : 100, static_cast<char>('A' + round % 26));
+  };
+  std::vector<std::string> keys(nkeys);
+  for (std::size_t k = 0; k < nkeys; ++k) keys[k] = "race:" + std::to_string(k);
+  std::vector<op_state> ops;
+  ops.reserve(nkeys * rounds * 3);
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (std::size_t k = 0; k < nkeys; ++k) {
+      op_state& w = ops.emplace_back();
+      w.op.key = keys[k];
+      w.op.writes = true;
+      w.op.apply = &apply_put;
+      w.value = value_of(r);
+      for (int g = 0; g < 2; ++g) {
+        op_state& rd = ops.emplace_back();
+        rd.op.key = keys[k];
+        rd.op.apply = &apply_get;
+      }
+    }
+  }
+  run_all(rt, tree, ops);
+  for (const op_state& o : ops) {
+    if (o.op.writes || !o.found) continue;
+    ASSERT_TRUE(o.value.size() == 5 || o.value.size() == 100) << o.value.size();
+    const char c = o.value[0];
+    ASSERT_EQ(o.value, std::string(o.value.size(), c));
+    ASSERT_EQ(o.value.size(), (c - 'A') % 2 == 0 ? 5U : 100U);
+  }
 }
 
 }  // namespace
