@@ -70,10 +70,15 @@ class op_slots {
       m_chunks.push_back(std::make_unique<op_slot[]>(chunk));
     }
     op_slot& s = (*this)[m_size++];
-    std::string out = std::move(s.out);
-    out.clear();
-    s = op_slot{};
-    s.out = std::move(out);
+    // Field by field, every field of op_slot (cheaper than a fresh op_slot assigned whole with
+    // the reply buffer moved out and back); the buffer keeps its capacity.
+    s.op = key_op{};
+    s.conn = nullptr;
+    s.out.clear();
+    s.result = 0;
+    s.expire = 0;
+    s.flags = 0;
+    s.lsn = 0;
     return s;
   }
   op_slot& operator[](std::size_t i) noexcept { return m_chunks[i / chunk][i % chunk]; }
@@ -262,6 +267,11 @@ class connection {
   /// The last batch stopped at an incomplete request (its rest has not come yet).
   bool parse_waits = true;
   std::string_view last_command;  ///< the command table's name of the last command
+  /// The last command name looked up as the client sent it (up to 16 bytes) and its spec: a
+  /// pipeline repeats its command, so the next lookup is one compare (dispatch).
+  const command_spec* last_spec = nullptr;
+  std::uint8_t last_name_size = 0;  ///< 0: none
+  char last_name[16] = {};
   /// The LSN the replies in `out` wait for (aof.h): the batch's last record; 0: none.
   std::uint64_t wait_lsn = 0;
 };

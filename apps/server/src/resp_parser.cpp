@@ -41,8 +41,17 @@ constexpr parse_result need_more{};
 /// Where the header line that starts at `pos` ends (its '\r'), as Redis finds it: the first '\r'
 /// from `pos`; npos while it and the byte after it are not both there.
 std::size_t line_end(std::string_view in, std::size_t pos) noexcept {
-  const std::size_t cr = in.find('\r', pos);
-  if (cr == std::string_view::npos || cr + 1 >= in.size()) return std::string_view::npos;
+  // Nearly every header is "*N", "$N" or "$NN": its '\r' is among the next four bytes, found
+  // without a call (memchr, three calls a GET).
+  const std::size_t n = in.size();
+  const std::size_t near_end = std::min(n, pos + 4);
+  std::size_t cr = pos;
+  while (cr < near_end && in[cr] != '\r') ++cr;
+  if (cr == near_end) {
+    if (near_end == n) return std::string_view::npos;
+    cr = in.find('\r', near_end);
+  }
+  if (cr == std::string_view::npos || cr + 1 >= n) return std::string_view::npos;
   return cr;
 }
 

@@ -1,6 +1,7 @@
 // The connection and server commands (PING ... SHUTDOWN), dispatch() and finalize().
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -567,10 +568,29 @@ const std::vector<command_spec>& server_commands() {
 
 std::size_t command_count() noexcept { return key_commands().size() + server_commands().size(); }
 
+namespace {
+
+/// find_spec, through the connection's last lookup (the same bytes: the same spec).
+const command_spec* spec_for(connection& c, std::string_view name) {
+  if (name.size() == c.last_name_size && !name.empty() &&
+      std::memcmp(name.data(), c.last_name, name.size()) == 0) {
+    return c.last_spec;
+  }
+  const command_spec* s = find_spec(name);
+  if (s != nullptr && name.size() <= sizeof c.last_name) {
+    std::memcpy(c.last_name, name.data(), name.size());
+    c.last_name_size = static_cast<std::uint8_t>(name.size());
+    c.last_spec = s;
+  }
+  return s;
+}
+
+}  // namespace
+
 dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
                           std::size_t first_arg, std::size_t nargs) {
   const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
-  const command_spec* spec = find_spec(args[0]);
+  const command_spec* spec = spec_for(c, args[0]);
   const bool first_in_batch = c.cmds.empty();
   if (spec != nullptr) {
     if ((spec->flags & cmd_whole_store) != 0 && !first_in_batch) {
