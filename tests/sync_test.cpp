@@ -18,6 +18,7 @@
 
 #include "runtime/scheduler.h"
 #include "tessera/coupled_read.h"
+#include "tessera/coupled_write.h"
 #include "sync/latch.h"
 #include "test_support.h"
 
@@ -1038,6 +1039,122 @@ TEST(coupled_read, with_one_worker_an_automatic_choice_needs_no_version) {
   r.wait_idle();
   EXPECT_EQ(answer.load(), 1) << "one worker: nothing overlaps the running task";
   r.retire_resource(obj);
+}
+
+
+// ---- tessera/coupled_write.h: where a coupled write is possible, and that it excludes writers --
+
+/// A writer of `obj` that answers whether a coupled write of `obj` could begin while it writes.
+class coupled_write_probe final : public task {
+ public:
+  coupled_write_probe(record* obj, std::atomic<int>& answer) : m_obj(obj), m_answer(&answer) {
+    annotate_resource(obj, access::write);
+  }
+  task* execute(context&) override {
+    const bool began = coupled_write_begin(m_obj);
+    if (began) coupled_write_end(m_obj);
+    m_answer->store(began ? 1 : 0);
+    return nullptr;
+  }
+
+ private:
+  record* m_obj;
+  std::atomic<int>* m_answer;
+};
+
+/// Adds one to `obj`'s plain_writes as a writer task of `obj`.
+class add_one final : public task {
+ public:
+  explicit add_one(record* obj) : m_obj(obj) { annotate_resource(obj, access::write); }
+  task* execute(context&) override {
+    ++m_obj->plain_writes;  // plain: ThreadSanitizer checks that the writers are ordered
+    return nullptr;
+  }
+
+ private:
+  record* m_obj;
+};
+
+TEST(coupled_write, is_refused_where_the_pool_serializes_the_writers) {
+  runtime r({.workers = 2});
+  for (const primitive p : {primitive::scheduling, primitive::optimistic_scheduled}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    EXPECT_FALSE(coupled_write_begin(obj)) << to_string(p);
+    r.retire_resource(obj);
+  }
+}
+
+TEST(coupled_write, under_a_latch_excludes_other_writers_and_ends_optimistic_reads) {
+  runtime r({.workers = 2});
+  for (const primitive p : {primitive::spinlock, primitive::rwlatch, primitive::optimistic_latch}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    const auto read = coupled_begin(obj);  // optimistic_latch only
+    ASSERT_TRUE(coupled_write_begin(obj)) << to_string(p);
+    EXPECT_FALSE(coupled_write_begin(obj)) << to_string(p) << ": began twice";
+    EXPECT_FALSE(coupled_begin(obj).has_value()) << to_string(p) << ": a read began inside";
+    racy_store(obj->fields[0].value, std::int64_t{7});
+    coupled_write_end(obj);
+    if (read) {
+      EXPECT_FALSE(coupled_valid(obj, *read)) << to_string(p) << ": the write did not end the read";
+      const auto after = coupled_begin(obj);
+      ASSERT_TRUE(after.has_value()) << to_string(p);
+      EXPECT_EQ(*after, *read + 2) << to_string(p);
+    }
+    // A task writing it keeps a coupled write out; after it, one begins again.
+    std::atomic<int> answer{-1};
+    r.spawn(r.make_task<coupled_write_probe>(obj, answer));
+    r.wait_idle();
+    EXPECT_EQ(answer.load(), 0) << to_string(p) << ": began while a writer task was inside";
+    ASSERT_TRUE(coupled_write_begin(obj)) << to_string(p);
+    coupled_write_end(obj);
+    EXPECT_EQ(racy_load(obj->fields[0].value), 7) << to_string(p);
+    r.retire_resource(obj);
+  }
+}
+
+TEST(coupled_write, with_one_worker_an_automatic_choice_needs_nothing) {
+  runtime r({.workers = 1});
+  auto* obj = r.make_resource<record>({});
+  ASSERT_TRUE(coupled_write_begin(obj));
+  coupled_write_end(obj);
+  std::atomic<int> answer{-1};
+  r.spawn(r.make_task<coupled_write_probe>(obj, answer));
+  r.wait_idle();
+  EXPECT_EQ(answer.load(), 1) << "one worker: nothing overlaps the running task";
+  r.retire_resource(obj);
+}
+
+// Increments from tasks of no resource (coupled writes, a writer task where one is refused) and
+// from writer tasks of the object, on every worker at once: none is lost.
+TEST(coupled_write, increments_beside_writer_tasks_are_not_lost) {
+  runtime r({.workers = 4});
+  for (const primitive p : {primitive::spinlock, primitive::rwlatch, primitive::optimistic_latch}) {
+    auto* obj = r.make_resource<record>({.primitive = p});
+    constexpr int n = 4000;
+    std::atomic<int> coupled{0};
+    const group g = r.make_group();
+    for (int i = 0; i < n; ++i) {
+      if (i % 2 == 0) {
+        r.spawn(r.make_task<add_one>(obj), g);
+        continue;
+      }
+      r.spawn(r.make_task_from([obj, &coupled](context& ctx) {
+                if (coupled_write_begin(obj)) {
+                  ++obj->plain_writes;
+                  coupled_write_end(obj);
+                  coupled.fetch_add(1, std::memory_order_relaxed);
+                } else {
+                  ctx.spawn(ctx.make_task<add_one>(obj));
+                }
+              }),
+              g);
+    }
+    r.wait(g);
+    r.wait_idle();
+    EXPECT_EQ(obj->plain_writes, n) << to_string(p);
+    EXPECT_GT(coupled.load(), 0) << to_string(p);
+    r.retire_resource(obj);
+  }
 }
 
 }  // namespace

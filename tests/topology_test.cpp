@@ -70,6 +70,16 @@ TEST(topology, machine_without_smt_keeps_ascending_order) {
   EXPECT_EQ(t.worker_order(), (cpus{0, 1, 2, 3, 4, 5}));
 }
 
+TEST(topology, the_last_level_cache_is_the_largest_data_cache_above_the_first_worker_cpu) {
+  // Two packages, each an L3 over two cores with an L2 and split L1s of their own.
+  const topology t = topology::synthetic(
+      "pack:2 l3u:1(size=33554432) l2u:2(size=1048576) l1d:1(size=32768) core:1 pu:1");
+  EXPECT_EQ(t.last_level_cache_bytes(), std::size_t{33554432});
+  const topology without = topology::synthetic("core:2 pu:1");
+  EXPECT_EQ(without.last_level_cache_bytes(), std::size_t{0});
+  EXPECT_EQ(last_level_cache_bytes(), topology::get().last_level_cache_bytes());
+}
+
 TEST(topology, a_description_hwloc_rejects_is_an_error) {
   EXPECT_THROW(topology::synthetic("no such thing:3"), std::invalid_argument);
 }

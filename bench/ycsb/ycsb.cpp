@@ -99,7 +99,22 @@ settings read_settings(const run_context& ctx) {
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
   s.tessera.coupled_bytes = static_cast<std::size_t>(f.integer("coupled-kib")) * 1024;
-  s.tessera.coupled_leaf_bytes = static_cast<std::size_t>(f.integer("coupled-leaf-kib")) * 1024;
+  {
+    // "llc": kv::tree_options' default (the last-level cache); otherwise KiB.
+    const std::string& leaf = f.text("coupled-leaf-kib");
+    if (leaf != "llc") {
+      std::size_t used = 0;
+      unsigned long long kib = 0;
+      try {
+        kib = std::stoull(leaf, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != leaf.size() || leaf[0] == '-' || kib > (1ULL << 30))
+        usage_error("--coupled-leaf-kib", "wants llc or a count of KiB from 0 to 1073741824");
+      s.tessera.coupled_leaf_bytes = static_cast<std::size_t>(kib) * 1024;
+    }
+  }
   s.tessera.runtime = tessera_settings::from(f);
   s.check = f.boolean("check");
   s.write_load_file = f.text("write-load-file");
@@ -260,9 +275,14 @@ void run(const run_context& ctx) {
     std::fprintf(stderr,
                  "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
                  "batches of %u, %u in flight per worker, upper levels read coupled up to "
-                 "%zu KiB, leaves up to a tree of %zu KiB, %s\n",
+                 "%zu KiB, every level up to a tree of %zu KiB%s, %s\n",
                  ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
-                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024, s.tessera.coupled_leaf_bytes / 1024,
+                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024,
+                 s.tessera.coupled_leaf_bytes.value_or(tessera::last_level_cache_bytes() != 0
+                                                           ? tessera::last_level_cache_bytes()
+                                                           : kv::coupled_leaf_fallback_bytes) /
+                     1024,
+                 s.tessera.coupled_leaf_bytes ? "" : " (the last-level cache)",
                  s.tessera.runtime.pin ? "pinned" : "not pinned");
 
   // Rows are added phase by phase at the end (also when a configuration fails), so that the
@@ -368,12 +388,11 @@ const registration ycsb_benchmark({
                   "tessera: KiB of the tree's upper levels a descent reads in one run (coupled "
                   "reads, kv::tree_options::coupled_bytes; 0: one run per node)",
                   0, 1 << 20),
-         int_flag("coupled-leaf-kib",
-                  static_cast<std::int64_t>(kv::tree_options{}.coupled_leaf_bytes / 1024),
-                  "tessera: lookups read their leaf in the submitting task (coupled) while the "
-                  "whole tree takes at most this many KiB (kv::tree_options::coupled_leaf_bytes; "
-                  "0: never)",
-                  0, 1 << 30),
+         string_flag("coupled-leaf-kib", "llc",
+                     "tessera: every level read coupled, and lookups read their leaf in the "
+                     "submitting task, while the whole tree takes at most this many KiB "
+                     "(kv::tree_options::coupled_leaf_bytes; llc: the last-level cache; 0: never)",
+                     "KIB|llc"),
          string_flag("load-file", "", "replay this trace (INSERT lines) as the load phase", "FILE"),
          string_flag("run-file", "",
                      "replay this trace as the run phase (without --load-file: after loading "

@@ -118,7 +118,7 @@ struct tessera_config {
   std::uint32_t batch = 500;        ///< requests per driver batch
   unsigned batches_per_worker = 2;  ///< batches in flight per worker
   std::size_t coupled_bytes = kv::tree_options{}.coupled_bytes;  ///< kv::tree_options
-  std::size_t coupled_leaf_bytes = kv::tree_options{}.coupled_leaf_bytes;  ///< kv::tree_options
+  std::optional<std::size_t> coupled_leaf_bytes{};  ///< kv::tree_options (empty: the LLC)
 };
 
 std::unique_ptr<store> make_tessera_store(const tessera_config& config);

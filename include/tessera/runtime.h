@@ -98,6 +98,12 @@ enum class task_allocator : std::uint8_t {
 /// tessera's prefetching keeps busy). Pin your own threads to these to compare on the same CPUs.
 std::vector<unsigned> default_worker_cpus();
 
+/// Bytes of the last-level cache above the first of default_worker_cpus() (hwloc: the largest
+/// data or unified cache among that CPU's ancestors, the one a runtime's first workers share),
+/// read once per process; 0 when hwloc does not report one. What a structure's "fits in the
+/// caches" budget can follow (kv::tree_options::coupled_leaf_bytes).
+std::size_t last_level_cache_bytes();
+
 struct runtime_options {
   /// Number of workers; default: one per CPU the process may run on. Ignored if `cpus` is set.
   /// Worker i runs on default_worker_cpus()[i], wrapping around when there are more workers.

@@ -3,6 +3,7 @@
 
 #include "tessera/context.h"
 #include "tessera/coupled_read.h"
+#include "tessera/coupled_write.h"
 #include "tessera/graph.h"
 #include "tessera/group.h"
 #include "tessera/ids.h"

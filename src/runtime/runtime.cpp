@@ -138,6 +138,7 @@ void runtime::set_prefetch_distance(unsigned d) {
   m_scheduler->set_prefetch_distance(d);
 }
 std::vector<unsigned> default_worker_cpus() { return detail::topology::get().worker_order(); }
+std::size_t last_level_cache_bytes() { return detail::topology::get().last_level_cache_bytes(); }
 
 unsigned runtime::cpu_of(worker_id w) const {
   if (w.value >= workers()) throw std::out_of_range("tessera: cpu_of: no such worker");

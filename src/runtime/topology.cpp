@@ -35,7 +35,8 @@ topology::topology(topology&& other) noexcept
     : m_impl(std::exchange(other.m_impl, nullptr)),
       m_allowed(std::move(other.m_allowed)),
       m_node_of_cpu(std::move(other.m_node_of_cpu)),
-      m_order(std::move(other.m_order)) {}
+      m_order(std::move(other.m_order)),
+      m_llc_bytes(other.m_llc_bytes) {}
 
 topology::~topology() {
   if (m_impl == nullptr) return;
@@ -107,6 +108,17 @@ topology::topology(const char* synthetic_description, std::vector<unsigned> allo
     }
   }
   order_workers();
+  find_last_level_cache();
+}
+
+void topology::find_last_level_cache() {
+  if (m_impl->topo == nullptr || m_order.empty()) return;
+  hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(m_impl->topo, m_order.front());
+  for (hwloc_obj_t o = pu == nullptr ? nullptr : pu->parent; o != nullptr; o = o->parent) {
+    if (!hwloc_obj_type_is_cache(o->type) || o->attr == nullptr) continue;
+    if (o->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION) continue;
+    m_llc_bytes = std::max(m_llc_bytes, static_cast<std::size_t>(o->attr->cache.size));
+  }
 }
 
 void topology::order_workers() {

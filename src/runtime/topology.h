@@ -5,6 +5,7 @@
 //   bool ok = topo.pin_this_thread(cpus[0], why);
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ class topology {
   const std::vector<unsigned>& worker_order() const noexcept { return m_order; }
   /// NUMA node of an OS CPU (0 when unknown).
   unsigned node_of_cpu(unsigned cpu) const noexcept;
+  /// Bytes of the largest data (or unified) cache above the first CPU of worker_order(): the
+  /// last-level cache that a runtime's first workers share. 0 when hwloc does not tell.
+  std::size_t last_level_cache_bytes() const noexcept { return m_llc_bytes; }
   /// Binds the calling thread to `cpu`; false (and the reason in `why`) if `cpu` is not allowed
   /// or the OS refuses.
   /// Out of line, as unpin_this_thread: inlined into the worker's loop under LTO, their start-up
@@ -63,11 +67,14 @@ class topology {
   topology(const char* synthetic_description, std::vector<unsigned> allowed);
   /// m_order from hwloc's view of m_allowed (m_node_of_cpu filled first).
   void order_workers();
+  /// m_llc_bytes from hwloc's caches above m_order's first CPU (m_order filled first).
+  void find_last_level_cache();
 
   impl* m_impl;
   std::vector<unsigned> m_allowed;
   std::vector<unsigned> m_node_of_cpu;
   std::vector<unsigned> m_order;
+  std::size_t m_llc_bytes = 0;
 };
 
 }  // namespace tessera::detail

@@ -6,6 +6,8 @@
 #include <iterator>
 #include <vector>
 
+#include <tessera/coupled_write.h>
+
 #include "kv/node_ops.h"
 #include "test_hooks.h"
 
@@ -84,11 +86,16 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
 
 /// Issues prefetches for `leaf`'s header and the lines a search reads (metadata and keys), so
 /// that the misses of one leaf overlap: a search's probes depend on each other. A constant
-/// count: the loop unrolls (a bound read from the options cost four instructions a line).
-void prefetch_leaf(const node* leaf) noexcept {
+/// count: the loop unrolls (a bound read from the options cost four instructions a line). A
+/// writer's header line (latch and version) is fetched for writing.
+void prefetch_leaf(const node* leaf, bool write = false) noexcept {
   constexpr std::size_t bytes = header_bytes + node_search_bytes;
   const std::byte* const block = header_of(leaf);
-  for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(block + offset);
+  if (write)
+    __builtin_prefetch(block, 1);
+  else
+    __builtin_prefetch(block);
+  for (std::size_t offset = 64; offset < bytes; offset += 64) __builtin_prefetch(block + offset);
 }
 
 /// A lookup of `leaf` (reached through a validated read in this run; see coupled_read.h) read
@@ -103,6 +110,31 @@ bool lookup_coupled(const node& leaf, request& r) noexcept {
   r.status = v ? request_status::ok : request_status::not_found;
   if (v) r.value = *v;
   return true;
+}
+
+/// An update of `leaf` (reached through a validated read in this run) written coupled: true with
+/// `r` answered if the leaf's writers' side could be taken at once (tessera/coupled_write.h:
+/// spinlock, rwlatch, optimistic_latch, none). False where the ordinary task must write it,
+/// having changed nothing: a primitive serialized by its pool (scheduling, optimistic_scheduled),
+/// a holder inside, a dead leaf, a key at or beyond its high key.
+bool update_coupled(node& leaf, request& r) noexcept {
+  if (!tessera::coupled_write_begin(&leaf)) return false;
+  const bool here = !leaf.dead() && !must_move_right(leaf, r.key);
+  if (here)
+    r.status = leaf_update(leaf, r.key, r.value) ? request_status::ok : request_status::not_found;
+  tessera::coupled_write_end(&leaf);
+  return here;
+}
+
+/// What the leaf of a request reached coupled in submit() allows: read (lookups) or written
+/// (updates) in submit itself while the tree fits coupled_leaf_bytes.
+bool completes_coupled(request_type type) noexcept {
+  return type == request_type::lookup || type == request_type::update;
+}
+
+/// A lookup or update whose leaf was reached coupled, done in submit(): true if it completed.
+bool complete_coupled(node& leaf, request& r) noexcept {
+  return r.type == request_type::lookup ? lookup_coupled(leaf, r) : update_coupled(leaf, r);
 }
 
 /// Annotates `t` for the root on its way to `level`.
@@ -459,7 +491,12 @@ class op_task final : public tessera::task {
 }  // namespace
 
 task_tree::task_tree(tessera::runtime& rt, tree_options options)
-    : m_rt(rt), m_options(options), m_root(nullptr) {
+    : m_rt(rt),
+      m_options(options),
+      m_coupled_leaf_bytes(options.coupled_leaf_bytes.value_or(
+          tessera::last_level_cache_bytes() != 0 ? tessera::last_level_cache_bytes()
+                                                 : coupled_leaf_fallback_bytes)),
+      m_root(nullptr) {
   m_root.store(make_node(node_kind::leaf, 0), std::memory_order_release);
 }
 
@@ -494,12 +531,13 @@ node* task_tree::make_node(node_kind kind, std::uint8_t level) {
     if (bytes > m_options.coupled_bytes) break;
     coupled = static_cast<std::uint8_t>(l);
   }
-  // The leaves too (lookups read their leaf coupled) when every level above is read coupled and
-  // the whole tree takes at most coupled_leaf_bytes.
-  if (coupled == 1) {
+  // Every level, the leaves too (lookups read their leaf coupled), when the whole tree takes at
+  // most coupled_leaf_bytes: it stays in the last-level cache, where no level's misses need the
+  // window (a branch level over coupled_bytes, as at 1,000,000 records, included).
+  if (m_options.coupled_bytes != 0) {
     std::uint64_t all = 0;
     for (const auto& count : m_level_nodes) all += count.load(std::memory_order_relaxed) * node_bytes;
-    if (all <= m_options.coupled_leaf_bytes) coupled = 0;
+    if (all <= m_coupled_leaf_bytes) coupled = 0;
   }
   m_coupled_level.store(coupled, std::memory_order_relaxed);
   return n;
@@ -524,9 +562,9 @@ void task_tree::submit(request& r, tessera::context* ctx) {
     std::uint8_t level = n->level();
     node* parent = nullptr;
     descend_coupled(*this, n, level, r.key, 0, &parent);
-    if (level == 0 && r.type == request_type::lookup && coupled_level() == 0) {
-      prefetch_leaf(n);
-      if (lookup_coupled(*n, r)) {
+    if (level == 0 && completes_coupled(r.type) && coupled_level() == 0) {
+      prefetch_leaf(n, writes);
+      if (complete_coupled(*n, r)) {
         if (r.on_done != nullptr) r.on_done(r);
         return;
       }
@@ -542,12 +580,13 @@ void task_tree::submit(request& r, tessera::context* ctx) {
 void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
   // Tasks made and spawned in groups of `chunk`: a few cache lines of pointers on the stack.
   // A chunk goes in two passes: the first descends the coupled levels of each request, makes the
-  // task of every request that needs one and prefetches the leaf of each lookup that will be read
-  // coupled; the second reads those leaves (their misses overlap those of the chunk's other
-  // leaves, as the prefetch window's do for tasks) and makes a task where a read did not validate.
+  // task of every request that needs one and prefetches the leaf of each lookup or update that
+  // will be done coupled; the second reads or writes those leaves (their misses overlap those of
+  // the chunk's other leaves, as the prefetch window's do for tasks) and makes a task where a
+  // read did not validate or a leaf's writers' side was taken.
   constexpr std::size_t chunk = 32;
   std::array<tessera::task*, chunk> made;
-  std::array<request*, chunk> lookups;
+  std::array<request*, chunk> at_leaf;  // done coupled at their leaf (second pass)
   std::array<node*, chunk> leaves;
   const bool leaves_coupled = coupled_level() == 0;
   const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
@@ -565,9 +604,9 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
       std::uint8_t level = n->level();
       node* parent = nullptr;
       descend_coupled(*this, n, level, r.key, 0, &parent);
-      if (leaves_coupled && level == 0 && r.type == request_type::lookup) {
-        prefetch_leaf(n);
-        lookups[coupled] = &r;
+      if (leaves_coupled && level == 0 && completes_coupled(r.type)) {
+        prefetch_leaf(n, r.type != request_type::lookup);
+        at_leaf[coupled] = &r;
         leaves[coupled++] = n;
         continue;
       }
@@ -576,14 +615,15 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
       made[tasks++] = ctx.make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent);
     }
     for (std::size_t j = 0; j < coupled; ++j) {
-      request& r = *lookups[j];
-      if (lookup_coupled(*leaves[j], r)) {
+      request& r = *at_leaf[j];
+      if (complete_coupled(*leaves[j], r)) {
         // May end the caller's batch: then every request of the span completed, so this is the
         // last chunk and no task was made in it (see `total`).
         if (r.on_done != nullptr) r.on_done(r);
         continue;
       }
-      made[tasks++] = ctx.make_task<op_task>(this, &r, leaves[j], access::read, nullptr);
+      const access mode = r.type == request_type::lookup ? access::read : access::write;
+      made[tasks++] = ctx.make_task<op_task>(this, &r, leaves[j], mode, nullptr);
     }
     if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(made.data(), tasks));
     i += m;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "kv/checker.h"
 #include "kv/task_tree.h"
+#include "tessera/coupled_write.h"
 
 #if defined(TESSERA_DEBUG_CHECKS)
 #include "runtime/scheduler.h"   // the global epoch
@@ -97,9 +99,9 @@ struct sync_case {
   /// kv::tree_options::coupled_bytes: by default the small trees here are read coupled on every
   /// inner level; 0 tests one run per node.
   std::size_t coupled_bytes = kv::tree_options{}.coupled_bytes;
-  /// kv::tree_options::coupled_leaf_bytes: by default lookups submitted from a task read their
-  /// leaf coupled in these small trees; 0 tests one task per lookup.
-  std::size_t coupled_leaf_bytes = kv::tree_options{}.coupled_leaf_bytes;
+  /// kv::tree_options::coupled_leaf_bytes: by default (the last-level cache) lookups submitted
+  /// from a task read their leaf coupled in these small trees; 0 tests one task per lookup.
+  std::optional<std::size_t> coupled_leaf_bytes = kv::tree_options{}.coupled_leaf_bytes;
 };
 
 std::string name_of(const testing::TestParamInfo<sync_case>& info) {
@@ -107,7 +109,7 @@ std::string name_of(const testing::TestParamInfo<sync_case>& info) {
   return std::string(names[static_cast<int>(info.param.sync)]) + "_w" +
          std::to_string(info.param.workers) +
          (info.param.coupled_bytes == 0 ? "_uncoupled" : "") +
-         (info.param.coupled_leaf_bytes == 0 ? "_leaves_uncoupled" : "");
+         (info.param.coupled_leaf_bytes == std::size_t{0} ? "_leaves_uncoupled" : "");
 }
 
 class task_tree_test : public testing::TestWithParam<sync_case> {};
@@ -274,15 +276,25 @@ TEST_P(task_tree_test, scans_cross_leaves_during_concurrent_splits) {
 /// A batch of requests submitted together from one task (task_tree::submit of a span).
 struct task_batch {
   std::atomic<std::size_t>* pending = nullptr;
-  std::atomic<std::size_t>* completed_in_submit = nullptr;
+  std::atomic<std::size_t>* completed_in_submit = nullptr;  ///< lookups
+  std::atomic<std::size_t>* updates_in_submit = nullptr;    ///< if given
+  std::atomic<std::size_t>* others_in_submit = nullptr;     ///< if given: any other type
 };
 /// The batch whose submit the calling thread is inside, if any.
 thread_local const task_batch* submitting = nullptr;
 
 void count_batch_done(kv::request& r) {
   const auto& b = *static_cast<const task_batch*>(r.user);
-  // A lookup read coupled completes inside its submit, on the submitting thread.
-  if (submitting == &b) b.completed_in_submit->fetch_add(1, std::memory_order_relaxed);
+  // A lookup read coupled (an update written coupled) completes inside its submit, on the
+  // submitting thread.
+  if (submitting == &b) {
+    std::atomic<std::size_t>* counter = b.completed_in_submit;
+    if (r.type == kv::request_type::update && b.updates_in_submit != nullptr)
+      counter = b.updates_in_submit;
+    else if (r.type != kv::request_type::lookup && b.others_in_submit != nullptr)
+      counter = b.others_in_submit;
+    counter->fetch_add(1, std::memory_order_relaxed);
+  }
   b.pending->fetch_sub(1, std::memory_order_release);
 }
 
@@ -315,12 +327,15 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   }
   std::shuffle(reqs.begin(), reqs.end(), rng);
   std::atomic<std::size_t> pending{reqs.size()};
-  std::atomic<std::size_t> in_submit{0};
+  std::atomic<std::size_t> in_submit{0}, updates_in_submit{0}, others_in_submit{0};
   constexpr std::size_t per_batch = 50;
   std::vector<task_batch> batches((reqs.size() + per_batch - 1) / per_batch);
   const tessera::group g = rt.make_group();
   for (std::size_t b = 0; b < batches.size(); ++b) {
-    batches[b] = {.pending = &pending, .completed_in_submit = &in_submit};
+    batches[b] = {.pending = &pending,
+                  .completed_in_submit = &in_submit,
+                  .updates_in_submit = &updates_in_submit,
+                  .others_in_submit = &others_in_submit};
     const std::size_t first = b * per_batch;
     const std::size_t count = std::min(per_batch, reqs.size() - first);
     for (std::size_t i = first; i < first + count; ++i) {
@@ -367,14 +382,20 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   expect_consistent(tree, model);
   expect_equal_contents(rt, tree, model);
   // Lookups complete in their submit where the leaves' primitive keeps a version (optimistic,
-  // or none at one worker) and the tree is read coupled down to its leaves.
+  // or none at one worker) and the tree is read coupled down to its leaves; so do updates there
+  // (the leaves' latch taken in submit: optimistic_latch, none). Spinlock and rwlatch inner nodes
+  // keep a descent from reaching the leaves coupled; scheduled leaves refuse a coupled write.
+  // Inserts and removes always take a task.
   const bool versioned =
       c.sync == kv::tree_sync::automatic || c.sync == kv::tree_sync::optimistic;
-  if (versioned && c.coupled_bytes > 0 && c.coupled_leaf_bytes > 0) {
+  if (versioned && c.coupled_bytes > 0 && c.coupled_leaf_bytes != std::size_t{0}) {
     EXPECT_GT(in_submit.load(), 0u);
+    EXPECT_GT(updates_in_submit.load(), 0u);
   } else {
     EXPECT_EQ(in_submit.load(), 0u);
+    EXPECT_EQ(updates_in_submit.load(), 0u);
   }
+  EXPECT_EQ(others_in_submit.load(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -677,4 +698,112 @@ TEST(task_tree, inserts_in_flight_at_once_take_a_few_descents_each) {
   // insert queued behind all the others may find its path stale and descend again.
   const std::uint64_t bound = 2 * n * (tree.height() + 3);
   EXPECT_LE(executed, bound) << n << " inserts, height " << tree.height();
+}
+
+/// Nodes of a quiescent tree, every level (the leftmost node of each level, then right links).
+std::size_t nodes_of(const kv::task_tree& tree) {
+  std::size_t total = 0;
+  for (const kv::node* head = tree.root(); head != nullptr;
+       head = head->is_leaf() ? nullptr : head->child(0)) {
+    for (const kv::node* n = head; n != nullptr; n = n->right()) ++total;
+  }
+  return total;
+}
+
+// tree_options::coupled_leaf_bytes is a budget for the whole tree: every level is read coupled
+// (coupled_level() 0) while every node made fits it, whatever coupled_bytes says, and the levels
+// over coupled_bytes take tasks again once the tree outgrows it. Grown one batch of inserts at a
+// time; with only inserts no node is retired, so the nodes reachable are the nodes made.
+TEST(task_tree, every_level_is_read_coupled_exactly_while_the_tree_fits_the_leaf_budget) {
+  tessera::runtime rt({.workers = 2});
+  constexpr std::size_t budget_nodes = 100;  // height 3 (over 58 leaves) starts inside it
+  // coupled_bytes of one node: only the root level on its own is read coupled beyond the budget.
+  kv::task_tree tree(rt, {.sync = kv::tree_sync::optimistic,
+                          .coupled_bytes = kv::node_bytes,
+                          .coupled_leaf_bytes = budget_nodes * kv::node_bytes});
+  EXPECT_EQ(tree.coupled_leaf_bytes(), budget_nodes * kv::node_bytes);
+  bool seen_inside = false, seen_outside = false;
+  kv::key_type next = 0;
+  while (!seen_outside) {
+    std::vector<kv::request> reqs(100);
+    for (auto& r : reqs) {
+      r.type = kv::request_type::insert;
+      r.key = next;
+      r.value = next++;
+    }
+    run_all(rt, tree, reqs);
+    const std::size_t nodes = nodes_of(tree);
+    if (tree.height() < 3) continue;  // a branch level over coupled_bytes needs height 3
+    if (nodes <= budget_nodes) {
+      seen_inside = true;
+      EXPECT_EQ(tree.coupled_level(), 0u) << nodes << " nodes";
+    } else {
+      seen_outside = true;
+      EXPECT_GT(tree.coupled_level(), 1u) << nodes << " nodes";
+    }
+  }
+  EXPECT_TRUE(seen_inside);
+  // Lookups from a task over the budget all take a task (none completes in submit).
+  std::vector<kv::request> reqs(200);
+  std::atomic<std::size_t> pending{reqs.size()}, in_submit{0};
+  task_batch batch{.pending = &pending, .completed_in_submit = &in_submit};
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    reqs[i] = {.type = kv::request_type::lookup, .key = i, .on_done = count_batch_done, .user = &batch};
+  rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+    submitting = &batch;
+    tree.submit(std::span<kv::request>(reqs), ctx);
+    submitting = nullptr;
+  }));
+  rt.wait_idle();
+  ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+  EXPECT_EQ(in_submit.load(), 0u);
+  for (const auto& r : reqs) EXPECT_EQ(r.status, kv::request_status::ok) << r.key;
+}
+
+TEST(task_tree, the_leaf_budget_defaults_to_the_last_level_cache) {
+  tessera::runtime rt({.workers = 1});
+  const kv::task_tree tree(rt);
+  const std::size_t llc = tessera::last_level_cache_bytes();
+  EXPECT_EQ(tree.coupled_leaf_bytes(), llc != 0 ? llc : kv::coupled_leaf_fallback_bytes);
+  const kv::task_tree never(rt, {.coupled_leaf_bytes = 0});
+  EXPECT_EQ(never.coupled_leaf_bytes(), 0u);
+}
+
+// An update submitted from a task while its leaf's latch is held (here by the submitting task
+// itself, through tessera/coupled_write.h) does not wait for it in submit: it takes the ordinary
+// task, which writes once the latch is free. Optimistic leaves at two workers (optimistic_latch).
+TEST(task_tree, an_update_whose_leaf_is_held_takes_a_task) {
+  tessera::runtime rt({.workers = 2});
+  kv::task_tree tree(rt, {.sync = kv::tree_sync::optimistic});
+  load_strided(rt, tree, 10, 1);  // one leaf: the root
+  ASSERT_EQ(tree.height(), 1u);
+  ASSERT_EQ(tree.coupled_level(), 0u);
+  auto* leaf = const_cast<kv::node*>(tree.root());
+  std::atomic<std::size_t> pending{2}, lookups_in{0}, updates_in{0};
+  task_batch batch{.pending = &pending,
+                   .completed_in_submit = &lookups_in,
+                   .updates_in_submit = &updates_in};
+  std::array<kv::request, 2> reqs{
+      kv::request{.type = kv::request_type::update, .key = 3, .value = 33,
+                  .on_done = count_batch_done, .user = &batch},
+      kv::request{.type = kv::request_type::update, .key = 4, .value = 44,
+                  .on_done = count_batch_done, .user = &batch}};
+  rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+    submitting = &batch;
+    ASSERT_TRUE(tessera::coupled_write_begin(leaf));
+    tree.submit(reqs[0], &ctx);
+    tessera::coupled_write_end(leaf);
+    tree.submit(std::span<kv::request>(reqs.data() + 1, 1), ctx);
+    submitting = nullptr;
+  }));
+  rt.wait_idle();
+  ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+  EXPECT_EQ(updates_in.load(), 1u) << "the held leaf's update waited in submit or was lost";
+  EXPECT_EQ(reqs[0].status, kv::request_status::ok);
+  EXPECT_EQ(reqs[1].status, kv::request_status::ok);
+  std::map<kv::key_type, kv::value_t> model;
+  for (kv::key_type k = 0; k < 10; ++k) model[k] = k;
+  model[3] = 33;
+  model[4] = 44;
+  expect_equal_contents(rt, tree, model);
 }

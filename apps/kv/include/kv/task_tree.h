@@ -35,8 +35,11 @@
 //
 // Upper levels (tree_options::coupled_bytes) are read in the run of the node above them, by
 // optimistic lock coupling (tessera/coupled_read.h); submit() from a task reads them before the
-// operation's first spawn. While the whole tree fits tree_options::coupled_leaf_bytes, a lookup
-// submitted from a task reads its leaf the same way and completes inside submit(): no task.
+// operation's first spawn. While the whole tree fits tree_options::coupled_leaf_bytes (by
+// default the last-level cache), every level above the leaves is read so, a lookup submitted
+// from a task reads its leaf the same way and completes inside submit(): no task, and an update
+// submitted from a task takes its leaf's latch there without waiting (tessera/coupled_write.h)
+// where the leaf's primitive has one, and completes inside submit() too.
 //
 // Completion: each operation is described by a kv::request the caller owns until its
 // `on_done` callback ran (on some worker, possibly inside submit()). Results are in the request.
@@ -53,6 +56,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include <tessera/coupled_read.h>
@@ -82,6 +86,9 @@ enum class tree_sync : std::uint8_t {
   scheduling,  ///< every node: serialized through its pool
 };
 
+/// tree_options::coupled_leaf_bytes where hwloc reports no last-level cache.
+inline constexpr std::size_t coupled_leaf_fallback_bytes = std::size_t{8} * 1024 * 1024;
+
 struct tree_options {
   tree_sync sync = tree_sync::automatic;
   /// Bytes of a node each visit annotates (and so prefetches), from the node's start. The
@@ -94,16 +101,21 @@ struct tree_options {
   /// every operation and stay in the caches, where a trip through the queue and the prefetch
   /// window costs more than the read. 0: one run per node on every level.
   std::size_t coupled_bytes = std::size_t{256} * 1024;
-  /// The leaves too: while every level above the leaves is read coupled and the whole tree
-  /// (every level) takes at most this many bytes, a lookup submitted from a task reads its leaf
-  /// coupled in submit() and completes there (on_done runs before submit returns), like a
-  /// descent of the threads baseline; a read that does not validate, or a leaf whose primitive
-  /// keeps no version, takes the ordinary task. Such a tree stays in the last-level cache, where
-  /// a task's run through the queue and the prefetch window costs more than the leaf's misses it
-  /// overlaps; a larger tree keeps one task per operation on its leaf, whose misses to DRAM the
-  /// window overlaps with other operations'. Writes and scans are never read coupled at the leaf.
-  /// 0: never.
-  std::size_t coupled_leaf_bytes = std::size_t{8} * 1024 * 1024;
+  /// The whole tree: while every level (the leaves too) takes at most this many bytes, a
+  /// descent reads every level above its target coupled, whatever coupled_bytes says (unless it
+  /// is 0), and a lookup submitted from a task reads its leaf coupled in submit() and completes
+  /// there (on_done runs before submit returns), like a descent of the threads baseline; a read
+  /// that does not validate, or a leaf whose primitive keeps no version, takes the ordinary
+  /// task. An update submitted from a task is written there too where the leaf's primitive lets
+  /// the submitting task take its writers' side at once (tessera/coupled_write.h: spinlock,
+  /// rwlatch, optimistic_latch, none); a held latch, or a leaf serialized through its pool
+  /// (scheduling), takes the ordinary task. Such a tree stays in the last-level cache, where a task's run through the queue and
+  /// the prefetch window costs more than the misses it overlaps; a larger tree keeps one task per
+  /// operation on its leaf (and on each level below coupled_bytes), whose misses to DRAM the
+  /// window overlaps with other operations'. Inserts, upserts, removes and scans always take a
+  /// task at the leaf. Empty (the default): tessera::last_level_cache_bytes(), the cache the runtime's first
+  /// workers share (coupled_leaf_fallback_bytes where hwloc does not tell). 0: never.
+  std::optional<std::size_t> coupled_leaf_bytes{};
 };
 
 struct request {
@@ -129,13 +141,13 @@ class task_tree {
   ~task_tree();
 
   /// Starts a request. From inside a task pass its context (the first task then stays on that
-  /// worker); from any other thread pass nullptr. From a task, a lookup may complete inside the
-  /// call (tree_options::coupled_leaf_bytes): its on_done runs, on this worker, before submit
-  /// returns.
+  /// worker); from any other thread pass nullptr. From a task, a lookup or an update may
+  /// complete inside the call (tree_options::coupled_leaf_bytes): its on_done runs, on this
+  /// worker, before submit returns.
   void submit(request& r, tessera::context* ctx = nullptr);
   /// Starts every request of `requests` from inside a task, as submit(r, &ctx) would each, and
   /// spawns their tasks together (tessera::context::spawn of a span: counted and queued once).
-  /// Lookups may complete inside the call, as in submit(r, &ctx); once the on_done of every
+  /// Lookups and updates may complete inside the call, as in submit(r, &ctx); once the on_done of every
   /// request ran, the call touches `requests` no more (the last on_done may hand them on).
   void submit(std::span<request> requests, tessera::context& ctx);
 
@@ -153,9 +165,12 @@ class task_tree {
   node* make_node(node_kind kind, std::uint8_t level);
   void retire_node(node* n);
   std::size_t visit_bytes() const noexcept { return m_options.visit_bytes; }
+  /// tree_options::coupled_leaf_bytes as resolved at construction.
+  std::size_t coupled_leaf_bytes() const noexcept { return m_coupled_leaf_bytes; }
   /// The lowest level a descent reads coupled (see tree_options::coupled_bytes); levels at or
-  /// above it, but never a task's target level, are read in the run of the node above. 0: the
-  /// leaves too, by lookups submitted from a task (tree_options::coupled_leaf_bytes).
+  /// above it, but never a task's target level, are read in the run of the node above. 0 (the
+  /// whole tree fits tree_options::coupled_leaf_bytes): every level above the leaves, and the
+  /// leaves too by lookups submitted from a task.
   std::uint8_t coupled_level() const noexcept {
     return m_coupled_level.load(std::memory_order_relaxed);
   }
@@ -168,6 +183,7 @@ class task_tree {
  private:
   tessera::runtime& m_rt;
   tree_options m_options;
+  std::size_t m_coupled_leaf_bytes;
   alignas(64) std::atomic<node*> m_root;
   std::atomic<std::uint64_t> m_retired{0};
   /// Nodes made per level (never decremented: inner nodes are never freed, and the few leaves
