@@ -2,7 +2,8 @@
 // tbb::parallel_for with the simple_partitioner, one task per morsel of R records (bound,
 // partition, probe; choose_table between bound and partition) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
 // table is filled by the one task that owns it), partial sums in a tbb::combinable; inside a
-// tbb::task_arena of W slots (the calling thread takes one).
+// tbb::task_arena of W slots (the calling thread takes one). The dense table's memory is kept
+// from run to run (join::dense_memory), as join::tessera_join keeps it.
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
 #include <tbb/parallel_for.h>
@@ -18,8 +19,8 @@ namespace tessera::bench::join_bench {
 
 namespace {
 
-::join::join_result join_once(const config& cfg) {
-  ::join::join_phases run(cfg.input, cfg.workers, cfg.records_per_task);
+::join::join_result join_once(const config& cfg, ::join::dense_memory& table_memory) {
+  ::join::join_phases run(cfg.input, cfg.workers, cfg.records_per_task, &table_memory);
   using range = tbb::blocked_range<std::size_t>;
   tbb::parallel_for(
       range(0, run.build_morsels(), 1),
@@ -61,10 +62,11 @@ namespace {
 
 measurement run_onetbb(const config& cfg) {
   onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
+  ::join::dense_memory table_memory;  // kept from run to run, as tessera_join keeps it
   return measure(cfg.label, cfg.repeat, [&] {
     ::join::join_result r;
     stopwatch clock;
-    arena.execute([&] { r = join_once(cfg); });
+    arena.execute([&] { r = join_once(cfg, table_memory); });
     const double seconds = clock.seconds();
     return checked("onetbb", cfg, r, seconds);
   });

@@ -8,8 +8,8 @@
 namespace join {
 
 join_phases::join_phases(const join_input& input, unsigned partitions,
-                         std::size_t records_per_task)
-    : m_input(input), m_partitions(partitions), m_records(records_per_task) {
+                         std::size_t records_per_task, dense_memory* reuse)
+    : m_input(input), m_partitions(partitions), m_records(records_per_task), m_reuse(reuse) {
   if (partitions == 0) throw std::invalid_argument("join: 0 partitions");
   if (partitions > dense_table::max_partitions)
     throw std::invalid_argument("join: " + std::to_string(partitions) + " partitions (at most " +
@@ -39,7 +39,7 @@ void join_phases::choose_table() {
   key_bounds all;
   for (std::size_t m = 0; m < m_build_morsels; ++m) all += m_bounds[m];
   m_dense = use_dense_table(all, m_input.build_keys.size());
-  if (m_dense) m_dense_table = dense_table(all, m_partitions);
+  if (m_dense) m_dense_table = dense_table(all, m_partitions, m_reuse);
   m_scan = m_dense && m_partitions <= dense_scan_partitions;
 }
 
@@ -91,7 +91,10 @@ std::size_t join_phases::partition_rows(unsigned p) const noexcept {
 }
 
 void join_phases::allocate_partition(unsigned p) {
-  if (m_dense) return;  // one table, allocated by choose_table; p's run is touched by build(p)
+  if (m_dense) {  // one table, allocated by choose_table; p's run is touched by build(p)
+    m_dense_table.clear_partition(p);  // memory from a former run: its counts to 0
+    return;
+  }
   m_tables[p] = partition_table(partition_rows(p));
   m_views[p] = m_tables[p].view();
 }

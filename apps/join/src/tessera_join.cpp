@@ -124,7 +124,7 @@ void tessera_join::build_graph() {
 }
 
 join_result tessera_join::run() {
-  m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records);
+  m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records, &m_table_memory);
   m_result = {};
   const tessera::group g = m_rt.make_group();
   m_rt.spawn(m_graph, g);

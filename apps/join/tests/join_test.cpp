@@ -38,8 +38,9 @@ struct synthetic {
 
 /// The steps in order on this thread; `dense` (if given) gets which table choose_table chose.
 join::join_result sequential(const join::join_input& in, unsigned partitions,
-                             std::size_t records, bool* dense = nullptr) {
-  join::join_phases run(in, partitions, records);
+                             std::size_t records, bool* dense = nullptr,
+                             join::dense_memory* reuse = nullptr) {
+  join::join_phases run(in, partitions, records, reuse);
   for (std::size_t m = 0; m < run.build_morsels(); ++m) run.bound_morsel(m);
   run.choose_table();
   if (dense != nullptr) *dense = run.dense();
@@ -145,6 +146,26 @@ TEST(join_phases, clustered_dense_keys) {
   strided descending = in_order;
   std::reverse(descending.build.begin(), descending.build.end());
   expect_layout(descending.input(), true, "keys in descending order");
+}
+
+/// One dense_memory across runs of different key ranges, larger and smaller, and partition
+/// counts: each run's table takes the former's memory where it fits and clears its counts.
+TEST(join_phases, dense_memory_is_reused_across_runs) {
+  const strided a(1, 1, 3000, 1, 51);
+  const strided b(-40, 3, 500, 2, 52);
+  const strided c(7, 2, 5000, 1, 53);
+  join::dense_memory memory;
+  for (const strided* d : {&a, &b, &a, &c, &c, &b, &a}) {
+    const join::join_result want = join::reference_join(d->input());
+    for (const unsigned partitions : {1U, 2U, 3U, 8U})
+      for (const std::size_t records : {std::size_t{1}, std::size_t{64}, std::size_t{1} << 20}) {
+        bool dense = false;
+        EXPECT_EQ(sequential(d->input(), partitions, records, &dense, &memory), want)
+            << partitions << " partitions, " << records << " records per task";
+        EXPECT_TRUE(dense);
+      }
+  }
+  EXPECT_GE(memory.bytes(), 5000 * 2 * sizeof(std::uint32_t));  // c's table, the largest
 }
 
 TEST(join_phases, repeated_dense_keys_count_every_pair) {

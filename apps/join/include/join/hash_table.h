@@ -66,6 +66,8 @@ class zeroed_memory {
   ~zeroed_memory();
 
   void* data() const noexcept { return m_data; }
+  /// Bytes mapped (at least those asked for).
+  std::size_t bytes() const noexcept { return m_bytes; }
 
  private:
   void* m_data = nullptr;

@@ -17,7 +17,8 @@
 //      per partition), and the step returns.
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
 //      [first, last): inserts partition p's rows of those morsels into table p (the dense
-//      table: into p's run of counters, allocated by choose_table, touched first here). Every
+//      table: into p's run of counters, allocated by choose_table, touched first here, or,
+//      reused from a former run, cleared by allocate_partition(p)). Every
 //      step of partition p on one thread at a time, allocate first (the tessera join runs them
 //      all on worker p, so table p is touched only there).
 //   3. probe(m), m < probe_morsels(): probes probe rows [m*R, (m+1)*R) against every table and
@@ -49,8 +50,11 @@ namespace join {
 class join_phases {
  public:
   /// Throws std::invalid_argument for 0 partitions, 0 records per task, or probe columns of
-  /// different lengths.
-  join_phases(const join_input& input, unsigned partitions, std::size_t records_per_task);
+  /// different lengths. `reuse` (optional, outliving this run): memory a dense table takes from
+  /// and gives back to, from one run to the next; each partition's counters are then cleared by
+  /// allocate_partition, on the partition's thread.
+  join_phases(const join_input& input, unsigned partitions, std::size_t records_per_task,
+              dense_memory* reuse = nullptr);
 
   unsigned partitions() const noexcept { return m_partitions; }
   std::size_t records_per_task() const noexcept { return m_records; }
@@ -100,6 +104,7 @@ class join_phases {
   entry* m_scatter = nullptr;                ///< build rows, grouped by partition per morsel
   std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
   std::unique_ptr<key_bounds[]> m_bounds;  ///< per build morsel (phase 0)
+  dense_memory* m_reuse = nullptr;
   bool m_dense = false;
   bool m_scan = false;  ///< dense, and built from the build keys without the scatter
   dense_table m_dense_table;

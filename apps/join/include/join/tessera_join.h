@@ -10,6 +10,10 @@
 //     └─ a loop over bound morsel 0..M-1 (bounds completes when it finished)
 //   probe start: parallel_reduce over probe morsel 0..N-1 ──▶ its continuation stores the sum
 //
+// The dense table's memory is kept from one run to the next (dense_memory): each "allocate p"
+// clears p's run of counters on worker p instead of the kernel faulting in and zeroing fresh
+// pages every run.
+//
 // P = the runtime's workers: each partition's table is allocated and filled only by tasks
 // annotated with its worker (worker_id{p}), so no latch guards it and its memory is first
 // touched where it is used. The bound and partition phases are loop nodes
@@ -67,6 +71,7 @@ class tessera_join {
   unsigned m_partitions;
   std::size_t m_build_morsels;
   std::size_t m_probe_morsels;
+  dense_memory m_table_memory;  ///< the dense table's memory, kept from run to run
   std::unique_ptr<join_phases> m_run;  ///< the run in flight (one at a time)
   join_result m_result;
   tessera::task_graph m_graph;
