@@ -925,9 +925,12 @@ std::size_t leaf_access::position(std::string_view key) const noexcept {
   if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key);
   const std::vector<slot>& slots = m_leaf->slots;
   const std::size_t i = m_found_at;
-  if ((i == 0 || slots[i - 1].key < key) && (i == slots.size() || !(slots[i].key < key))) {
-    return i;
+  if (i < slots.size()) {
+    const auto c = slots[i].key <=> key;
+    if (c == 0) return i;  // the key's own slot (keys are unique)
+    if (c < 0) return lower_bound(key);
   }
+  if (i == 0 || slots[i - 1].key < key) return i;  // between its neighbours
   return lower_bound(key);
 }
 
