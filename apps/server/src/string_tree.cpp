@@ -984,7 +984,7 @@ void leaf_access::assign(slot& s, Bytes&& bytes) {
     // (Assigning from a view throws with the bytes unchanged; a move does not throw.)
     if constexpr (std::is_same_v<std::remove_cvref_t<Bytes>, std::string> &&
                   !std::is_lvalue_reference_v<Bytes>) {
-      v.blob()->bytes = std::move(bytes);
+      v.blob()->bytes = std::forward<Bytes>(bytes);
     } else {
       v.blob()->bytes.assign(b);
     }

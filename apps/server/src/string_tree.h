@@ -96,6 +96,7 @@
 //   tree.submit(op, ctx);   // apply(op, leaf_access&) under the latch, then on_done(op)
 
 #include <atomic>
+#include <bit>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -132,9 +133,9 @@ class slot_value {
   [[nodiscard]] bool is_inline() const noexcept { return tag() != out_of_line; }
   /// The blob of an out-of-line value (is_inline() false).
   [[nodiscard]] value_blob* blob() const noexcept {
-    value_blob* b;
-    std::memcpy(&b, m_raw, sizeof b);
-    return b;
+    std::uintptr_t address = 0;
+    std::memcpy(&address, m_raw, sizeof address);
+    return std::bit_cast<value_blob*>(address);
   }
   [[nodiscard]] std::string_view view() const noexcept {
     if (is_inline()) return {reinterpret_cast<const char*>(m_raw), tag()};
@@ -150,7 +151,8 @@ class slot_value {
   }
   /// Becomes a reference to `b`.
   void set_blob(value_blob* b) noexcept {
-    std::memcpy(m_raw, &b, sizeof b);
+    const auto address = std::bit_cast<std::uintptr_t>(b);
+    std::memcpy(m_raw, &address, sizeof address);
     m_raw[tag_at] = out_of_line;
   }
 
@@ -270,7 +272,7 @@ class leaf_access {
   template <class S>
     requires std::is_same_v<S, std::string>
   slot& put(std::string_view key, S&& bytes, std::int64_t expire_ms, bool keep_ttl) {
-    return put_owned(key, std::move(bytes), expire_ms, keep_ttl);
+    return put_owned(key, std::forward<S>(bytes), expire_ms, keep_ttl);
   }
   /// Removes the live slot of `key`. Outcome: false if there was none. Writers only.
   bool erase(std::string_view key);
