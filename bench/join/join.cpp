@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -119,41 +120,60 @@ void run(const run_context& ctx) {
     std::map<std::pair<std::string, unsigned>, std::vector<measurement>> by;
     std::map<unsigned, measurement> duckdb;
     for (const unsigned w : ctx.workers) {
-      for (std::size_t i = 0; i < records.size(); ++i) {
-        // DuckDB (no records per task of ours) takes its turns beside the first granularity.
-        std::vector<std::string> impls = tuned;
-        if (i == 0 && ctx.selected("duckdb")) impls.emplace_back("duckdb");
-        const std::string details = "join=" + join_name + " sf=" +
-                                    ctx.flags.text("scale-factor") +
-                                    " records_per_task=" + std::to_string(records[i]);
-        const std::vector<measurement> results =
-            measure_in_turns(impls, [&](const std::string& impl) {
-              const config cfg{.workers = w,
-                               .records_per_task = static_cast<std::size_t>(records[i]),
-                               .repeat = ctx.repeat,
-                               .kind = kind,
-                               .input = tables.input(kind),
-                               .expected = ::join::reference_answer(dir, kind),
-                               .cache = dir,
-                               .label = ctx.label(impl, w, details),
-                               .tessera = tessera_settings::from(ctx.flags)};
-              return implementations.at(impl)(cfg);
-            });
-        for (std::size_t k = 0; k < impls.size(); ++k) {
-          const bool own = impls[k] == "duckdb";
-          row r = row("join", impls[k], w, results[k])
-                      .with("join", join_name)
-                      .with("scale_factor", sf)
-                      .with("records_per_task", own ? std::int64_t{0}
-                                                    : static_cast<std::int64_t>(records[i]));
-          if (own) {
-            r.with_remark("DuckDB's own morsels; Python API, query time alone");
-            duckdb[w] = results[k];
-          } else {
-            by[{impls[k], w}].push_back(results[k]);
-          }
-          ctx.report.add(std::move(r));
+      // Every granularity of every implementation takes turns with the others run by run
+      // (in_turns), so that a stretch of interference on a shared machine is spread over the
+      // sweep instead of reading as one granularity's slowness. DuckDB (no records per task of
+      // ours) takes its turns beside them once. The configurations of one implementation keep
+      // one dense table's memory between them (they never run at once).
+      struct cell {
+        std::string impl;
+        std::size_t granularity;  ///< index into records
+      };
+      std::vector<cell> cells;
+      for (std::size_t i = 0; i < records.size(); ++i)
+        for (const std::string& impl : tuned) cells.push_back({impl, i});
+      if (ctx.selected("duckdb")) cells.push_back({"duckdb", 0});
+      std::map<std::string, ::join::dense_memory> table_memory;
+      for (const std::string& impl : tuned) table_memory[impl];
+      const auto details = [&](std::size_t i) {
+        return "join=" + join_name + " sf=" + ctx.flags.text("scale-factor") +
+               " records_per_task=" + std::to_string(records[i]);
+      };
+      std::vector<measurement> results(cells.size());
+      std::vector<std::function<void()>> jobs;
+      jobs.reserve(cells.size());
+      for (std::size_t c = 0; c < cells.size(); ++c) {
+        jobs.emplace_back([&, c] {
+          const cell& x = cells[c];
+          const config cfg{.workers = w,
+                           .records_per_task = static_cast<std::size_t>(records[x.granularity]),
+                           .repeat = ctx.repeat,
+                           .kind = kind,
+                           .input = tables.input(kind),
+                           .expected = ::join::reference_answer(dir, kind),
+                           .cache = dir,
+                           .label = ctx.label(x.impl, w, details(x.granularity)),
+                           .tessera = tessera_settings::from(ctx.flags),
+                           .table_memory = x.impl == "duckdb" ? nullptr : &table_memory.at(x.impl)};
+          results[c] = implementations.at(x.impl)(cfg);
+        });
+      }
+      in_turns(std::move(jobs));
+      for (std::size_t c = 0; c < cells.size(); ++c) {
+        const cell& x = cells[c];
+        const bool own = x.impl == "duckdb";
+        row r = row("join", x.impl, w, results[c])
+                    .with("join", join_name)
+                    .with("scale_factor", sf)
+                    .with("records_per_task",
+                          own ? std::int64_t{0} : static_cast<std::int64_t>(records[x.granularity]));
+        if (own) {
+          r.with_remark("DuckDB's own morsels; Python API, query time alone");
+          duckdb[w] = results[c];
+        } else {
+          by[{x.impl, w}].push_back(results[c]);
         }
+        ctx.report.add(std::move(r));
       }
     }
     if (records.size() > 1) print_sweep(join_name, sf, ctx.workers, records, by, duckdb);

@@ -25,6 +25,7 @@
 
 #include "common/tessera_settings.h"
 #include "common/timing.h"
+#include "join/dense_table.h"
 #include "join/join_query.h"
 
 namespace tessera::bench::join_bench {
@@ -39,6 +40,9 @@ struct config {
   std::filesystem::path cache;    ///< the cache directory (the DuckDB helper loads from it)
   std::string label;              ///< for progress lines
   tessera_settings tessera;       ///< pin: every implementation; the rest: tessera
+  /// The dense table's memory kept between runs; shared by the configurations of one
+  /// implementation that take turns (never two runs at once). nullptr: the run's own.
+  ::join::dense_memory* table_memory = nullptr;
 };
 
 /// sample{probe rows, seconds}, or bench_failure naming the implementation and both answers.

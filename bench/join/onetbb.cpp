@@ -62,7 +62,8 @@ namespace {
 
 measurement run_onetbb(const config& cfg) {
   onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
-  ::join::dense_memory table_memory;  // kept from run to run, as tessera_join keeps it
+  ::join::dense_memory own_memory;  // kept from run to run, as tessera_join keeps it
+  ::join::dense_memory& table_memory = cfg.table_memory != nullptr ? *cfg.table_memory : own_memory;
   return measure(cfg.label, cfg.repeat, [&] {
     ::join::join_result r;
     stopwatch clock;

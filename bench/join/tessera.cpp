@@ -9,7 +9,7 @@ namespace tessera::bench::join_bench {
 
 measurement run_tessera(const config& cfg) {
   runtime rt(cfg.tessera.options(cfg.workers));
-  ::join::tessera_join j(rt, cfg.input, cfg.records_per_task);
+  ::join::tessera_join j(rt, cfg.input, cfg.records_per_task, cfg.table_memory);
   const measurement m = measure(cfg.label, cfg.repeat, [&] {
     stopwatch clock;
     const ::join::join_result r = j.run();

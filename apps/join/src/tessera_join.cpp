@@ -47,8 +47,12 @@ class build_chain final : public tessera::task {
 }  // namespace
 
 tessera_join::tessera_join(tessera::runtime& rt, const join_input& input,
-                           std::size_t records_per_task)
-    : m_rt(rt), m_input(input), m_records(records_per_task), m_partitions(rt.workers()) {
+                           std::size_t records_per_task, dense_memory* table_memory)
+    : m_rt(rt),
+      m_input(input),
+      m_records(records_per_task),
+      m_partitions(rt.workers()),
+      m_table_memory(table_memory != nullptr ? table_memory : &m_own_memory) {
   const join_phases shape(input, m_partitions, records_per_task);  // checks the arguments
   m_build_morsels = shape.build_morsels();
   m_probe_morsels = shape.probe_morsels();
@@ -124,7 +128,7 @@ void tessera_join::build_graph() {
 }
 
 join_result tessera_join::run() {
-  m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records, &m_table_memory);
+  m_run = std::make_unique<join_phases>(m_input, m_partitions, m_records, m_table_memory);
   m_result = {};
   const tessera::group g = m_rt.make_group();
   m_rt.spawn(m_graph, g);

@@ -286,6 +286,26 @@ TEST_P(tessera_join_test, dense_sparse_and_repeated_keys) {
   }
 }
 
+/// Joins of different inputs and granularities, alive together, sharing one dense_memory and
+/// taking turns (as the benchmark's sweep runs them): every run answers right.
+TEST_P(tessera_join_test, joins_taking_turns_share_the_table_memory) {
+  tessera::runtime rt({.workers = GetParam()});
+  const strided a(1, 1, 3000, 1, 61);
+  const strided b(-40, 3, 500, 2, 62);
+  join::dense_memory memory;
+  join::tessera_join ja(rt, a.input(), 64, &memory);
+  join::tessera_join jb(rt, b.input(), 1U << 20, &memory);
+  join::tessera_join jc(rt, a.input(), 1, &memory);
+  const join::join_result want_a = join::reference_join(a.input());
+  const join::join_result want_b = join::reference_join(b.input());
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(ja.run(), want_a) << "round " << round;
+    EXPECT_EQ(jb.run(), want_b) << "round " << round;
+    EXPECT_EQ(jc.run(), want_a) << "round " << round;
+  }
+  EXPECT_GE(memory.bytes(), 3000 * sizeof(std::uint32_t));  // a's table went back to it
+}
+
 TEST_P(tessera_join_test, empty_sides) {
   tessera::runtime rt({.workers = GetParam()});
   const synthetic d(100, 100, 50, 9);

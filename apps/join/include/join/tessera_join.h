@@ -50,7 +50,11 @@ namespace join {
 class tessera_join {
  public:
   /// Throws std::invalid_argument for 0 records per task or probe columns of different lengths.
-  tessera_join(tessera::runtime& rt, const join_input& input, std::size_t records_per_task);
+  /// `table_memory`: where the dense table's memory is kept between runs; nullptr: a
+  /// dense_memory of this join's own. Several joins may share one if they never run at the
+  /// same time (a benchmark that takes turns between granularities); it must outlive them.
+  tessera_join(tessera::runtime& rt, const join_input& input, std::size_t records_per_task,
+               dense_memory* table_memory = nullptr);
   tessera_join(const tessera_join&) = delete;
   tessera_join& operator=(const tessera_join&) = delete;
   ~tessera_join();
@@ -71,7 +75,8 @@ class tessera_join {
   unsigned m_partitions;
   std::size_t m_build_morsels;
   std::size_t m_probe_morsels;
-  dense_memory m_table_memory;  ///< the dense table's memory, kept from run to run
+  dense_memory m_own_memory;     ///< the dense table's memory, kept from run to run...
+  dense_memory* m_table_memory;  ///< ...here, or in the caller's
   std::unique_ptr<join_phases> m_run;  ///< the run in flight (one at a time)
   join_result m_result;
   tessera::task_graph m_graph;
