@@ -2,6 +2,7 @@
 #include "string_tree.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -228,34 +229,6 @@ std::uint64_t hint_of(std::string_view key, std::size_t at) noexcept {
   return __builtin_bswap64(w);
 }
 
-// ---- the slot vector's insert and erase, by bytes -----------------------------------------------
-// A slot is trivially relocatable: slot_key keeps no pointer into itself (its heap block, if any,
-// is its own) and the rest are a pointer and an integer. So the slots after an insert or erase
-// point move as bytes (one memmove) instead of one move assignment each (std::vector's way for a
-// type that is not trivially copyable): a leaf of ~180 slots moves ~90 of them per insert.
-// A slot whose bytes moved is not destroyed at its old place: its storage is reused.
-
-/// Inserts `s` before slots[i]. Throws (std::bad_alloc) with `slots` unchanged.
-slot& insert_slot(std::vector<slot>& slots, std::size_t i, slot&& s) {
-  slots.emplace_back();  // the room (a default slot owns nothing), or the throw
-  slot* const p = slots.data();
-  const std::size_t last = slots.size() - 1;
-  std::memmove(static_cast<void*>(p + i + 1), static_cast<const void*>(p + i),
-               (last - i) * sizeof(slot));  // over the default slot's bytes
-  return *::new (static_cast<void*>(p + i)) slot(std::move(s));
-}
-
-/// Removes slots[i].
-void erase_slot(std::vector<slot>& slots, std::size_t i) noexcept {
-  slot* const p = slots.data();
-  const std::size_t last = slots.size() - 1;
-  p[i].~slot();
-  std::memmove(static_cast<void*>(p + i), static_cast<const void*>(p + i + 1),
-               (last - i) * sizeof(slot));
-  ::new (static_cast<void*>(p + last)) slot();  // owns nothing: pop_back destroys it
-  slots.pop_back();
-}
-
 /// Sets l's shared prefix from its fences and every slot's hint.
 void rehint(leaf& l) noexcept {
   std::size_t n = 0;
@@ -263,8 +236,7 @@ void rehint(leaf& l) noexcept {
     while (n < l.low.size() && n < l.high.size() && l.low[n] == l.high[n]) ++n;
   }
   l.hint_offset = n;
-  l.hints.resize(l.slots.size());
-  for (std::size_t i = 0; i < l.slots.size(); ++i) l.hints[i] = hint_of(l.slots[i].key, n);
+  l.slots.rehint(n);
 }
 
 /// The shortest separator s with left_last < s <= right_first: a prefix of right_first.
@@ -285,17 +257,12 @@ string_tree::pending_link split(string_tree& tree, leaf& l) {
   leaf* r = tree.make_leaf();
   try {
     r->slots.reserve(l.slots.size() - half);
-    r->hints.reserve(l.slots.size() - half);  // (rehint fills it)
   } catch (...) {
     tree.runtime().destroy_resource(r);  // never published
     throw;
   }
   // No allocation from here on (moves of slots and strings).
-  r->slots.insert(r->slots.end(),
-                  std::make_move_iterator(l.slots.begin() + static_cast<std::ptrdiff_t>(half)),
-                  std::make_move_iterator(l.slots.end()));
-  l.slots.erase(l.slots.begin() + static_cast<std::ptrdiff_t>(half), l.slots.end());
-  l.hints.resize(half);  // (both recomputed by rehint)
+  l.slots.split_to(r->slots, half);  // (the hints: rehint, below)
   r->high = std::move(l.high);
   r->high_infinite = l.high_infinite;
   r->right = l.right;
@@ -863,39 +830,120 @@ std::int64_t steady_ms() noexcept {
       .count();
 }
 
-// ---- leaf_access ----------------------------------------------------------------------------
-
 // put()'s insert and split()'s moves into reserved room rely on slots moving without throwing
 // (the strong guarantee: a put or split that throws changed nothing).
 static_assert(std::is_nothrow_move_constructible_v<slot> &&
               std::is_nothrow_move_assignable_v<slot>);
 
+// ---- slot_array -----------------------------------------------------------------------------
+
+slot& slot_array::insert(std::size_t i, slot&& s, std::uint64_t hint) {
+  const std::size_t n = m_store.size();
+  if (n >= max_slots) throw std::bad_alloc();  // (only where a split found no memory)
+  // The room first (capped at max_slots): once the slot is in, the entry's insert cannot throw
+  // (the two stay in step).
+  const std::size_t room = std::min(max_slots, std::max<std::size_t>(16, 2 * n));
+  if (m_index.size() == m_index.capacity()) m_index.reserve(room);
+  if (m_store.size() == m_store.capacity()) m_store.reserve(room);
+  m_store.push_back(std::move(s));  // reserved: moves, no throw
+  m_index.insert(m_index.begin() + static_cast<std::ptrdiff_t>(i), hint_part(hint) | n);
+  return m_store.back();
+}
+
+void slot_array::erase(std::size_t i, std::size_t hint_at) noexcept {
+  const std::size_t gone = number(i);
+  m_index.erase(m_index.begin() + static_cast<std::ptrdiff_t>(i));
+  const std::size_t last = m_store.size() - 1;
+  if (gone != last) {
+    // The last slot takes the removed one's place: its entry (among those of its hint, found by
+    // a search) gets the new number.
+    const std::uint64_t h = hint_part(hint_of(m_store[last].key, hint_at));
+    const std::size_t n = m_index.size();
+    auto k = static_cast<std::size_t>(
+        std::lower_bound(m_index.begin(), m_index.end(), h) - m_index.begin());
+    while (k < n && (m_index[k] & number_mask) != last) ++k;
+    if (k < n) m_index[k] = hint_part(m_index[k]) | gone;
+    m_store[gone] = std::move(m_store[last]);  // (the removed key's block, if any, freed)
+  }
+  m_store.pop_back();
+}
+
+void slot_array::rehint(std::size_t at) noexcept {
+  for (std::uint64_t& e : m_index) {
+    const std::size_t k = static_cast<std::size_t>(e & number_mask);
+    e = hint_part(hint_of(m_store[k].key, at)) | k;
+  }
+}
+
+void slot_array::reserve(std::size_t n) {
+  m_store.reserve(n);
+  m_index.reserve(n);
+}
+
+void slot_array::split_to(slot_array& right, std::size_t from) noexcept {
+  const std::size_t n = size();
+  // The right part, in key order (its store sorted, numbered 0, 1, ...).
+  for (std::size_t i = from; i < n; ++i) {
+    right.m_index.push_back(hint_part(m_index[i]) | (i - from));  // reserved
+    right.m_store.push_back(std::move(m_store[number(i)]));
+  }
+  // The left part keeps its keys' slots; those numbered `from` or above move down into the
+  // places the right part left (there are as many of those places as such slots).
+  std::array<bool, max_slots> kept{};
+  for (std::size_t i = 0; i < from; ++i) kept[number(i)] = true;
+  std::array<std::uint8_t, max_slots> moved_to{};
+  std::size_t hole = 0;
+  for (std::size_t k = from; k < n; ++k) {
+    if (!kept[k]) continue;
+    while (kept[hole]) ++hole;
+    m_store[hole] = std::move(m_store[k]);
+    moved_to[k] = static_cast<std::uint8_t>(hole);
+    ++hole;
+  }
+  m_index.resize(from);
+  for (std::uint64_t& e : m_index) {
+    const std::size_t k = static_cast<std::size_t>(e & number_mask);
+    if (k >= from) e = hint_part(e) | moved_to[k];
+  }
+  m_store.erase(m_store.begin() + static_cast<std::ptrdiff_t>(from), m_store.end());
+}
+
+// ---- leaf_access ----------------------------------------------------------------------------
+
 std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
+  const slot_array& slots = m_leaf->slots;
+  const std::size_t n = slots.size();
+  const auto by_bytes = [&](std::size_t lo, std::size_t hi) noexcept {
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (slots[mid].key < key) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  };
   const std::size_t at = m_leaf->hint_offset;
   if (key.size() < at || key.compare(0, at, m_leaf->low, 0, at) != 0) {
     // Not in the leaf's range (never, as the tree routes): order by the bytes alone.
-    const auto it = std::lower_bound(m_leaf->slots.begin(), m_leaf->slots.end(), key,
-                                     [](const slot& s, std::string_view k) { return s.key < k; });
-    return static_cast<std::size_t>(it - m_leaf->slots.begin());
+    return by_bytes(0, n);
   }
-  // The hints first (one array), then the keys of the slots whose hint equals the key's (mostly
-  // one). A branching search, not a branch-free one: the hints of ~5,000 leaves are not in the
+  // The hints first (the index), then the keys of the slots whose hint equals the key's (mostly
+  // one). A branching search, not a branch-free one: the indexes of ~5,000 leaves are not in the
   // near caches, and a branch-free search waits for each probe's load before the next, where
   // the predicted branch lets the next probe's load start at once.
-  const std::uint64_t h = hint_of(key, at);
-  const std::uint64_t* const hints = m_leaf->hints.data();
-  const std::size_t n = m_leaf->hints.size();
+  const std::uint64_t h = slot_array::hint_part(hint_of(key, at));
+  const std::uint64_t* const index = slots.index();
   // The lines of the search's first three probes (all seven candidates), requested at once: the
   // misses overlap instead of following one another (a prefetch of an empty array's null is
   // harmless).
-  for (std::size_t k = 1; k < 8; ++k) __builtin_prefetch(hints + n * k / 8);
-  const std::size_t lo = static_cast<std::size_t>(std::lower_bound(hints, hints + n, h) - hints);
+  for (std::size_t k = 1; k < 8; ++k) __builtin_prefetch(index + n * k / 8);
+  // (An entry is its hint above a slot number: the first entry >= h is the first of h's.)
+  const std::size_t lo = static_cast<std::size_t>(std::lower_bound(index, index + n, h) - index);
   std::size_t hi = lo;
-  while (hi < n && hints[hi] == h) ++hi;
-  const auto first = m_leaf->slots.begin() + static_cast<std::ptrdiff_t>(lo);
-  const auto it = std::lower_bound(first, first + static_cast<std::ptrdiff_t>(hi - lo), key,
-                                   [](const slot& s, std::string_view k) { return s.key < k; });
-  return static_cast<std::size_t>(it - m_leaf->slots.begin());
+  while (hi < n && slot_array::hint_part(index[hi]) == h) ++hi;
+  return by_bytes(lo, hi);
 }
 
 void leaf_access::remove_at(std::size_t i) {
@@ -907,8 +955,7 @@ void leaf_access::remove_at(std::size_t i) {
       string_tree::slot_overhead;
   const bool volatile_key = m_leaf->slots[i].expire_ms != 0;
   m_found_key = nullptr;
-  erase_slot(m_leaf->slots, i);
-  m_leaf->hints.erase(m_leaf->hints.begin() + static_cast<std::ptrdiff_t>(i));
+  m_leaf->slots.erase(i, m_leaf->hint_offset);
   tree_counters& c = m_tree->mutable_counters();
   c.keys.fetch_sub(1, std::memory_order_relaxed);
   c.bytes.fetch_sub(bytes, std::memory_order_relaxed);
@@ -923,7 +970,7 @@ void leaf_access::remove_at(std::size_t i) {
 
 std::size_t leaf_access::position(std::string_view key) const noexcept {
   if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key);
-  const std::vector<slot>& slots = m_leaf->slots;
+  const slot_array& slots = m_leaf->slots;
   const std::size_t i = m_found_at;
   if (i < slots.size()) {
     const auto c = slots[i].key <=> key;
@@ -1020,17 +1067,8 @@ slot& leaf_access::put_bytes(std::string_view key, Bytes&& bytes, std::int64_t e
   const std::int64_t deadline = fresh.expire_ms;
   if (deadline != 0) c.volatile_keys.fetch_add(1, std::memory_order_relaxed);
   try {
-    // The hint's room first: once the slot is in, the hint's insert cannot throw (the two stay
-    // in step).
-    std::vector<std::uint64_t>& hints = m_leaf->hints;
-    if (hints.size() == hints.capacity()) {
-      hints.reserve(std::max<std::size_t>(16, 2 * hints.size()));
-    }
     m_found_key = nullptr;
-    slot& inserted = insert_slot(m_leaf->slots, i, std::move(fresh));
-    hints.insert(hints.begin() + static_cast<std::ptrdiff_t>(i),
-                 hint_of(key, m_leaf->hint_offset));
-    return inserted;
+    return m_leaf->slots.insert(i, std::move(fresh), hint_of(key, m_leaf->hint_offset));
   } catch (...) {
     c.keys.fetch_sub(1, std::memory_order_relaxed);
     c.bytes.fetch_sub(counted, std::memory_order_relaxed);
@@ -1100,7 +1138,7 @@ string_tree::~string_tree() {
     }
     for (auto* l = static_cast<leaf*>(first_child); l != nullptr;) {
       leaf* next = l->right;
-      for (slot& s : l->slots) {
+      for (const slot& s : l->slots) {
         if (!s.value.is_inline()) m_rt.destroy_resource(s.value.blob());
       }
       m_rt.destroy_resource(l);

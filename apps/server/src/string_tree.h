@@ -6,7 +6,7 @@
 // Shape: a B-link tree of any height [B-link]. Leaves (level 0) are tessera resources under a
 // reader/writer latch (a leaf owns memory its writers free: std::string keys, a std::vector of
 // slots, so optimistic readers are ruled out, tessera/resource.h); each holds up to
-// `leaf_capacity` sorted slots and covers [low, high) with a right link. Inner nodes (levels >= 1,
+// `leaf_capacity` slots (in key order through an index, slot_array) and covers [low, high) with a right link. Inner nodes (levels >= 1,
 // server::inner_node) keep their separators in their own fixed storage (a key heap inside the
 // node), so tasks read them optimistically and validate. A split links the new right node at
 // once (right link, high key) and posts its separator to the parent from a follow-up task; a
@@ -98,6 +98,7 @@
 #include <atomic>
 #include <bit>
 #include <compare>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -229,14 +230,95 @@ static_assert(sizeof(slot) == 64);
 
 class parked_task;
 
-/// One leaf: sorted slots covering [low, high) (high none: +infinity) and the right sibling.
+/// A leaf's slots, read in key order, stored in none. `store` holds them in the order they came
+/// (a new key's slot is appended; a removed slot's place is taken by the last one), and `index`
+/// orders them: entry i is the i-th key's `hint` (its 7 bytes after the leaf's shared prefix,
+/// big-endian and zero-padded, in the top 56 bits) above its slot's number in `store` (the low
+/// 8 bits). An insert moves the index's 8-byte entries after the new key (as the hint array
+/// alone did), never 64-byte slots; a search orders most keys by the hints alone, in one array
+/// of 8 bytes a key (2 KiB at capacity), and reads the slot only where the hint equals the
+/// key's. Every read here (size, operator[], iteration, back) is in key order.
+class slot_array {
+ public:
+  /// Slot numbers fit the index entries' low byte.
+  static constexpr std::size_t max_slots = 256;
+  static constexpr std::uint64_t number_mask = 0xff;
+
+  /// The hint part of an entry for a key whose bytes [at, at + 8) are the big-endian word `w`
+  /// (the top 7 of its 8 bytes).
+  static constexpr std::uint64_t hint_part(std::uint64_t w) noexcept { return w & ~number_mask; }
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = slot;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const slot*;
+    using reference = const slot&;
+    const_iterator() noexcept = default;
+    const_iterator(const slot_array* a, std::size_t i) noexcept : m_a(a), m_i(i) {}
+    reference operator*() const noexcept { return (*m_a)[m_i]; }
+    pointer operator->() const noexcept { return &(*m_a)[m_i]; }
+    const_iterator& operator++() noexcept {
+      ++m_i;
+      return *this;
+    }
+    const_iterator operator++(int) noexcept {
+      const_iterator old = *this;
+      ++m_i;
+      return old;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) noexcept {
+      return a.m_i == b.m_i;
+    }
+
+   private:
+    const slot_array* m_a = nullptr;
+    std::size_t m_i = 0;
+  };
+
+  [[nodiscard]] std::size_t size() const noexcept { return m_index.size(); }
+  [[nodiscard]] bool empty() const noexcept { return m_index.empty(); }
+  /// The slot of the i-th key in order.
+  [[nodiscard]] slot& operator[](std::size_t i) noexcept { return m_store[number(i)]; }
+  [[nodiscard]] const slot& operator[](std::size_t i) const noexcept {
+    return m_store[number(i)];
+  }
+  [[nodiscard]] const slot& back() const noexcept { return (*this)[size() - 1]; }
+  [[nodiscard]] const_iterator begin() const noexcept { return {this, 0}; }
+  [[nodiscard]] const_iterator end() const noexcept { return {this, size()}; }
+
+  /// The index (entries in key order: hint_part | slot number).
+  [[nodiscard]] const std::uint64_t* index() const noexcept { return m_index.data(); }
+  /// The slot number of the i-th key.
+  [[nodiscard]] std::size_t number(std::size_t i) const noexcept {
+    return static_cast<std::size_t>(m_index[i] & number_mask);
+  }
+
+  /// Inserts `s` as the i-th key, `hint` its hint_part. Throws (std::bad_alloc; also when the
+  /// leaf holds max_slots already) with the array unchanged.
+  slot& insert(std::size_t i, slot&& s, std::uint64_t hint);
+  /// Removes the i-th key's slot; `hint_at` is the leaf's shared prefix length (to find the
+  /// entry of the slot that takes the removed one's place).
+  void erase(std::size_t i, std::size_t hint_at) noexcept;
+  /// Sets every entry's hint for the shared prefix length `at` (the order stays).
+  void rehint(std::size_t at) noexcept;
+  /// Room for `n` slots (a split's new leaf, before anything moves). Throws (std::bad_alloc).
+  void reserve(std::size_t n);
+  /// Moves the keys from the `from`-th on, in order, to the empty `right` (which has room for
+  /// them: reserve) and keeps the first `from` in this array. Hints are rehint's to set.
+  void split_to(slot_array& right, std::size_t from) noexcept;
+
+ private:
+  std::vector<std::uint64_t> m_index;
+  std::vector<slot> m_store;
+};
+
+/// One leaf: slots covering [low, high) (high none: +infinity) and the right sibling.
 struct leaf {
-  std::vector<slot> slots;
-  /// hints[i]: slots[i].key's 8 bytes after the shared prefix (hint_offset), big-endian and
-  /// zero-padded. A search orders most slots by these words alone, in one array of 8 bytes a
-  /// slot (2 KiB at capacity, against the slots' 12 KiB), and reads a slot only where its hint
-  /// equals the key's. Kept in step with `slots` by leaf_access and the tree's splits.
-  std::vector<std::uint64_t> hints;
+  /// In key order through their index (slot_array); the index's hints are the keys' bytes after
+  /// hint_offset. Kept by leaf_access and the tree's splits.
+  slot_array slots;
   std::string high;
   bool high_infinite = true;
   /// The hold of multi-key requests on the leaf across task runs ("Multi-key requests" above):
@@ -377,7 +459,9 @@ struct tree_counters {
 
 class string_tree {
  public:
-  static constexpr std::size_t leaf_capacity = 256;
+  /// A leaf splits when an insert takes it over this (so it holds at most one slot more, within
+  /// slot_array::max_slots).
+  static constexpr std::size_t leaf_capacity = 255;
   /// Bytes counted per slot on top of key and value (the slot, the blob, the resource header).
   static constexpr std::int64_t slot_overhead = 128;
   /// Bytes counted per inner node (its block and the resource header).
@@ -443,6 +527,8 @@ class string_tree {
   long_separator_store m_long;
   tree_counters m_counters;
 };
+
+static_assert(string_tree::leaf_capacity + 1 <= slot_array::max_slots);
 
 /// Milliseconds of the steady clock (expiry deadlines).
 std::int64_t steady_ms() noexcept;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,177 @@ TEST(string_tree, gets_racing_sets_of_both_kinds_see_whole_values) {
     const char c = o.value[0];
     ASSERT_EQ(o.value, std::string(o.value.size(), c));
     ASSERT_EQ(o.value.size(), (c - 'A') % 2 == 0 ? 5U : 100U);
+  }
+}
+
+/// A key's hint for slot_array (bytes [at, at + 8), big-endian, zero-padded), as the tree makes it.
+std::uint64_t test_hint(std::string_view key, std::size_t at) {
+  std::uint64_t w = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::uint64_t b = at + i < key.size() ? static_cast<unsigned char>(key[at + i]) : 0;
+    w |= b << (8 * (7 - i));
+  }
+  return w;
+}
+
+/// Keys whose hints often tie (the same first 7 bytes, or a prefix of another key), some longer
+/// than a slot's inline bytes, some binary.
+std::string tie_key(std::mt19937& rng) {
+  static const char* const stems[] = {"abcdefg", "abcdefgh", "abc", "", "zzzzzzz"};
+  std::string k = stems[rng() % 5];
+  const std::size_t tail = rng() % 6;
+  for (std::size_t i = 0; i < tail; ++i) k += static_cast<char>("\0az\xff"[rng() % 4]);
+  if (rng() % 9 == 0) k += std::string(30, 'x');  // out of the slot
+  return k;
+}
+
+/// Expects `a` to hold exactly `model`'s keys in order, each slot with its key's mark.
+void expect_holds(const server::slot_array& a, const std::map<std::string, std::int64_t>& model,
+                  std::size_t at) {
+  ASSERT_EQ(a.size(), model.size());
+  std::size_t i = 0;
+  for (const auto& [key, mark] : model) {
+    EXPECT_EQ(a[i].key.view(), key) << "position " << i;
+    EXPECT_EQ(a[i].expire_ms, mark) << "position " << i;
+    EXPECT_EQ(server::slot_array::hint_part(a.index()[i]),
+              server::slot_array::hint_part(test_hint(key, at)));
+    ++i;
+  }
+  std::vector<std::string> iterated;
+  for (const server::slot& s : a) iterated.emplace_back(s.key);
+  EXPECT_TRUE(std::is_sorted(iterated.begin(), iterated.end()));
+  EXPECT_EQ(iterated.size(), model.size());
+  // The hints in order (entries of equal hints are in their keys' order, not their numbers').
+  EXPECT_TRUE(std::is_sorted(a.index(), a.index() + a.size(), [](std::uint64_t x, std::uint64_t y) {
+    return server::slot_array::hint_part(x) < server::slot_array::hint_part(y);
+  }));
+  std::vector<std::size_t> numbers;
+  for (std::size_t k = 0; k < a.size(); ++k) numbers.push_back(a.number(k));
+  std::sort(numbers.begin(), numbers.end());
+  for (std::size_t k = 0; k < numbers.size(); ++k) EXPECT_EQ(numbers[k], k);  // a permutation
+}
+
+/// Inserts `key` (absent) at its place in `a` and `model`.
+void insert_key(server::slot_array& a, std::map<std::string, std::int64_t>& model,
+                const std::string& key, std::int64_t mark, std::size_t at) {
+  const auto pos = static_cast<std::size_t>(std::distance(model.begin(), model.lower_bound(key)));
+  a.insert(pos, server::slot{server::slot_key(key), server::slot_value(), mark},
+           test_hint(key, at));
+  model.emplace(key, mark);
+}
+
+/// The leaf's slot array: slots stored unordered, read in key order through the index, through
+/// inserts, erases (the last slot takes the removed one's place), a full array and a split.
+TEST(slot_array, reads_in_key_order_through_inserts_erases_and_splits) {
+  std::mt19937 rng(11);
+  server::slot_array a;
+  std::map<std::string, std::int64_t> model;
+  std::int64_t mark = 1;
+  for (int round = 0; round < 4000; ++round) {
+    const std::string key = tie_key(rng);
+    const auto it = model.find(key);
+    if (it == model.end() && model.size() < server::slot_array::max_slots && rng() % 3 != 0) {
+      insert_key(a, model, key, mark++, 0);
+    } else if (it != model.end()) {
+      a.erase(static_cast<std::size_t>(std::distance(model.begin(), it)), 0);
+      model.erase(it);
+    }
+    if (round % 97 == 0) expect_holds(a, model, 0);
+  }
+  expect_holds(a, model, 0);
+
+  // Full: the next insert throws and changes nothing.
+  server::slot_array full;
+  std::map<std::string, std::int64_t> full_model;
+  for (std::size_t i = 0; i < server::slot_array::max_slots; ++i) {
+    insert_key(full, full_model, "key:" + std::to_string(i * 7 % 1000 + 1000), mark++, 4);
+  }
+  EXPECT_THROW(full.insert(0, server::slot{server::slot_key("key:0"), server::slot_value(), 0},
+                           test_hint("key:0", 4)),
+               std::bad_alloc);
+  expect_holds(full, full_model, 4);
+
+  // A split: the first half stays (its slots compacted below), the rest moves in order; both
+  // halves take inserts and erases as before.
+  server::slot_array right;
+  const std::size_t half = full.size() / 2;
+  const auto half_at = static_cast<std::ptrdiff_t>(half);
+  right.reserve(full.size() - half);
+  full.split_to(right, half);
+  std::map<std::string, std::int64_t> right_model(std::next(full_model.begin(), half_at),
+                                                  full_model.end());
+  full_model.erase(std::next(full_model.begin(), half_at), full_model.end());
+  expect_holds(full, full_model, 4);
+  expect_holds(right, right_model, 4);
+  for (std::size_t i = 0; i < right.size(); ++i) EXPECT_EQ(right.number(i), i);
+  insert_key(full, full_model, "key:0500", mark++, 4);
+  full.erase(3, 4);
+  full_model.erase(std::next(full_model.begin(), 3));
+  expect_holds(full, full_model, 4);
+  right.erase(0, 4);
+  right_model.erase(right_model.begin());
+  insert_key(right, right_model, "key:9999", mark++, 4);
+  expect_holds(right, right_model, 4);
+
+  // A new shared prefix: the order stays, every hint follows it.
+  right.rehint(5);
+  expect_holds(right, right_model, 5);
+}
+
+/// Many inserts and erases in random order through the tree (leaf splits, erased slots filled
+/// by the last one): gets find every live key, and a walk returns them in order.
+TEST(string_tree, random_inserts_and_erases_keep_leaves_in_key_order) {
+  tessera::runtime rt({.workers = 1});
+  server::string_tree tree(rt);
+  std::mt19937 rng(5);
+  std::map<std::string, std::string> model;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<op_state> ops(1500);
+    std::map<std::string, std::string> next = model;
+    std::vector<std::string> used;  // one op a key per round
+    std::set<std::string> seen;
+    for (auto& o : ops) {
+      std::string key;
+      do {
+        key = "u:" + std::to_string(rng() % 3000);
+        if (rng() % 4 == 0) key += std::string(rng() % 40, 'q');
+      } while (!seen.insert(key).second);
+      used.push_back(key);
+      o.op.writes = true;
+      if (rng() % 3 == 0) {
+        o.op.apply = &apply_erase;
+        next.erase(key);
+      } else {
+        o.op.apply = &apply_put;
+        o.value = "v" + key.substr(0, 8);
+        next[key] = o.value;
+      }
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) ops[i].op.key = used[i];
+    run_all(rt, tree, ops);
+    model = std::move(next);
+    std::vector<std::string> keys;
+    for (const server::leaf* l = tree.leaf_for(""); l != nullptr; l = l->right) {
+      for (const server::slot& s : l->slots) keys.emplace_back(s.key);
+    }
+    std::vector<std::string> want;
+    want.reserve(model.size());
+    for (const auto& kv : model) want.push_back(kv.first);
+    ASSERT_EQ(keys, want) << "round " << round;
+  }
+  std::vector<op_state> gets(model.size());
+  std::size_t i = 0;
+  for (const auto& kv : model) {
+    gets[i].op.key = kv.first;
+    gets[i].op.apply = &apply_get;
+    ++i;
+  }
+  run_all(rt, tree, gets);
+  i = 0;
+  for (const auto& kv : model) {
+    EXPECT_TRUE(gets[i].found) << kv.first;
+    EXPECT_EQ(gets[i].value, kv.second);
+    ++i;
   }
 }
 
