@@ -127,6 +127,24 @@ class batch_key_set {
       }
     }
   }
+  /// Adds `key` (`h` = hash(key)), or marks it written if `writes`, in one probe; returns what
+  /// was seen of it before.
+  seen mark(std::string_view key, std::uint64_t h, bool writes) {
+    if ((m_size + 1) * 2 > m_table.size()) grow();
+    for (std::size_t i = h & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
+      entry& e = m_table[i];
+      if (e.gen != m_gen) {
+        e = entry{h, key, writes, m_gen};
+        ++m_size;
+        return seen::no;
+      }
+      if (e.hash == h && e.key == key) {
+        const seen before = e.writes ? seen::written : seen::read;
+        e.writes = e.writes || writes;
+        return before;
+      }
+    }
+  }
   void clear() noexcept {
     m_size = 0;
     if (m_table.size() > max_kept) {
@@ -254,7 +272,10 @@ class connection {
   std::vector<std::string_view> args;
   std::vector<batch_command> cmds;
   op_slots ops;               ///< a push never moves the slots tasks point to
-  batch_key_set batch_keys;   ///< the batch's keys, and whether written
+  /// The batch's keys, and whether written, from its first writing command on (batch_writes):
+  /// before one, the batch only reads, and reads never conflict (dispatch).
+  batch_key_set batch_keys;
+  bool batch_writes = false;  ///< a command of the batch writes a key: batch_keys is kept
   std::unique_ptr<walk_state> walk;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};

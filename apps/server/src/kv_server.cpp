@@ -769,6 +769,7 @@ void kv_server::complete_batch(connection& c) {
   c.cmds.clear();
   c.ops.clear();
   c.batch_keys.clear();
+  c.batch_writes = false;
   c.walk.reset();
   c.parser.clear_owned();
   if (c.in_pos == c.in.size()) {

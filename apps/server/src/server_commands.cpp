@@ -587,29 +587,65 @@ const command_spec* spec_for(connection& c, std::string_view name) {
 
 }  // namespace
 
+/// Calls f(i) for the index of every key argument of a request of `spec` with `nargs`
+/// arguments (none when it has none, or too few arguments for its first).
+template <class F>
+void for_each_key(const command_spec& spec, std::size_t nargs, F&& f) {
+  if (spec.first_key <= 0) return;
+  const std::size_t last =
+      spec.last_key < 0 ? nargs - 1 : static_cast<std::size_t>(spec.last_key);
+  for (std::size_t i = static_cast<std::size_t>(spec.first_key); i <= last && i < nargs;
+       i += static_cast<std::size_t>(spec.step)) {
+    f(i);
+  }
+}
+
+/// The batch's first command that writes a key: from now on its keys are kept (connection.h),
+/// starting with those of the commands before, which all read.
+[[gnu::noinline]] void start_batch_keys(connection& c) {
+  c.batch_writes = true;
+  for (const batch_command& cmd : c.cmds) {
+    if (cmd.spec == nullptr) continue;
+    for_each_key(*cmd.spec, cmd.nargs,
+                 [&](std::size_t i) { c.batch_keys.add(c.args[cmd.first_arg + i], false); });
+  }
+}
+
 dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
                           std::size_t first_arg, std::size_t nargs) {
   const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
   const command_spec* spec = spec_for(c, args[0]);
   const bool first_in_batch = c.cmds.empty();
+  const bool writes = spec != nullptr && (spec->flags & cmd_write) != 0;
+  // Two requests on one key, one of them a write, never share a batch (connection.h). Reads
+  // never conflict with reads, so a batch's keys are kept only from its first writing command
+  // on (start_batch_keys: a batch of GETs hashes no key).
+  const bool keyed = spec != nullptr && spec->first_key > 0 &&
+                     static_cast<std::size_t>(spec->first_key) < nargs;
+  if (keyed && writes && !c.batch_writes) start_batch_keys(c);
+  const bool track = keyed && c.batch_writes;
+  const auto conflicts = [writes](batch_key_set::seen seen) {
+    return seen == batch_key_set::seen::written || (seen == batch_key_set::seen::read && writes);
+  };
+  // A one-key command's key is looked up and added in one probe, before the checks below (a
+  // command they refuse keeps its key in the set: at worst a later request of the batch starts
+  // the next batch); several keys are looked up here and added after the checks.
+  const bool one_key = track && spec->last_key == spec->first_key;
   if (spec != nullptr) {
     if ((spec->flags & cmd_whole_store) != 0 && !first_in_batch) {
       return dispatch_outcome::end_before;
     }
-    // Two requests on one key, one of them a write, never share a batch (connection.h).
-    if (spec->first_key > 0 && !first_in_batch &&
-        static_cast<std::size_t>(spec->first_key) < nargs) {
-      const bool writes = (spec->flags & cmd_write) != 0;
-      const std::size_t last = spec->last_key < 0 ? nargs - 1
-                                                  : static_cast<std::size_t>(spec->last_key);
-      for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
-           i += static_cast<std::size_t>(spec->step)) {
-        const batch_key_set::seen seen = c.batch_keys.find(args[i]);
-        if (seen == batch_key_set::seen::written ||
-            (seen == batch_key_set::seen::read && writes)) {
-          return dispatch_outcome::end_before;
-        }
+    if (one_key) {
+      const std::string_view key = args[static_cast<std::size_t>(spec->first_key)];
+      if (conflicts(c.batch_keys.mark(key, batch_key_set::hash(key), writes))) {
+        return dispatch_outcome::end_before;  // (the batch's keys are cleared with it)
       }
+    } else if (track && !first_in_batch) {
+      bool conflict = false;
+      for_each_key(*spec, nargs, [&](std::size_t i) {
+        conflict = conflict || conflicts(c.batch_keys.find(args[i]));
+      });
+      if (conflict) return dispatch_outcome::end_before;
     }
   }
   batch_command& cmd = c.cmds.emplace_back();
@@ -654,14 +690,8 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
       return dispatch_outcome::next;
     }
   }
-  if (spec->first_key > 0) {
-    const bool writes = (spec->flags & cmd_write) != 0;
-    const std::size_t last =
-        spec->last_key < 0 ? nargs - 1 : static_cast<std::size_t>(spec->last_key);
-    for (std::size_t i = static_cast<std::size_t>(spec->first_key); i <= last && i < nargs;
-         i += static_cast<std::size_t>(spec->step)) {
-      c.batch_keys.add(args[i], writes);
-    }
+  if (track && !one_key) {
+    for_each_key(*spec, nargs, [&](std::size_t i) { c.batch_keys.add(args[i], writes); });
   }
   spec->handler(k);
   if ((spec->flags & (cmd_whole_store | cmd_ends_batch)) != 0 || c.close_after_reply) {

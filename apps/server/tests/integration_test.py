@@ -260,6 +260,23 @@ def test_pipelining(srv):
     for i in range(n):
         expect(out[3 * i], i + 1, f"pipelined INCR {i} answered in order")
         expect(out[3 * i + 2], str(i).encode(), f"pipelined GET {i} sees the SET before it")
+    # Reads before writes of the same keys in one pipeline (a batch keeps its keys only from its
+    # first write on, connection.h): each read sees the writes before it and none after.
+    r.mset({"pa": "a", "pb": "b"})
+    pipe = r.pipeline(transaction=False)
+    for i in range(50):
+        pipe.get("pa")
+        pipe.mget("pa", "pb")
+        pipe.exists("pb", "pa")
+        pipe.set("pa", i)
+        pipe.delete("pb")
+        pipe.get("pa")
+        pipe.set("pb", i)
+    out = pipe.execute()
+    for i in range(50):
+        pa, pb = (b"a", b"b") if i == 0 else (str(i - 1).encode(), str(i - 1).encode())
+        expect(out[7 * i:7 * i + 7], [pa, [pa, pb], 2, True, 1, str(i).encode(), True],
+               f"pipelined reads then writes of the same keys, round {i}")
     # A raw pipeline of inline and multibulk requests in one write.
     data = b"PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nq\r\n$1\r\n7\r\nGET q\r\n*1\r\n$4\r\nQUIT\r\n"
     expect(raw(srv.port, data, read_until_close=True), b"+PONG\r\n+OK\r\n$1\r\n7\r\n+OK\r\n",
