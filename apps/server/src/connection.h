@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "byte_word.h"
 #include "resp_parser.h"
 #include "resp_writer.h"
 #include "string_tree.h"
@@ -166,8 +167,7 @@ class batch_key_set {
       h ^= h >> 32;
     }
     if (i < key.size()) {
-      std::uint64_t w = 0;
-      std::memcpy(&w, key.data() + i, key.size() - i);
+      const std::uint64_t w = load_bytes(key.data() + i, key.size() - i);
       h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     }
     h ^= h >> 29;

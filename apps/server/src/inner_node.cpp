@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "byte_word.h"
+
 namespace server {
 namespace {
 
@@ -26,8 +28,7 @@ int compare_words(std::string_view key, const std::uint64_t* words, std::size_t 
   }
   if (i < n) {
     const std::size_t rest = n - i;  // 1..7
-    std::uint64_t a = 0;
-    std::memcpy(&a, key.data() + i, rest);
+    const std::uint64_t a = load_bytes(key.data() + i, rest);
     const std::uint64_t mask = (std::uint64_t{1} << (8 * rest)) - 1;
     const std::uint64_t b = tessera::racy_load(words[i / 8]) & mask;
     if (a != b) return __builtin_bswap64(a) < __builtin_bswap64(b) ? -1 : 1;
@@ -40,11 +41,9 @@ int compare_words(std::string_view key, const std::uint64_t* words, std::size_t 
 /// share their first `at` bytes, different heads order them as their bytes do (a string that
 /// ends first is padded with zeros, below every byte but 0, and equal words decide nothing).
 std::uint64_t head_of(std::string_view bytes, std::size_t at) noexcept {
-  std::uint64_t w = 0;
-  if (at < bytes.size()) {
-    std::memcpy(&w, bytes.data() + at, std::min<std::size_t>(8, bytes.size() - at));
-  }
-  return __builtin_bswap64(w);
+  if (at >= bytes.size()) return 0;
+  return __builtin_bswap64(
+      load_bytes(bytes.data() + at, std::min<std::size_t>(8, bytes.size() - at)));
 }
 
 const long_separator* load_long(const long_separator* const& field) noexcept {

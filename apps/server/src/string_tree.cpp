@@ -11,6 +11,8 @@
 
 #include <tessera/coupled_read.h>
 
+#include "byte_word.h"
+
 namespace server {
 
 /// A task that may park on a leaf (the holds, below): its link in leaf::waiters.
@@ -224,9 +226,8 @@ op_outcome current_failure() noexcept {
 /// Bytes [at, at + 8) of `key`, zero-padded, as a big-endian word: for keys that share their
 /// first `at` bytes, different hints order the keys as their bytes do.
 std::uint64_t hint_of(std::string_view key, std::size_t at) noexcept {
-  std::uint64_t w = 0;
-  if (at < key.size()) std::memcpy(&w, key.data() + at, std::min<std::size_t>(8, key.size() - at));
-  return __builtin_bswap64(w);
+  if (at >= key.size()) return 0;
+  return __builtin_bswap64(load_bytes(key.data() + at, std::min<std::size_t>(8, key.size() - at)));
 }
 
 /// Sets l's shared prefix from its fences and every slot's hint.
