@@ -39,8 +39,9 @@ parse_result error(std::string_view text) {
 constexpr parse_result need_more{};
 
 /// Where the header line that starts at `pos` ends (its '\r'), as Redis finds it: the first '\r'
-/// from `pos`; npos while it and the byte after it are not both there.
-std::size_t line_end(std::string_view in, std::size_t pos) noexcept {
+/// from `pos`; npos while it and the byte after it are not both there. Inlined into its three
+/// calls a request (a call each cost about a third of its instructions).
+[[gnu::always_inline]] inline std::size_t line_end(std::string_view in, std::size_t pos) noexcept {
   // Nearly every header is "*N", "$N" or "$NN": its '\r' is among the next four bytes, looked at
   // one by one without a call (memchr: three calls a GET).
   constexpr std::size_t npos = std::string_view::npos;

@@ -911,13 +911,21 @@ void slot_array::split_to(slot_array& right, std::size_t from) noexcept {
 
 // ---- leaf_access ----------------------------------------------------------------------------
 
-std::size_t leaf_access::lower_bound(std::string_view key) const noexcept {
+std::size_t leaf_access::lower_bound(std::string_view key, bool& found) const noexcept {
   const slot_array& slots = m_leaf->slots;
   const std::size_t n = slots.size();
+  found = false;
+  // One three-way compare a probe; the keys are unique, so an equal one ends the search (and
+  // the caller compares no more).
   const auto by_bytes = [&](std::size_t lo, std::size_t hi) noexcept {
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      if (slots[mid].key < key) {
+      const int c = slots[mid].key.view().compare(key);
+      if (c == 0) {
+        found = true;
+        return mid;
+      }
+      if (c < 0) {
         lo = mid + 1;
       } else {
         hi = mid;
@@ -969,22 +977,27 @@ void leaf_access::remove_at(std::size_t i) {
   }
 }
 
-std::size_t leaf_access::position(std::string_view key) const noexcept {
-  if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key);
+std::size_t leaf_access::position(std::string_view key, bool& found) const noexcept {
+  if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key, found);
   const slot_array& slots = m_leaf->slots;
   const std::size_t i = m_found_at;
+  found = false;
   if (i < slots.size()) {
     const auto c = slots[i].key <=> key;
-    if (c == 0) return i;  // the key's own slot (keys are unique)
-    if (c < 0) return lower_bound(key);
+    if (c == 0) {
+      found = true;  // the key's own slot (keys are unique)
+      return i;
+    }
+    if (c < 0) return lower_bound(key, found);
   }
   if (i == 0 || slots[i - 1].key < key) return i;  // between its neighbours
-  return lower_bound(key);
+  return lower_bound(key, found);
 }
 
 slot* leaf_access::find(std::string_view key) {
-  const std::size_t i = lower_bound(key);
-  if (i == m_leaf->slots.size() || m_leaf->slots[i].key != key) {
+  bool found = false;
+  const std::size_t i = lower_bound(key, found);
+  if (!found) {
     m_found_key = key.data();
     m_found_size = key.size();
     m_found_at = i;
@@ -1045,9 +1058,10 @@ template <class Bytes>
 slot& leaf_access::put_bytes(std::string_view key, Bytes&& bytes, std::int64_t expire_ms,
                              bool keep_ttl) {
   tree_counters& c = m_tree->mutable_counters();
-  const std::size_t i = position(key);
+  bool found = false;
+  const std::size_t i = position(key, found);
   const auto added = static_cast<std::int64_t>(std::string_view(bytes).size());
-  if (i < m_leaf->slots.size() && m_leaf->slots[i].key == key) {
+  if (found) {
     slot& s = m_leaf->slots[i];
     const bool expired = s.expire_ms != 0 && s.expire_ms <= m_now;
     const auto before = static_cast<std::int64_t>(s.value.size());
@@ -1092,8 +1106,9 @@ slot& leaf_access::put_owned(std::string_view key, std::string&& bytes, std::int
 }
 
 bool leaf_access::erase(std::string_view key) {
-  const std::size_t i = lower_bound(key);
-  if (i == m_leaf->slots.size() || m_leaf->slots[i].key != key) return false;
+  bool found = false;
+  const std::size_t i = lower_bound(key, found);
+  if (!found) return false;
   const slot& s = m_leaf->slots[i];
   const bool live = s.expire_ms == 0 || s.expire_ms > m_now;
   remove_at(i);

@@ -5,16 +5,16 @@
 //
 // Shape: a B-link tree of any height [B-link]. Leaves (level 0) are tessera resources under a
 // reader/writer latch (a leaf owns memory its writers free: std::string keys, a std::vector of
-// slots, so optimistic readers are ruled out, tessera/resource.h); each holds up to
-// `leaf_capacity` slots (in key order through an index, slot_array) and covers [low, high) with a right link. Inner nodes (levels >= 1,
-// server::inner_node) keep their separators in their own fixed storage (a key heap inside the
-// node), so tasks read them optimistically and validate. A split links the new right node at
-// once (right link, high key) and posts its separator to the parent from a follow-up task; a
-// split of the root grows the tree by one level (a new root swapped in with a CAS). Until the
-// separator is posted, the right links lead a search on. Nodes are never merged or freed before
-// the tree is (FLUSHALL empties the leaves). Separators are the shortest prefix of the right
-// node's first key above the left node's last (suffix truncation), so keys of a KiB rarely
-// make separators of a KiB; longer than inner_node::inline_max they go out of line.
+// slots, so optimistic readers are ruled out, tessera/resource.h); each holds up to `leaf_capacity`
+// slots (in key order through an index, slot_array) and covers [low, high) with a right link. Inner
+// nodes (levels >= 1, server::inner_node) keep their separators in their own fixed storage (a key
+// heap inside the node), so tasks read them optimistically and validate. A split links the new
+// right node at once (right link, high key) and posts its separator to the parent from a follow-up
+// task; a split of the root grows the tree by one level (a new root swapped in with a CAS). Until
+// the separator is posted, the right links lead a search on. Nodes are never merged or freed before
+// the tree is (FLUSHALL empties the leaves). Separators are the shortest prefix of the right node's
+// first key above the left node's last (suffix truncation), so keys of a KiB rarely make separators
+// of a KiB; longer than inner_node::inline_max they go out of line.
 //
 // A request (server::key_op) becomes one task annotated with the leaf that covers its key: the
 // task that submits it reads the inner levels on the spot, each node coupled (its version taken,
@@ -364,10 +364,11 @@ class leaf_access {
   [[nodiscard]] string_tree& tree() noexcept { return *m_tree; }
 
  private:
-  std::size_t lower_bound(std::string_view key) const noexcept;
+  /// The position of the first key >= `key`; `found`: that key is `key`.
+  std::size_t lower_bound(std::string_view key, bool& found) const noexcept;
   /// lower_bound, or the position find() last found where it is still key's (checked against
   /// its neighbours: the caller's key may be other bytes at the same address).
-  std::size_t position(std::string_view key) const noexcept;
+  std::size_t position(std::string_view key, bool& found) const noexcept;
   slot& put_owned(std::string_view key, std::string&& bytes, std::int64_t expire_ms,
                   bool keep_ttl);
   template <class Bytes>
