@@ -98,6 +98,33 @@ bool inner_node::beyond(std::string_view key) const noexcept {
 }
 
 int inner_node::compare_prefix(std::string_view key, std::size_t size) const noexcept {
+  if (size <= prefix_inline) {
+    // The prefix's words in the header (at most two); a key shorter than the prefix compares its
+    // bytes, then as below it.
+    const auto mask_of = [](std::size_t bytes) noexcept {  // the low `bytes` (<= 8) bytes
+      return bytes >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * bytes)) - 1;
+    };
+    if (key.size() >= prefix_inline) {
+      // Both words of the key at once (the common case), each masked to the prefix's bytes.
+      std::uint64_t a[2] = {};
+      std::memcpy(a, key.data(), sizeof a);
+      const std::uint64_t m0 = mask_of(size);
+      const std::uint64_t m1 = size > 8 ? mask_of(size - 8) : 0;
+      const std::uint64_t b0 = tessera::racy_load(m_prefix_words[0]) & m0;
+      const std::uint64_t b1 = tessera::racy_load(m_prefix_words[1]) & m1;
+      if ((a[0] & m0) != b0) return __builtin_bswap64(a[0] & m0) < __builtin_bswap64(b0) ? -1 : 1;
+      if ((a[1] & m1) != b1) return __builtin_bswap64(a[1] & m1) < __builtin_bswap64(b1) ? -1 : 1;
+      return 0;
+    }
+    const std::size_t n = std::min(size, key.size());
+    for (std::size_t i = 0; i < n; i += 8) {
+      const std::size_t m = std::min<std::size_t>(8, n - i);
+      const std::uint64_t a = load_bytes(key.data() + i, m);
+      const std::uint64_t b = tessera::racy_load(m_prefix_words[i / 8]) & mask_of(m);
+      if (a != b) return __builtin_bswap64(a) < __builtin_bswap64(b) ? -1 : 1;
+    }
+    return key.size() < size ? -1 : 0;
+  }
   const std::uint64_t ref = tessera::racy_load(m_refs[0]);
   const std::uint64_t* words = nullptr;
   std::size_t sep_size = ref & 0xFFFFFFFFU;
@@ -235,6 +262,15 @@ void encode(inner_node& n, const inner_image& img, long_separator_store& store) 
     tessera::racy_store(n.m_heads[i], head_of(img.seps[i].bytes, prefix));
   }
   tessera::racy_store(n.m_prefix, static_cast<std::uint32_t>(prefix));
+  const std::string_view shared =
+      img.seps.empty() ? std::string_view()
+                       : std::string_view(img.seps.front().bytes)
+                             .substr(0, std::min(prefix, inner_node::prefix_inline));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::size_t at = 8 * i;
+    const std::size_t m = at < shared.size() ? std::min<std::size_t>(8, shared.size() - at) : 0;
+    tessera::racy_store(n.m_prefix_words[i], m == 0 ? 0 : load_bytes(shared.data() + at, m));
+  }
   for (std::size_t i = 0; i < img.children.size(); ++i) {
     const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(img.children[i]));
     tessera::racy_store(n.m_children[i], bits);

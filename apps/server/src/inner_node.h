@@ -95,6 +95,7 @@ class inner_node {
   friend void encode(inner_node& n, const inner_image& img, long_separator_store& store);
   friend inner_image decode(const inner_node& n);
 
+  static constexpr std::size_t prefix_inline = 16;
   static constexpr std::uint64_t long_bit = 1ULL << 63;
   static constexpr std::uint64_t infinite_bit = 1ULL << 62;
   int compare_ref(std::string_view key, std::uint64_t ref, const long_separator* const* lng)
@@ -111,6 +112,10 @@ class inner_node {
   inner_node* m_right = nullptr;
   /// The length of the prefix every separator shares (0 without separators).
   std::uint32_t m_prefix = 0;
+  /// The shared prefix's first `prefix_inline` bytes, zero-padded, as little-endian words: a
+  /// search compares a key with a prefix of up to that many bytes here, in the header's line,
+  /// without reading separator 0's words in the heap.
+  std::uint64_t m_prefix_words[2] = {};
   std::uint64_t m_refs[max_separators] = {};  ///< len (bits 0-31), word offset (32-47), long_bit
   /// Each separator's 8 bytes after the shared prefix, big-endian, zero-padded: a search orders
   /// the separators by one integer compare each, in one array, and reads a separator's bytes

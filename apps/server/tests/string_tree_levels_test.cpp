@@ -75,8 +75,11 @@ TEST(inner_node, separators_with_a_shared_prefix_route_as_byte_strings) {
     for (char& ch : t) ch = alphabet[rng() % alphabet.size()];
     return t;
   };
-  for (const std::size_t prefix_len : {std::size_t{0}, std::size_t{3}, std::size_t{8},
-                                       std::size_t{13}, std::size_t{1500}}) {
+  // (Shared prefixes of 0, 4, 8, 9, 14, 16, 17 and 1,501 bytes or more: the node keeps up to 16
+  // of them in its header.)
+  for (const std::size_t prefix_len :
+       {std::size_t{0}, std::size_t{3}, std::size_t{7}, std::size_t{8}, std::size_t{13},
+        std::size_t{15}, std::size_t{16}, std::size_t{1500}}) {
     server::long_separator_store store;
     const std::string prefix = std::string(prefix_len, 'k') + (prefix_len > 0 ? ":" : "");
     std::set<std::string> picked;
