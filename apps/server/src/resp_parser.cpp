@@ -250,7 +250,9 @@ parse_result request_parser::parse_multibulk(std::string_view in,
   }
   if (cr > m_limits.max_inline) return error(err_big_mbulk);
   long long count = 0;
-  if (!parse_length(in.substr(1, cr - 1), count) || count > INT_MAX) {
+  // (Views by pointer and length here and below, their bounds checked already: substr's own
+  // check kept it out of line, a call each. in[0] is '*', so 1 <= cr < in.size().)
+  if (!parse_length(std::string_view(in.data() + 1, cr - 1), count) || count > INT_MAX) {
     return error(err_multibulk_len);
   }
   if (count > 0 && static_cast<unsigned long long>(count) > m_limits.max_multibulk) {
@@ -283,7 +285,8 @@ parse_result request_parser::parse_multibulk(std::string_view in,
       return error(err_big_bulk);
     }
     long long len = 0;
-    if (!parse_length(in.substr(pos + 1, cr - pos - 1), len) || len < 0 ||
+    // (in[pos] is '$', so pos < cr < in.size().)
+    if (!parse_length(std::string_view(in.data() + pos + 1, cr - pos - 1), len) || len < 0 ||
         static_cast<unsigned long long>(len) > m_limits.max_bulk_len) {
       args.resize(first);
       return error(err_bulk_len);
@@ -295,7 +298,7 @@ parse_result request_parser::parse_multibulk(std::string_view in,
       args.resize(first);
       return need_more;
     }
-    args.push_back(in.substr(pos, ulen));
+    args.emplace_back(in.data() + pos, ulen);  // (in.size() - pos >= ulen + 2, above)
     pos += ulen + 2;
   }
   return {.outcome = parse_outcome::complete, .consumed = pos, .error = {}};
