@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "byte_word.h"
 #include "command_table.h"
 #include "commands.h"
 #include "glob.h"
@@ -573,7 +574,7 @@ namespace {
 /// find_spec, through the connection's last lookup (the same bytes: the same spec).
 const command_spec* spec_for(connection& c, std::string_view name) {
   if (name.size() == c.last_name_size && !name.empty() &&
-      std::memcmp(name.data(), c.last_name, name.size()) == 0) {
+      same_bytes(name.data(), c.last_name, name.size())) {  // (16 bytes at most)
     return c.last_spec;
   }
   const command_spec* s = find_spec(name);

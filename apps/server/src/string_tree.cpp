@@ -934,7 +934,8 @@ std::size_t leaf_access::lower_bound(std::string_view key, bool& found) const no
     return lo;
   };
   const std::size_t at = m_leaf->hint_offset;
-  if (key.size() < at || key.compare(0, at, m_leaf->low, 0, at) != 0) {
+  // (at <= low.size(): at is the length of the prefix low shares with high.)
+  if (key.size() < at || !same_bytes(key.data(), m_leaf->low.data(), at)) {
     // Not in the leaf's range (never, as the tree routes): order by the bytes alone.
     return by_bytes(0, n);
   }

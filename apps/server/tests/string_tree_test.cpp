@@ -305,6 +305,23 @@ TEST(load_bytes, equals_a_memcpy_into_a_zeroed_word) {
   }
 }
 
+/// same_bytes agrees with memcmp for 0-20 bytes, equal or differing in one byte anywhere.
+TEST(load_bytes, same_bytes_agrees_with_memcmp) {
+  std::mt19937 rng(4);
+  for (int round = 0; round < 300; ++round) {
+    for (std::size_t n = 0; n <= 20; ++n) {
+      std::string a(n, '\0');
+      for (char& ch : a) ch = static_cast<char>(rng());
+      std::string b = a;
+      if (n > 0 && rng() % 2 == 0) {
+        char& changed = b[rng() % n];
+        changed = static_cast<char>(changed == 'x' ? 'y' : 'x');  // another byte
+      }
+      EXPECT_EQ(server::same_bytes(a.data(), b.data(), n), a == b) << "n " << n;
+    }
+  }
+}
+
 /// A key's hint for slot_array (bytes [at, at + 8), big-endian, zero-padded), as the tree makes it.
 std::uint64_t test_hint(std::string_view key, std::size_t at) {
   std::uint64_t w = 0;
