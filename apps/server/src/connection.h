@@ -112,26 +112,12 @@ class batch_key_set {
     }
   }
   /// Adds `key`, or marks it written if `writes`.
-  void add(std::string_view key, bool writes) {
+  void add(std::string_view key, bool writes) { (void)mark(key, writes); }
+  /// Adds `key`, or marks it written if `writes`, in one probe; returns what was seen of it
+  /// before.
+  seen mark(std::string_view key, bool writes) {
     if ((m_size + 1) * 2 > m_table.size()) grow();
     const std::uint64_t h = hash(key);
-    for (std::size_t i = h & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
-      entry& e = m_table[i];
-      if (e.gen != m_gen) {
-        e = entry{h, key, writes, m_gen};
-        ++m_size;
-        return;
-      }
-      if (e.hash == h && e.key == key) {
-        e.writes = e.writes || writes;
-        return;
-      }
-    }
-  }
-  /// Adds `key` (`h` = hash(key)), or marks it written if `writes`, in one probe; returns what
-  /// was seen of it before.
-  seen mark(std::string_view key, std::uint64_t h, bool writes) {
-    if ((m_size + 1) * 2 > m_table.size()) grow();
     for (std::size_t i = h & (m_table.size() - 1);; i = (i + 1) & (m_table.size() - 1)) {
       entry& e = m_table[i];
       if (e.gen != m_gen) {

@@ -638,7 +638,7 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
     }
     if (one_key) {
       const std::string_view key = args[static_cast<std::size_t>(spec->first_key)];
-      if (conflicts(c.batch_keys.mark(key, batch_key_set::hash(key), writes))) {
+      if (conflicts(c.batch_keys.mark(key, writes))) {
         return dispatch_outcome::end_before;  // (the batch's keys are cleared with it)
       }
     } else if (track && !first_in_batch) {
