@@ -192,6 +192,48 @@ TEST_P(cancel_test, a_loop_holding_a_cancelled_group_skips_its_pieces_not_starte
   EXPECT_LE(ran.load(), std::size_t{r.workers()}) << "pieces ran after the cancellation was seen";
 }
 
+// One-index pieces before the cancellation: a participant's claims have grown to batches of
+// many pieces. The piece that cancels is the last its thread starts (each piece of a batch is
+// tested before it starts, as a piece claimed alone is); others stop at their next piece.
+TEST_P(cancel_test, a_cancellation_skips_the_rest_of_a_batch_of_short_pieces) {
+  auto& r = start();
+  const std::size_t n = 200'000;
+  const std::size_t target = n / 4 + 17;
+  std::atomic<std::thread::id> canceller{};
+  std::atomic<bool> after_cancel_on_canceller{false};
+  std::atomic<std::size_t> ran{0};
+  std::atomic<bool> continued{false};
+  const group outer = r.make_group();
+  r.spawn(
+      [&](context& ctx) {
+        const group loop = ctx.runtime().make_group();
+        runtime* rt = &ctx.runtime();
+        parallel_for(
+            ctx, loop, 0, n,
+            [&, rt, loop](std::size_t i) {
+              if (canceller.load() == std::this_thread::get_id()) {
+                after_cancel_on_canceller.store(true);
+              }
+              ran.fetch_add(1);
+              if (i == target) {
+                canceller.store(std::this_thread::get_id());
+                EXPECT_TRUE(rt->cancel(loop));
+              }
+            },
+            {.grain = 1});
+        ctx.when_done(loop, [&continued](context&) { continued.store(true); });
+      },
+      outer);
+  r.wait(outer);
+  EXPECT_TRUE(continued.load());
+  EXPECT_FALSE(after_cancel_on_canceller.load())
+      << "a piece ran after the cancellation on the thread that cancelled";
+  EXPECT_LE(ran.load(), n);
+  if (r.workers() == 1) {
+    EXPECT_EQ(ran.load(), target + 1) << "one worker: the pieces in index order, then none";
+  }
+}
+
 // A body with the context runs in pieces that are tasks of the loop's group: dropped, they
 // still free the state they share, and the body is gone before the group completes.
 TEST_P(cancel_test, a_loop_of_tasks_whose_group_is_cancelled_frees_its_body) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -912,6 +913,225 @@ TEST_P(parallel_for_test, from_a_task_a_reduction_without_memory_for_any_helper_
   EXPECT_EQ(result.load(), std::uint64_t{10'000} * 9'999 / 2);
 }
 #endif
+
+// ---- short pieces: a participant claims adjacent pieces in batches (detail/claimed_loop.h) -----
+
+/// The pieces a loop body was called with, in the order each thread called it.
+struct piece_log {
+  void add(std::size_t f, std::size_t l) const {
+    const std::lock_guard lock(m);
+    all.emplace_back(f, l);
+    by_thread[std::this_thread::get_id()].emplace_back(f, l);
+  }
+  /// The pieces tile [0, n) in pieces of at most `grain` indices, sizes differing by at most
+  /// one (how claimed_loop cuts a range), each called once; "" if so, else what is wrong.
+  std::string tiles(std::size_t n, std::size_t grain) const {
+    auto sorted = all;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t pieces = (n + grain - 1) / grain;
+    if (sorted.size() != pieces) return std::to_string(sorted.size()) + " calls for " +
+                                        std::to_string(pieces) + " pieces";
+    std::size_t at = 0;
+    std::size_t smallest = n;
+    std::size_t largest = 0;
+    for (const auto& [f, l] : sorted) {
+      if (f != at || l <= f) return "a piece [" + std::to_string(f) + ", " + std::to_string(l) +
+                                    ") where " + std::to_string(at) + " was next";
+      smallest = std::min(smallest, l - f);
+      largest = std::max(largest, l - f);
+      at = l;
+    }
+    if (at != n) return "the pieces end at " + std::to_string(at);
+    if (largest > grain || largest - smallest > 1) {
+      return "piece sizes " + std::to_string(smallest) + ".." + std::to_string(largest);
+    }
+    return "";
+  }
+  /// One thread called the body, each piece right after the one before it (one worker: the
+  /// caller's share, a batch after another, in index order).
+  bool one_thread_in_order() const {
+    if (by_thread.size() != 1) return false;
+    const auto& pieces = by_thread.begin()->second;
+    for (std::size_t k = 1; k < pieces.size(); ++k) {
+      if (pieces[k].first != pieces[k - 1].second) return false;
+    }
+    return true;
+  }
+  mutable std::mutex m;
+  mutable std::vector<std::pair<std::size_t, std::size_t>> all;
+  mutable std::map<std::thread::id, std::vector<std::pair<std::size_t, std::size_t>>> by_thread;
+};
+
+TEST_P(parallel_for_test, short_pieces_claimed_together_are_still_called_one_by_one_with_their_own_bounds) {
+  auto& r = start();
+  // Pieces of a few indices are far shorter than a batch's threshold: claims grow to many
+  // pieces each. The body still sees every piece alone, with the bounds the grain asked for.
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                              scaled(100'003, 20'003)}) {
+    for (const std::size_t grain : {std::size_t{1}, std::size_t{3}}) {
+      const piece_log blocking;
+      parallel_for(r, 0, n, [&](std::size_t f, std::size_t l) { blocking.add(f, l); },
+                   {.grain = grain});
+      EXPECT_EQ(blocking.tiles(n, grain), "") << "blocking, n " << n << ", grain " << grain;
+      if (r.workers() == 1) {
+        EXPECT_TRUE(blocking.one_thread_in_order()) << "n " << n << ", grain " << grain;
+      }
+
+      const piece_log reduced;
+      const std::uint64_t sum = parallel_reduce(
+          r, 0, n, std::uint64_t{0},
+          [&](std::size_t f, std::size_t l) {
+            reduced.add(f, l);
+            return std::uint64_t{l - f};
+          },
+          [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = grain});
+      EXPECT_EQ(sum, n);
+      EXPECT_EQ(reduced.tiles(n, grain), "") << "reduce, n " << n << ", grain " << grain;
+
+      const piece_log in_tasks;
+      std::atomic<std::uint64_t> task_sum{0};
+      const group outer = r.make_group();
+      r.spawn(
+          [&](context& ctx) {
+            parallel_for(ctx, group{}, 0, n,
+                         [&](std::size_t f, std::size_t l) { in_tasks.add(f, l); },
+                         {.grain = grain});
+            parallel_reduce(
+                ctx, 0, n, std::uint64_t{0},
+                [](std::size_t f, std::size_t l) { return std::uint64_t{l - f}; },
+                [](std::uint64_t a, std::uint64_t b) { return a + b; },
+                [&](context&, std::uint64_t v) { task_sum.store(v); }, {.grain = grain});
+          },
+          outer);
+      r.wait(outer);
+      EXPECT_EQ(in_tasks.tiles(n, grain), "") << "from a task, n " << n << ", grain " << grain;
+      EXPECT_EQ(task_sum.load(), n);
+    }
+  }
+  // An empty range calls nothing in every form.
+  std::atomic<int> calls{0};
+  parallel_for(r, 5, 5, [&](std::size_t, std::size_t) { calls.fetch_add(1); }, {.grain = 1});
+  EXPECT_EQ(parallel_reduce(
+                r, 5, 5, 0,
+                [&](std::size_t, std::size_t) {
+                  calls.fetch_add(1);
+                  return 1;
+                },
+                [](int a, int b) { return a + b; }, {.grain = 1}),
+            0);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST_P(parallel_for_test, short_pieces_of_mixed_length_run_once_each) {
+  auto& r = start();
+  // Short pieces make the claims grow; then a stretch of slow pieces (each ~20 µs) makes them
+  // shrink again, and a thief still finds the slow ones not claimed: every index once.
+  const std::size_t n = scaled(60'000, 12'000);
+  visits v(0, n);
+  parallel_for(
+      r, 0, n,
+      [&](std::size_t i) {
+        if (i >= n / 3 && i < n / 3 + 200) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+        }
+        v.visit(i);
+      },
+      {.grain = 1});
+  EXPECT_TRUE(v.each_once());
+}
+
+TEST_P(parallel_for_test, a_stop_skips_the_rest_of_a_batch_of_short_pieces) {
+  auto& r = start();
+  // Thousands of one-index pieces before the stop: the claims have grown to many pieces. The
+  // piece that requests the stop is the last its thread starts: the rest of its batch is
+  // skipped (each piece is tested before it starts), whatever the batch.
+  const std::size_t n = scaled(200'000, 40'000);
+  const std::size_t target = n / 4 + 17;
+  for (int form = 0; form < 2; ++form) {
+    std::stop_source source;
+    std::atomic<std::thread::id> stopper{};
+    std::atomic<bool> after_stop_on_stopper{false};
+    std::atomic<std::size_t> ran{0};
+    const auto body = [&](std::size_t i) {
+      if (stopper.load() == std::this_thread::get_id()) after_stop_on_stopper.store(true);
+      ran.fetch_add(1);
+      if (i == target) {
+        stopper.store(std::this_thread::get_id());
+        source.request_stop();
+      }
+    };
+    const loop_options options{.grain = 1, .stop = source.get_token()};
+    if (form == 0) {
+      parallel_for(r, 0, n, body, options);
+    } else {
+      const group outer = r.make_group();
+      r.spawn([&](context& ctx) { parallel_for(ctx, group{}, 0, n, body, options); }, outer);
+      r.wait(outer);
+    }
+    EXPECT_TRUE(source.stop_requested()) << "form " << form;
+    EXPECT_FALSE(after_stop_on_stopper.load()) << "form " << form << ": a piece ran after the "
+                                                  "stop on the thread that requested it";
+    EXPECT_LE(ran.load(), n);
+    if (r.workers() == 1) {
+      EXPECT_EQ(ran.load(), target + 1) << "form " << form << ": one thread, in index order";
+    }
+  }
+}
+
+TEST_P(parallel_for_test, an_exception_skips_the_rest_of_a_batch_of_short_pieces) {
+  auto& r = start();
+  const std::size_t n = scaled(200'000, 40'000);
+  const std::size_t target = n / 4 + 17;
+  for (int form = 0; form < 2; ++form) {
+    std::atomic<std::thread::id> thrower{};
+    std::atomic<bool> after_throw_on_thrower{false};
+    std::atomic<std::size_t> ran{0};
+    std::atomic<bool> done_ran{false};
+    const auto map = [&](std::size_t f, std::size_t l) {
+      if (thrower.load() == std::this_thread::get_id()) after_throw_on_thrower.store(true);
+      ran.fetch_add(l - f);
+      if (f <= target && target < l) {
+        thrower.store(std::this_thread::get_id());
+        throw std::runtime_error("piece " + std::to_string(f));
+      }
+      return std::uint64_t{l - f};
+    };
+    const auto add = [](std::uint64_t a, std::uint64_t b) { return a + b; };
+    std::string what;
+    if (form == 0) {
+      try {
+        (void)parallel_reduce(r, 0, n, std::uint64_t{0}, map, add, {.grain = 1});
+        ADD_FAILURE() << "no exception";
+      } catch (const std::runtime_error& e) {
+        what = e.what();
+      }
+    } else {
+      const group outer = r.make_group();
+      r.spawn(
+          [&](context& ctx) {
+            parallel_reduce(ctx, 0, n, std::uint64_t{0}, map, add,
+                            [&](context&, std::uint64_t) { done_ran.store(true); },
+                            {.grain = 1});
+          },
+          outer);
+      try {
+        r.wait(outer);
+        ADD_FAILURE() << "no exception";
+      } catch (const std::runtime_error& e) {
+        what = e.what();
+      }
+    }
+    EXPECT_EQ(what, "piece " + std::to_string(target)) << "form " << form;
+    EXPECT_FALSE(done_ran.load()) << "`done` saw a partial result";
+    EXPECT_FALSE(after_throw_on_thrower.load()) << "form " << form << ": a piece ran after the "
+                                                   "exception on the thread that threw it";
+    if (r.workers() == 1) {
+      EXPECT_EQ(ran.load(), target + 1) << "form " << form << ": one thread, in index order";
+    }
+  }
+}
 
 // A body whose call operator is not const (a mutable lambda) would race with itself across
 // workers: it is no loop body.
