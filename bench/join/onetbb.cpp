@@ -48,8 +48,7 @@ namespace {
   tbb::parallel_for(
       range(0, run.probe_morsels(), 1),
       [&](const range& r) {
-        ::join::join_result& mine = partial.local();
-        for (std::size_t m = r.begin(); m < r.end(); ++m) mine += run.probe(m);
+        partial.local() += run.probe_morsels(r.begin(), r.end());
       },
       tbb::simple_partitioner());
   return partial.combine([](::join::join_result a, const ::join::join_result& b) {

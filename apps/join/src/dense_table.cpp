@@ -109,22 +109,4 @@ void dense_table::insert_partition(unsigned p, const std::int64_t* keys, std::si
   }
 }
 
-join_result probe_dense(const dense_view& table, const std::int64_t* keys,
-                        const std::int64_t* values, std::size_t first, std::size_t last) noexcept {
-  // No branch per row: a key outside the bounds reads the 0 at counts[range]. The loads do not
-  // depend on each other, so the core overlaps their misses without prefetch instructions.
-  const std::uint32_t* counts = table.counts;
-  const auto min = static_cast<std::uint64_t>(table.min);
-  const std::uint64_t range = table.range;
-  std::uint64_t count = 0;
-  std::int64_t sum = 0;
-  for (std::size_t i = first; i < last; ++i) {
-    const std::uint64_t index = static_cast<std::uint64_t>(keys[i]) - min;
-    const std::uint32_t c = counts[index < range ? index : range];
-    count += c;
-    sum += static_cast<std::int64_t>(c) * values[i];
-  }
-  return {count, sum};
-}
-
 }  // namespace join

@@ -141,12 +141,7 @@ void join_phases::build(unsigned p, std::size_t first_morsel, std::size_t last_m
   }
 }
 
-join_result join_phases::probe(std::size_t m) const noexcept {
-  const std::size_t first = m * m_records;
-  const std::size_t last = std::min(first + m_records, m_input.probe_keys.size());
-  if (m_dense)
-    return probe_dense(m_dense_table.view(), m_input.probe_keys.data(),
-                       m_input.probe_values.data(), first, last);
+join_result join_phases::probe_hashed(std::size_t first, std::size_t last) const noexcept {
   return probe_morsel(m_views, m_input.probe_keys.data(), m_input.probe_values.data(), first,
                       last);
 }

@@ -73,11 +73,7 @@ void tessera_join::build_graph() {
   const tessera::graph_node probe_start = g.add([this](tessera::context& ctx) {
     tessera::parallel_reduce(
         ctx, 0, m_probe_morsels, join_result{},
-        [this](std::size_t first, std::size_t last) {
-          join_result r;
-          for (std::size_t m = first; m < last; ++m) r += m_run->probe(m);
-          return r;
-        },
+        [this](std::size_t first, std::size_t last) { return m_run->probe_morsels(first, last); },
         [](join_result a, const join_result& b) {
           a += b;
           return a;

@@ -160,8 +160,28 @@ class dense_table {
   dense_memory* m_reuse = nullptr;  ///< where the memory goes back to
 };
 
-/// count and sum of the probe rows [first, last) against a filled dense table.
-join_result probe_dense(const dense_view& table, const std::int64_t* keys,
-                        const std::int64_t* values, std::size_t first, std::size_t last) noexcept;
+/// count and sum of the probe rows [first, last) against a filled dense table. Inline: a probe
+/// task of 128 rows is ~250 ns, and the call's own cost (saving registers, realigning the
+/// stack for the vector loop) is part of what a task costs beyond its rows.
+inline join_result probe_dense(const dense_view& table, const std::int64_t* keys,
+                               const std::int64_t* values, std::size_t first,
+                               std::size_t last) noexcept {
+  // No branch per row: a key outside the bounds reads the 0 at counts[range]. The loads do not
+  // depend on each other, so the core overlaps their misses without prefetch instructions
+  // (software prefetches of counts[] at 64-2048 rows ahead made this loop 1.3-1.7x slower on
+  // TPC-H at scale factor 10, the table in huge pages: docs/performance-notes.md).
+  const std::uint32_t* counts = table.counts;
+  const auto min = static_cast<std::uint64_t>(table.min);
+  const std::uint64_t range = table.range;
+  std::uint64_t count = 0;
+  std::int64_t sum = 0;
+  for (std::size_t i = first; i < last; ++i) {
+    const std::uint64_t index = static_cast<std::uint64_t>(keys[i]) - min;
+    const std::uint32_t c = counts[index < range ? index : range];
+    count += c;
+    sum += static_cast<std::int64_t>(c) * values[i];
+  }
+  return {count, sum};
+}
 
 }  // namespace join

@@ -22,7 +22,8 @@
 //      step of partition p on one thread at a time, allocate first (the tessera join runs them
 //      all on worker p, so table p is touched only there).
 //   3. probe(m), m < probe_morsels(): probes probe rows [m*R, (m+1)*R) against every table and
-//      returns their count and sum. Any thread; reads only.
+//      returns their count and sum (probe_morsels(f, l): morsels [f, l) at once). Any thread;
+//      reads only.
 //
 // The driver adds up what the probes return (the tessera join: per-worker partial sums,
 // combined at the end). build_chunk_morsels() is how many build morsels one build step takes so
@@ -36,6 +37,7 @@
 //   join::join_result r; for (m ...) r += run.probe(m);
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,7 +79,21 @@ class join_phases {
   void partition_morsel(std::size_t m) noexcept;
   void allocate_partition(unsigned p);
   void build(unsigned p, std::size_t first_morsel, std::size_t last_morsel) noexcept;
-  join_result probe(std::size_t m) const noexcept;
+  join_result probe(std::size_t m) const noexcept { return probe_morsels(m, m + 1); }
+  /// probe(m) for every m in [first_morsel, last_morsel), as one run of rows: adjacent morsels'
+  /// rows are adjacent, so a driver that is handed several morsels at once pays the kernel's
+  /// set-up once. Inline for the dense table (its kernel is a few instructions a row, and a
+  /// task of 128 rows pays the call's set-up once per task); the hash tables' probe is out of
+  /// line.
+  join_result probe_morsels(std::size_t first_morsel, std::size_t last_morsel) const noexcept {
+    const std::size_t rows = m_input.probe_keys.size();
+    const std::size_t first = first_morsel * m_records;
+    const std::size_t last = std::min(last_morsel * m_records, rows);
+    if (m_dense)
+      return probe_dense(m_dense_table.view(), m_input.probe_keys.data(),
+                         m_input.probe_values.data(), first, last);
+    return probe_hashed(first, last);
+  }
 
   /// Rows of partition p (after phase 1).
   std::size_t partition_rows(unsigned p) const noexcept;
@@ -91,6 +107,9 @@ class join_phases {
   std::size_t* offsets_of(std::size_t m) const noexcept {
     return m_offsets.get() + m * (m_partitions + 1);
   }
+
+  /// probe() against the hash tables: probe rows [first, last).
+  join_result probe_hashed(std::size_t first, std::size_t last) const noexcept;
 
   template <typename PartitionOf>
   void scatter_morsel(std::size_t m, PartitionOf partition_of) noexcept;
