@@ -112,30 +112,10 @@ bool lookup_coupled(const node& leaf, request& r) noexcept {
   return true;
 }
 
-/// An update of `leaf` (reached through a validated read in this run) written coupled: true with
-/// `r` answered if the leaf's writers' side could be taken at once (tessera/coupled_write.h:
-/// spinlock, rwlatch, optimistic_latch, none). False where the ordinary task must write it,
-/// having changed nothing: a primitive serialized by its pool (scheduling, optimistic_scheduled),
-/// a holder inside, a dead leaf, a key at or beyond its high key.
-bool update_coupled(node& leaf, request& r) noexcept {
-  if (!tessera::coupled_write_begin(&leaf)) return false;
-  const bool here = !leaf.dead() && !must_move_right(leaf, r.key);
-  if (here)
-    r.status = leaf_update(leaf, r.key, r.value) ? request_status::ok : request_status::not_found;
-  tessera::coupled_write_end(&leaf);
-  return here;
-}
-
-/// What the leaf of a request reached coupled in submit() allows: read (lookups) or written
-/// (updates) in submit itself while the tree fits coupled_leaf_bytes.
-bool completes_coupled(request_type type) noexcept {
-  return type == request_type::lookup || type == request_type::update;
-}
-
-/// A lookup or update whose leaf was reached coupled, done in submit(): true if it completed.
-bool complete_coupled(node& leaf, request& r) noexcept {
-  return r.type == request_type::lookup ? lookup_coupled(leaf, r) : update_coupled(leaf, r);
-}
+/// What the leaf of a request reached coupled in submit() allows while the tree fits
+/// coupled_leaf_bytes: read (lookups) or written (every other request but a scan, which may
+/// span leaves) in submit itself.
+bool completes_coupled(request_type type) noexcept { return type != request_type::scan; }
 
 /// Annotates `t` for the root on its way to `level`.
 void start_at_root(const task_tree& tree, tessera::task& t, std::uint8_t level,
@@ -377,6 +357,46 @@ class unlink_task final : public tessera::task {
   phase m_phase = phase::unhook;
 };
 
+/// Inserts (or upserts) `r` into `leaf`, which covers its key and whose writers' side the caller
+/// holds (a task annotated as its writer, or a coupled write). A full leaf is split: its new
+/// right node is linked as its sibling at once, and the task that links the separator into the
+/// parent is returned for the caller to spawn (starting at `parent`, the branch node the caller
+/// came down from, if known; else at the root); nullptr when no split was needed.
+tessera::task* insert_at_leaf(task_tree& tree, node& leaf, request& r, node* parent,
+                              tessera::context& ctx) {
+  if (r.type == request_type::upsert) {
+    if (leaf_upsert(leaf, r.key, r.value) != upsert_result::full) {
+      r.status = request_status::ok;
+      return nullptr;
+    }
+  } else {
+    const insert_result i = leaf_insert(leaf, r.key, r.value);
+    if (i != insert_result::full) {
+      r.status = i == insert_result::inserted ? request_status::ok : request_status::exists;
+      return nullptr;
+    }
+  }
+  node* right = tree.make_node(node_kind::leaf, 0);
+  const key_type sep = split(leaf, *right);
+  const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
+  (void)i;  // absent before the split, so inserted now
+  r.status = request_status::ok;
+  auto* link = ctx.make_task<link_task>(&tree, &leaf, sep, right, 0);
+  if (parent != nullptr) link->start_at(parent);
+  return link;
+}
+
+/// Removes `r`'s key from `leaf` (covering it, its writers' side held as for insert_at_leaf).
+/// Returns the task that unlinks the leaf if it became empty, for the caller to spawn.
+tessera::task* remove_at_leaf(task_tree& tree, node& leaf, request& r, tessera::context& ctx) {
+  if (!leaf_remove(leaf, r.key)) {
+    r.status = request_status::not_found;
+    return nullptr;
+  }
+  r.status = request_status::ok;
+  return leaf.count() == 0 ? ctx.make_task<unlink_task>(&tree, &leaf, r.key) : nullptr;
+}
+
 /// One request: descends one node per execution and performs the operation at the leaf.
 class op_task final : public tessera::task {
  public:
@@ -440,12 +460,7 @@ class op_task final : public tessera::task {
         r.status = leaf_update(*n, k, r.value) ? request_status::ok : request_status::not_found;
         break;
       case request_type::remove:
-        if (leaf_remove(*n, k)) {
-          r.status = request_status::ok;
-          if (n->count() == 0) ctx.spawn(ctx.make_task<unlink_task>(m_tree, n, k));
-        } else {
-          r.status = request_status::not_found;
-        }
+        if (tessera::task* unlink = remove_at_leaf(*m_tree, *n, r, ctx)) ctx.spawn(unlink);
         break;
     }
     if (r.on_done != nullptr) r.on_done(r);
@@ -454,28 +469,7 @@ class op_task final : public tessera::task {
 
  private:
   void insert(request& r, node& leaf, tessera::context& ctx) {
-    const bool up = r.type == request_type::upsert;
-    if (up) {
-      const upsert_result u = leaf_upsert(leaf, r.key, r.value);
-      if (u != upsert_result::full) {
-        r.status = request_status::ok;
-        return;
-      }
-    } else {
-      const insert_result i = leaf_insert(leaf, r.key, r.value);
-      if (i != insert_result::full) {
-        r.status = i == insert_result::inserted ? request_status::ok : request_status::exists;
-        return;
-      }
-    }
-    node* right = m_tree->make_node(node_kind::leaf, 0);
-    const key_type sep = split(leaf, *right);
-    const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
-    (void)i;  // absent before the split, so inserted now
-    r.status = request_status::ok;
-    auto* link = ctx.make_task<link_task>(m_tree, &leaf, sep, right, 0);
-    if (m_parent != nullptr) link->start_at(m_parent);
-    ctx.spawn(link);
+    if (tessera::task* link = insert_at_leaf(*m_tree, leaf, r, m_parent, ctx)) ctx.spawn(link);
   }
 
   task_tree* m_tree;
@@ -487,6 +481,43 @@ class op_task final : public tessera::task {
   /// Right links followed since the last descent from the root (see step_towards).
   std::uint8_t m_right_moves = 0;
 };
+
+/// A write of `leaf` (an update, insert, upsert or remove; the leaf reached through a validated
+/// read in this run) done coupled: true with `r` answered if the leaf's writers' side could be
+/// taken at once (tessera/coupled_write.h: spinlock, rwlatch, optimistic_latch, none). False
+/// where the ordinary task must write it, having changed nothing: a primitive serialized by its
+/// pool (scheduling, optimistic_scheduled), a holder inside, a dead leaf, a key at or beyond its
+/// high key. A split or an unlink the write needs is a task, spawned from `ctx` after the
+/// writers' side is released (the split itself, like the leaf task's, happens under it).
+bool write_coupled(task_tree& tree, node& leaf, request& r, node* parent, tessera::context& ctx) {
+  if (!tessera::coupled_write_begin(&leaf)) return false;
+  if (leaf.dead() || must_move_right(leaf, r.key)) {
+    tessera::coupled_write_end(&leaf);
+    return false;
+  }
+  tessera::task* follow = nullptr;
+  switch (r.type) {
+    case request_type::update:
+      r.status = leaf_update(leaf, r.key, r.value) ? request_status::ok : request_status::not_found;
+      break;
+    case request_type::insert:
+    case request_type::upsert: follow = insert_at_leaf(tree, leaf, r, parent, ctx); break;
+    case request_type::remove: follow = remove_at_leaf(tree, leaf, r, ctx); break;
+    case request_type::lookup:
+    case request_type::scan: break;  // not writes (see completes_coupled)
+  }
+  tessera::coupled_write_end(&leaf);
+  if (follow != nullptr) ctx.spawn(follow);
+  return true;
+}
+
+/// A request whose leaf was reached coupled (completes_coupled), done in submit(): true if it
+/// completed. `parent`: the branch node above the leaf, if the descent came down through one.
+bool complete_coupled(task_tree& tree, node& leaf, request& r, node* parent,
+                      tessera::context& ctx) {
+  return r.type == request_type::lookup ? lookup_coupled(leaf, r)
+                                        : write_coupled(tree, leaf, r, parent, ctx);
+}
 
 }  // namespace
 
@@ -522,11 +553,18 @@ node* task_tree::make_node(node_kind kind, std::uint8_t level) {
   node* n = m_rt.make_resource<node>(hints_for(m_options.sync, level), kind, level);
   KV_ASSERT(level < std::size(m_level_nodes), "tree too high");
   m_level_nodes[level].fetch_add(1, std::memory_order_relaxed);
+  // Levels above the highest one made hold no node: the sums below stop there (relaxed, as the
+  // counts; a concurrent new root is counted by its own make_node).
+  std::uint8_t top = m_top_level.load(std::memory_order_relaxed);
+  while (level > top &&
+         !m_top_level.compare_exchange_weak(top, level, std::memory_order_relaxed)) {
+  }
+  top = std::max(top, level);
   // The lowest level >= 1 whose nodes, with those of every level above, fit coupled_bytes.
   // (Relaxed: concurrent splits may store a slightly stale level; it only moves where runs split.)
   std::uint64_t bytes = 0;
   std::uint8_t coupled = 255;
-  for (std::size_t l = std::size(m_level_nodes) - 1; l >= 1; --l) {
+  for (std::size_t l = top; l >= 1; --l) {
     bytes += m_level_nodes[l].load(std::memory_order_relaxed) * node_bytes;
     if (bytes > m_options.coupled_bytes) break;
     coupled = static_cast<std::uint8_t>(l);
@@ -536,7 +574,8 @@ node* task_tree::make_node(node_kind kind, std::uint8_t level) {
   // window (a branch level over coupled_bytes, as at 1,000,000 records, included).
   if (m_options.coupled_bytes != 0) {
     std::uint64_t all = 0;
-    for (const auto& count : m_level_nodes) all += count.load(std::memory_order_relaxed) * node_bytes;
+    for (std::size_t l = 0; l <= top; ++l)
+      all += m_level_nodes[l].load(std::memory_order_relaxed) * node_bytes;
     if (all <= m_coupled_leaf_bytes) coupled = 0;
   }
   m_coupled_level.store(coupled, std::memory_order_relaxed);
@@ -564,7 +603,7 @@ void task_tree::submit(request& r, tessera::context* ctx) {
     descend_coupled(*this, n, level, r.key, 0, &parent);
     if (level == 0 && completes_coupled(r.type) && coupled_level() == 0) {
       prefetch_leaf(n, writes);
-      if (complete_coupled(*n, r)) {
+      if (complete_coupled(*this, *n, r, parent, *ctx)) {
         if (r.on_done != nullptr) r.on_done(r);
         return;
       }
@@ -588,6 +627,7 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
   std::array<tessera::task*, chunk> made;
   std::array<request*, chunk> at_leaf;  // done coupled at their leaf (second pass)
   std::array<node*, chunk> leaves;
+  std::array<node*, chunk> parents;  // the branch node above each of `leaves`, if any
   const bool leaves_coupled = coupled_level() == 0;
   const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
                                               // touched no more (the caller may reuse it)
@@ -607,6 +647,7 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
       if (leaves_coupled && level == 0 && completes_coupled(r.type)) {
         prefetch_leaf(n, r.type != request_type::lookup);
         at_leaf[coupled] = &r;
+        parents[coupled] = parent;
         leaves[coupled++] = n;
         continue;
       }
@@ -616,14 +657,14 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
     }
     for (std::size_t j = 0; j < coupled; ++j) {
       request& r = *at_leaf[j];
-      if (complete_coupled(*leaves[j], r)) {
+      if (complete_coupled(*this, *leaves[j], r, parents[j], ctx)) {
         // May end the caller's batch: then every request of the span completed, so this is the
         // last chunk and no task was made in it (see `total`).
         if (r.on_done != nullptr) r.on_done(r);
         continue;
       }
       const access mode = r.type == request_type::lookup ? access::read : access::write;
-      made[tasks++] = ctx.make_task<op_task>(this, &r, leaves[j], mode, nullptr);
+      made[tasks++] = ctx.make_task<op_task>(this, &r, leaves[j], mode, parents[j]);
     }
     if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(made.data(), tasks));
     i += m;

@@ -278,6 +278,7 @@ struct task_batch {
   std::atomic<std::size_t>* pending = nullptr;
   std::atomic<std::size_t>* completed_in_submit = nullptr;  ///< lookups
   std::atomic<std::size_t>* updates_in_submit = nullptr;    ///< if given
+  std::atomic<std::size_t>* inserts_in_submit = nullptr;    ///< if given
   std::atomic<std::size_t>* others_in_submit = nullptr;     ///< if given: any other type
 };
 /// The batch whose submit the calling thread is inside, if any.
@@ -285,12 +286,14 @@ thread_local const task_batch* submitting = nullptr;
 
 void count_batch_done(kv::request& r) {
   const auto& b = *static_cast<const task_batch*>(r.user);
-  // A lookup read coupled (an update written coupled) completes inside its submit, on the
-  // submitting thread.
+  // A lookup read coupled (an update, insert or remove written coupled) completes inside its
+  // submit, on the submitting thread.
   if (submitting == &b) {
     std::atomic<std::size_t>* counter = b.completed_in_submit;
     if (r.type == kv::request_type::update && b.updates_in_submit != nullptr)
       counter = b.updates_in_submit;
+    else if (r.type == kv::request_type::insert && b.inserts_in_submit != nullptr)
+      counter = b.inserts_in_submit;
     else if (r.type != kv::request_type::lookup && b.others_in_submit != nullptr)
       counter = b.others_in_submit;
     counter->fetch_add(1, std::memory_order_relaxed);
@@ -327,7 +330,8 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   }
   std::shuffle(reqs.begin(), reqs.end(), rng);
   std::atomic<std::size_t> pending{reqs.size()};
-  std::atomic<std::size_t> in_submit{0}, updates_in_submit{0}, others_in_submit{0};
+  std::atomic<std::size_t> in_submit{0}, updates_in_submit{0}, inserts_in_submit{0},
+      others_in_submit{0};
   constexpr std::size_t per_batch = 50;
   std::vector<task_batch> batches((reqs.size() + per_batch - 1) / per_batch);
   const tessera::group g = rt.make_group();
@@ -335,6 +339,7 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
     batches[b] = {.pending = &pending,
                   .completed_in_submit = &in_submit,
                   .updates_in_submit = &updates_in_submit,
+                  .inserts_in_submit = &inserts_in_submit,
                   .others_in_submit = &others_in_submit};
     const std::size_t first = b * per_batch;
     const std::size_t count = std::min(per_batch, reqs.size() - first);
@@ -382,20 +387,23 @@ TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   expect_consistent(tree, model);
   expect_equal_contents(rt, tree, model);
   // Lookups complete in their submit where the leaves' primitive keeps a version (optimistic,
-  // or none at one worker) and the tree is read coupled down to its leaves; so do updates there
-  // (the leaves' latch taken in submit: optimistic_latch, none). Spinlock and rwlatch inner nodes
-  // keep a descent from reaching the leaves coupled; scheduled leaves refuse a coupled write.
-  // Inserts and removes always take a task.
+  // or none at one worker) and the tree is read coupled down to its leaves; so do updates,
+  // inserts (splits included) and removes (unlinks included) there (the leaves' latch taken in
+  // submit: optimistic_latch, none). Spinlock and rwlatch inner nodes keep a descent from
+  // reaching the leaves coupled; scheduled leaves refuse a coupled write.
   const bool versioned =
       c.sync == kv::tree_sync::automatic || c.sync == kv::tree_sync::optimistic;
   if (versioned && c.coupled_bytes > 0 && c.coupled_leaf_bytes != std::size_t{0}) {
     EXPECT_GT(in_submit.load(), 0u);
     EXPECT_GT(updates_in_submit.load(), 0u);
+    EXPECT_GT(inserts_in_submit.load(), 0u);
+    EXPECT_GT(others_in_submit.load(), 0u);  // removes
   } else {
     EXPECT_EQ(in_submit.load(), 0u);
     EXPECT_EQ(updates_in_submit.load(), 0u);
+    EXPECT_EQ(inserts_in_submit.load(), 0u);
+    EXPECT_EQ(others_in_submit.load(), 0u);
   }
-  EXPECT_EQ(others_in_submit.load(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -806,4 +814,69 @@ TEST(task_tree, an_update_whose_leaf_is_held_takes_a_task) {
   model[3] = 33;
   model[4] = 44;
   expect_equal_contents(rt, tree, model);
+}
+
+// An insert into a full leaf submitted from a task, in a tree within the leaf budget, completes
+// inside submit: the leaf is split there (its new right node linked at once) and the separator's
+// link task runs after. Removing every key of the new right leaf the same way empties it, and
+// its unlink runs after too. At one worker (leaves applied as `none`) and at two (optimistic
+// leaves: optimistic_latch).
+TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) {
+  for (const unsigned workers : {1u, 2u}) {
+    tessera::runtime rt({.workers = workers});
+    kv::task_tree tree(rt);
+    const std::size_t full = kv::node::leaf_capacity;
+    load_strided(rt, tree, full, 2);  // keys 0, 2, ..., one full leaf: the root
+    ASSERT_EQ(tree.height(), 1u);
+    ASSERT_EQ(tree.coupled_level(), 0u);
+    std::atomic<std::size_t> pending{1}, lookups_in{0}, updates_in{0}, inserts_in{0}, others_in{0};
+    task_batch batch{.pending = &pending,
+                     .completed_in_submit = &lookups_in,
+                     .updates_in_submit = &updates_in,
+                     .inserts_in_submit = &inserts_in,
+                     .others_in_submit = &others_in};
+    kv::request insert{.type = kv::request_type::insert, .key = 1, .value = 1,
+                       .on_done = count_batch_done, .user = &batch};
+    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+      submitting = &batch;
+      tree.submit(insert, &ctx);
+      submitting = nullptr;
+    }));
+    rt.wait_idle();
+    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+    EXPECT_EQ(inserts_in.load(), 1u) << workers << " workers: the insert took a task";
+    EXPECT_EQ(insert.status, kv::request_status::ok);
+    EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
+    std::map<kv::key_type, kv::value_t> model;
+    for (std::size_t i = 0; i < full; ++i) model[2 * i] = 2 * i;
+    model[1] = 1;
+    expect_consistent(tree, model);
+    expect_equal_contents(rt, tree, model);
+
+    // The right leaf's keys: from the root's separator up.
+    const kv::key_type sep = tree.root()->key(0);
+    std::vector<kv::request> removes;
+    for (const auto& [k, v] : model) {
+      if (k >= sep)
+        removes.push_back({.type = kv::request_type::remove, .key = k,
+                           .on_done = count_batch_done, .user = &batch});
+    }
+    ASSERT_FALSE(removes.empty());
+    pending.store(removes.size());
+    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+      submitting = &batch;
+      tree.submit(std::span<kv::request>(removes), ctx);
+      submitting = nullptr;
+    }));
+    rt.wait_idle();
+    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+    EXPECT_EQ(others_in.load(), removes.size()) << workers << " workers: a remove took a task";
+    for (const kv::request& r : removes) {
+      EXPECT_EQ(r.status, kv::request_status::ok) << r.key;
+      model.erase(r.key);
+    }
+    EXPECT_EQ(tree.retired_nodes(), 1u) << "the emptied leaf was not unlinked";
+    expect_consistent(tree, model);
+    expect_equal_contents(rt, tree, model);
+  }
 }

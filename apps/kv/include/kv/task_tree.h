@@ -13,8 +13,8 @@
 // runtime picks the primitive from the node's hints (inner nodes: read-mostly and hot; leaves:
 // balanced) unless `tree_options::sync` forces one, and prefetches each node before its task.
 //
-// Splits: a full leaf is split by the inserting task (the new right node is linked as sibling at
-// once); a separate task then inserts the separator into the parent, starting at the branch node
+// Splits: a full leaf is split by the inserting task, or by submit() where it writes the leaf
+// coupled (the new right node is linked as sibling at once); a separate task then inserts the separator into the parent, starting at the branch node
 // the inserting task came down from (moving right if that one split meanwhile), splitting
 // further up if needed (from the root); when the root itself split, that task creates the new
 // root (compare-and-swap of the root pointer). The link task runs at high priority: until it
@@ -37,9 +37,10 @@
 // optimistic lock coupling (tessera/coupled_read.h); submit() from a task reads them before the
 // operation's first spawn. While the whole tree fits tree_options::coupled_leaf_bytes (by
 // default the last-level cache), every level above the leaves is read so, a lookup submitted
-// from a task reads its leaf the same way and completes inside submit(): no task, and an update
-// submitted from a task takes its leaf's latch there without waiting (tessera/coupled_write.h)
-// where the leaf's primitive has one, and completes inside submit() too.
+// from a task reads its leaf the same way and completes inside submit(): no task, and any other
+// request but a scan (update, insert, upsert, remove) submitted from a task takes its leaf's
+// writers' side there without waiting (tessera/coupled_write.h) where the leaf's primitive
+// allows it, and completes inside submit() too; a split or an unlink it needs is spawned there.
 //
 // Completion: each operation is described by a kv::request the caller owns until its
 // `on_done` callback ran (on some worker, possibly inside submit()). Results are in the request.
@@ -106,14 +107,14 @@ struct tree_options {
   /// is 0), and a lookup submitted from a task reads its leaf coupled in submit() and completes
   /// there (on_done runs before submit returns), like a descent of the threads baseline; a read
   /// that does not validate, or a leaf whose primitive keeps no version, takes the ordinary
-  /// task. An update submitted from a task is written there too where the leaf's primitive lets
-  /// the submitting task take its writers' side at once (tessera/coupled_write.h: spinlock,
-  /// rwlatch, optimistic_latch, none); a held latch, or a leaf serialized through its pool
-  /// (scheduling), takes the ordinary task. Such a tree stays in the last-level cache, where a task's run through the queue and
+  /// task. An update, insert, upsert or remove submitted from a task is written there too where
+  /// the leaf's primitive lets the submitting task take its writers' side at once
+  /// (tessera/coupled_write.h: spinlock, rwlatch, optimistic_latch, none); a full leaf is split
+  /// there and the separator's link task spawned, an emptied leaf's unlink task likewise; a held
+  /// latch, or a leaf serialized through its pool (scheduling), takes the ordinary task. Such a tree stays in the last-level cache, where a task's run through the queue and
   /// the prefetch window costs more than the misses it overlaps; a larger tree keeps one task per
   /// operation on its leaf (and on each level below coupled_bytes), whose misses to DRAM the
-  /// window overlaps with other operations'. Inserts, upserts, removes and scans always take a
-  /// task at the leaf. Empty (the default): tessera::last_level_cache_bytes(), the cache the runtime's first
+  /// window overlaps with other operations'. Scans always take a task at the leaf. Empty (the default): tessera::last_level_cache_bytes(), the cache the runtime's first
   /// workers share (coupled_leaf_fallback_bytes where hwloc does not tell). 0: never.
   std::optional<std::size_t> coupled_leaf_bytes{};
 };
@@ -141,13 +142,13 @@ class task_tree {
   ~task_tree();
 
   /// Starts a request. From inside a task pass its context (the first task then stays on that
-  /// worker); from any other thread pass nullptr. From a task, a lookup or an update may
-  /// complete inside the call (tree_options::coupled_leaf_bytes): its on_done runs, on this
+  /// worker); from any other thread pass nullptr. From a task, any request but a scan
+  /// may complete inside the call (tree_options::coupled_leaf_bytes): its on_done runs, on this
   /// worker, before submit returns.
   void submit(request& r, tessera::context* ctx = nullptr);
   /// Starts every request of `requests` from inside a task, as submit(r, &ctx) would each, and
   /// spawns their tasks together (tessera::context::spawn of a span: counted and queued once).
-  /// Lookups and updates may complete inside the call, as in submit(r, &ctx); once the on_done of every
+  /// Requests other than scans may complete inside the call, as in submit(r, &ctx); once the on_done of every
   /// request ran, the call touches `requests` no more (the last on_done may hand them on).
   void submit(std::span<request> requests, tessera::context& ctx);
 
@@ -190,6 +191,9 @@ class task_tree {
   /// retired only make the leaves' count, for coupled_leaf_bytes, err high). 64 levels: more
   /// than any tree of 2^64 keys has.
   std::atomic<std::uint64_t> m_level_nodes[64] = {};
+  /// The highest level a node was made on (the root's, or the one a new root is being made on):
+  /// make_node sums m_level_nodes up to it, not over all 64.
+  std::atomic<std::uint8_t> m_top_level{0};
   /// Read on every step (relaxed: a stale value only moves where the runs split).
   std::atomic<std::uint8_t> m_coupled_level{255};
 };
