@@ -245,6 +245,7 @@ TEST_P(sync_test, automatic_primitives_from_hints_keep_fields_equal) {
       {.read_ratio = 0.7},                                                  // opt. latch
       {.read_ratio = 0.95, .frequency = frequency::low},                    // opt. latch
       {.read_ratio = 0.2, .frequency = frequency::high},                    // opt. latch
+      {.read_ratio = 0.0, .frequency = frequency::high},                    // spinlock
   };
   std::set<primitive> chosen;
   for (const auto& h : hints) chosen.insert(select_primitive(h));
@@ -712,7 +713,12 @@ TEST(sync_selection, every_row_of_the_table) {
       // exclusive_writers, almost never written and hot: optimistic, writers scheduled
       {I::exclusive_writers, 0.99, F::high, P::optimistic_scheduled},
       {I::exclusive_writers, 1.0, F::high, P::optimistic_scheduled},
+      // exclusive_writers almost never read (read ratio < 0.1): spinlock, whatever the frequency
+      {I::exclusive_writers, 0.0, F::high, P::spinlock},
+      {I::exclusive_writers, 0.0, F::low, P::spinlock},
+      {I::exclusive_writers, 0.09, F::normal, P::spinlock},
       // every other exclusive_writers case: optimistic latch (measured best, bench/sync)
+      {I::exclusive_writers, 0.1, F::normal, P::optimistic_latch},
       {I::exclusive_writers, 1.0, F::normal, P::optimistic_latch},
       {I::exclusive_writers, 0.95, F::high, P::optimistic_latch},
       {I::exclusive_writers, 0.95, F::low, P::optimistic_latch},
@@ -720,9 +726,7 @@ TEST(sync_selection, every_row_of_the_table) {
       {I::exclusive_writers, 0.89, F::normal, P::optimistic_latch},
       {I::exclusive_writers, 0.7, F::low, P::optimistic_latch},
       {I::exclusive_writers, 0.49, F::high, P::optimistic_latch},
-      {I::exclusive_writers, 0.0, F::high, P::optimistic_latch},
       {I::exclusive_writers, 0.2, F::normal, P::optimistic_latch},
-      {I::exclusive_writers, 0.0, F::low, P::optimistic_latch},
   };
   for (const auto& r : rows) {
     const resource_hints h{.isolation = r.iso, .read_ratio = r.ratio, .frequency = r.freq};

@@ -19,6 +19,7 @@
 
 #include "tessera/detail/resource_header.h"
 #include "tessera/detail/version_fence.h"
+#include "util/compiler.h"
 
 namespace tessera::detail {
 
@@ -83,7 +84,8 @@ inline void read_lock(resource_header& h) noexcept {
 inline void read_unlock(resource_header& h) noexcept {
   h.latch.fetch_sub(1, std::memory_order_release);  // release: our reads happen before a writer
 }
-inline void write_lock(resource_header& h) noexcept {
+/// write_lock's waiting: tries again, with the waiting bit, until the latch is taken.
+TESSERA_NOINLINE inline void write_lock_wait(resource_header& h) noexcept {
   backoff b;
   for (;;) {
     std::uint32_t x = h.latch.load(std::memory_order_relaxed);
@@ -98,6 +100,19 @@ inline void write_lock(resource_header& h) noexcept {
     }
     b.wait();
   }
+}
+/// One try inline (a free latch: the common case), the waiting out of line: with its loop in the
+/// same function GCC keeps the whole of it out of line, a call per writer task under rwlatch and
+/// optimistic_latch (~17 instructions an operation, callgrind, tessera-bench sync --mix 0/100).
+TESSERA_ALWAYS_INLINE void write_lock(resource_header& h) noexcept {
+  std::uint32_t x = h.latch.load(std::memory_order_relaxed);
+  // acquire: see the previous holders' changes.
+  if ((x & ~rw_waiting) == 0 &&
+      h.latch.compare_exchange_strong(x, rw_writer, std::memory_order_acquire,
+                                      std::memory_order_relaxed)) [[likely]] {
+    return;
+  }
+  write_lock_wait(h);
 }
 inline void write_unlock(resource_header& h) noexcept {
   h.latch.store(0, std::memory_order_release);  // release: publish our writes
