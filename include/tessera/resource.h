@@ -85,7 +85,8 @@ struct resource_hints {
 /// An object almost never read (read_ratio < 0.1) gains nothing from optimistic readers, while
 /// every writer would pay the version's two stores and the reader/writer latch's compare-and-swap
 /// over a spinlock's exchange (`tessera-bench sync --mix 0/100` at 2 workers: ~6 instructions an
-/// operation more, and 1-10 % slower than the spinlock in each of four grids on uniform access).
+/// operation more than the spinlock, callgrind; the wall clock of the shared test VM did not
+/// resolve the difference).
 /// At a read ratio of 0.5 on a hot object optimistic latching was faster than a spinlock, so the
 /// bound stays far below that.
 ///
