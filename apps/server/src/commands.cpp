@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -73,8 +74,17 @@ void submit_multi(call& k, bool writes, void (*commit)(std::span<key_op* const>)
     return submit(k);
   }
   c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
-  std::vector<key_op*> ops(k.cmd->nops);
-  for (std::size_t i = 0; i < ops.size(); ++i) ops[i] = &c.ops[k.cmd->first_op + i].op;
+  // The request copies the list (string_tree::submit_multi): a few keys' pointers are made on
+  // the stack, more in a vector.
+  const std::size_t n = k.cmd->nops;
+  std::array<key_op*, 16> few{};
+  std::vector<key_op*> many;
+  std::span<key_op*> ops(few.data(), std::min(n, few.size()));
+  if (n > few.size()) {
+    many.resize(n);
+    ops = std::span<key_op*>(many);
+  }
+  for (std::size_t i = 0; i < n; ++i) ops[i] = &c.ops[k.cmd->first_op + i].op;
   const multi_request r{.writes = writes, .commit = commit, .on_done = &multi_done, .user = &c};
   k.srv->tree().submit_multi(r, ops, *k.ctx);
 }
@@ -293,11 +303,11 @@ void commit_mset(std::span<key_op* const> ops) {
 
 void cmd_mset(call& k) {
   if (k.args.size() % 2 == 0) return k.arity_error();
-  // One request per distinct key, the last value given for it (MSET a 1 a 2 leaves a = 2).
+  // One request per pair given: the tree applies them in key order, equal keys in the order
+  // given (string_tree::submit_multi's sort is stable), so the last value given for a key stays
+  // (MSET a 1 a 2 leaves a = 2), and the log's record lists them in that order.
   for (std::size_t i = 1; i < k.args.size(); i += 2) {
-    bool later = false;
-    for (std::size_t j = i + 2; j < k.args.size() && !later; j += 2) later = k.args[j] == k.args[i];
-    if (!later) add_op(k, k.args[i], true, &apply_mset_one, k.args[i + 1]);
+    add_op(k, k.args[i], true, &apply_mset_one, k.args[i + 1]);
   }
   k.cmd_reply_kind(reply_kind::ok);
   submit_multi(k, true, &commit_mset);

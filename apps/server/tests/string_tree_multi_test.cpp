@@ -12,7 +12,9 @@
 #include <memory>
 #include <new>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tessera/tessera.h>
@@ -409,6 +411,75 @@ TEST_P(string_tree_multi, a_request_that_throws_releases_its_holds) {
   rt.wait_idle();
   EXPECT_EQ(done.load(), 2);
   EXPECT_TRUE(rt.take_unhandled_exceptions().empty());
+  tree.reset();
+}
+
+void apply_get_into(server::key_op& op, server::leaf_access& a) {
+  const server::slot* e = a.find(op.key);
+  *static_cast<std::string*>(op.user) = e == nullptr ? std::string() : std::string(e->value.view());
+}
+
+/// The commit's ops of the request below, as it saw them (one request at a time).
+std::vector<std::pair<std::string, std::string>> committed;
+
+// A multi-key request takes its ops in key order, equal keys in the order given (the commit sees
+// them so, and the last one given for a key is what stays), for a few ops (sorted in place) and
+// for many (a library sort), given in any order.
+TEST_P(string_tree_multi, ops_are_applied_in_key_order_equal_keys_as_given) {
+  tessera::runtime rt({.workers = GetParam()});
+  auto tree = std::make_unique<server::string_tree>(rt);
+  for (std::size_t i = 0; i < 3000; i += 2) {
+    const std::string k = key_at(i);
+    server::key_op op{.key = k, .writes = true, .apply = &apply_put, .arg = "old"};
+    tree->apply_exclusive(op);
+  }
+  std::mt19937 rng(11);
+  for (const std::size_t n : {2U, 5U, 10U, 16U, 17U, 40U}) {
+    // Keys spread over the store, some given twice (and one of them three times).
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < n; ++i) keys.push_back(key_at(rng() % 3000));
+    keys[n - 1] = keys[0];
+    if (n > 4) keys[n / 2] = keys[0];
+    std::vector<std::string> values;
+    for (std::size_t i = 0; i < n; ++i) values.push_back("v" + std::to_string(n) + ":" + std::to_string(i));
+    std::vector<server::key_op> ops(n);
+    std::vector<server::key_op*> ptrs;
+    for (std::size_t i = 0; i < n; ++i) {
+      ops[i] = {.key = keys[i], .writes = true, .apply = &apply_put, .arg = values[i]};
+      ptrs.push_back(&ops[i]);
+    }
+    committed.clear();
+    rt.spawn([&](tessera::context& ctx) {
+      tree->submit_multi(server::multi_request{.writes = true,
+                                               .commit =
+                                                   [](std::span<server::key_op* const> done) {
+                                                     for (const server::key_op* op : done) {
+                                                       committed.emplace_back(op->key, op->arg);
+                                                     }
+                                                   }},
+                         ptrs, ctx);
+    });
+    rt.wait_idle();
+    EXPECT_TRUE(rt.take_unhandled_exceptions().empty());
+    // What a stable sort by key of the ops as given yields.
+    std::vector<std::pair<std::string, std::string>> want;
+    for (std::size_t i = 0; i < n; ++i) want.emplace_back(keys[i], values[i]);
+    std::stable_sort(want.begin(), want.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    EXPECT_EQ(committed, want) << n << " ops";
+    // Each key holds the last value given for it.
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t last = i;
+      for (std::size_t j = i + 1; j < n; ++j) {
+        if (keys[j] == keys[i]) last = j;
+      }
+      server::key_op get{.key = keys[i], .apply = &apply_get_into};
+      std::string got;
+      get.user = &got;
+      tree->apply_exclusive(get);
+      EXPECT_EQ(got, values[last]) << keys[i] << ", " << n << " ops";
+    }
+  }
   tree.reset();
 }
 

@@ -322,6 +322,47 @@ TEST(load_bytes, same_bytes_agrees_with_memcmp) {
   }
 }
 
+/// compare_bytes orders as std::string_view::compare does (sign only) and shared_prefix counts
+/// what std::mismatch does, for strings of 0-80 bytes (both sides of compare_bytes' 32-byte
+/// switch to memcmp), equal, one a prefix of the other, or differing in one byte anywhere (bytes
+/// above 0x7f included: unsigned order); each string in a heap block of exactly its size (ASan
+/// reports a read past it).
+TEST(load_bytes, compare_bytes_and_shared_prefix_agree_with_the_library) {
+  std::mt19937 rng(5);
+  const auto block = [](const std::string& s) {
+    auto b = std::make_unique<char[]>(std::max<std::size_t>(s.size(), 1));
+    std::memcpy(b.get(), s.data(), s.size());
+    return b;
+  };
+  const auto sign = [](int c) { return (c > 0) - (c < 0); };
+  for (int round = 0; round < 200; ++round) {
+    for (std::size_t n = 0; n <= 80; ++n) {
+      std::string a(n, '\0');
+      for (char& ch : a) ch = static_cast<char>(rng());
+      std::string b = a;
+      switch (rng() % 4) {
+        case 0: break;                                             // equal
+        case 1: b.resize(rng() % (n + 1)); break;                  // a prefix of a
+        case 2: b.push_back(static_cast<char>(rng())); break;      // a is a prefix of b
+        default:
+          if (n > 0) {
+            char& changed = b[rng() % n];
+            changed = static_cast<char>(static_cast<unsigned char>(changed) ^ (1U << (rng() % 8)));
+          }
+      }
+      const auto ab = block(a);
+      const auto bb = block(b);
+      const std::string_view av(ab.get(), a.size());
+      const std::string_view bv(bb.get(), b.size());
+      EXPECT_EQ(server::compare_bytes(av, bv), sign(av.compare(bv))) << "n " << n;
+      EXPECT_EQ(server::compare_bytes(bv, av), sign(bv.compare(av))) << "n " << n;
+      const auto m = std::mismatch(av.begin(), av.end(), bv.begin(), bv.end());
+      EXPECT_EQ(server::shared_prefix(av, bv), static_cast<std::size_t>(m.first - av.begin()))
+          << "n " << n;
+    }
+  }
+}
+
 /// A key's hint for slot_array (bytes [at, at + 8), big-endian, zero-padded), as the tree makes it.
 std::uint64_t test_hint(std::string_view key, std::size_t at) {
   std::uint64_t w = 0;
