@@ -8,7 +8,8 @@
 // running). That task reads, parses a batch of requests and dispatches them (replies written at
 // once, or key requests submitted to the tree as tasks); the last of the batch's tree tasks to
 // finish (`pending` reaches 0) assembles the replies in request order and goes on with the next
-// batch or ends the flow: it sets `flow` from the count it read when it started back to 0. If
+// batch (requests already read, a few batches a flow: kv_server::batch_done) or ends the flow:
+// it sets `flow` from the count it read when it started back to 0. If
 // that fails, events came meanwhile, and the flow hands the connection to the poll role for a fresh
 // serve task (as it does when requests are left in its input); no event is lost, and no system
 // call is made at the end of a flow (EPOLLONESHOT would need an epoll_ctl to re-arm).
@@ -269,6 +270,9 @@ class connection {
   std::atomic<std::uint64_t> flow{0};
   /// `flow` as the running flow read it when its serve task started: it ends with a CAS from it.
   std::uint64_t flow_seen = 0;
+  /// Batches this flow went on with from the end of the one before (kv_server::batch_done);
+  /// reset by each serve task.
+  std::uint8_t continued = 0;
   /// The last read stopped at the per-event limit: input may be waiting in the socket.
   bool input_may_remain = false;
   /// The last batch stopped at an incomplete request (its rest has not come yet).

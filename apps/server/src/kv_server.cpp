@@ -39,6 +39,8 @@ constexpr std::size_t read_chunk = std::size_t{16} * 1024;
 constexpr std::size_t read_per_event = std::size_t{1024} * 1024;
 /// Requests per batch at most.
 constexpr std::size_t batch_limit = 512;
+/// Batches a flow goes on with from the end of the one before (batch_done), after its first.
+constexpr std::uint8_t continued_limit = 4;
 /// Redis's client-query-buffer-limit: unparsed input beyond it closes the connection.
 constexpr std::size_t query_buffer_limit = std::size_t{1} << 30;
 
@@ -619,6 +621,7 @@ void kv_server::serve(connection& c, tessera::context& ctx) {
   // The events counted so far are answered by what this task reads and sends from now on; one
   // counted later makes the flow's end go round again (release).
   c.flow_seen = c.flow.load(std::memory_order_acquire);
+  c.continued = 0;
   c.input_may_remain = false;
   if (c.out_pos < c.out.size()) {
     switch (flush(c)) {
@@ -683,12 +686,29 @@ void kv_server::advance(connection& c, tessera::context& ctx) {
   finish_flow(c);
 }
 
-void kv_server::batch_done(connection& c, tessera::context& /*ctx*/) {
+void kv_server::batch_done(connection& c, tessera::context& ctx) {
   complete_batch(c);
-  // The flow ends here, even with requests left in c.in: a task spawned by this one would
-  // belong to the same operation, and a flow that never ends would hold the epoch (and every
-  // retired value and directory) for ever. Requests left over are served by a fresh serve task
-  // that the poll role spawns from outside (release, queue_serve).
+  // Requests read already and left over (a batch ends before a request on a key that it
+  // writes, or that it reads and the request writes; before a whole-store command; at
+  // batch_limit) are served from here: the rest of a cut pipeline would otherwise wait for the
+  // poll role, which a busy worker takes only once its queues are empty (a round of every
+  // connection; the tail of MSET's latency, performance-notes.md). Its tasks belong to this
+  // flow's operation, so a flow goes on so a few times only (continued_limit): a flow that never
+  // ended would hold the epoch (and every retired value and directory) for ever. Past that, and
+  // with replies that wait for the log, a fresh serve task that the poll role spawns from outside
+  // serves the rest (release, queue_serve).
+  if (c.continued < continued_limit && !c.close_after_reply && c.wait_lsn == 0 &&
+      c.in_pos < c.in.size() && !c.parse_waits) {
+    // The replies so far go out first (the rest's may take a while).
+    switch (flush(c)) {
+      case flush_outcome::pending: return release(c, true);  // the client reads slowly
+      case flush_outcome::failed: return close_connection(c);
+      case flush_outcome::sent: break;
+    }
+    ++c.continued;
+    m_stats.continued_batches.fetch_add(1, std::memory_order_relaxed);
+    return advance(c, ctx);
+  }
   finish_flow(c);
 }
 

@@ -47,6 +47,8 @@ struct server_stats {
   std::atomic<std::uint64_t> net_input_bytes{0};
   std::atomic<std::uint64_t> net_output_bytes{0};
   std::atomic<std::uint64_t> output_limit_disconnects{0};
+  /// Batches that a flow went on with from its last batch's end (kv_server::batch_done).
+  std::atomic<std::uint64_t> continued_batches{0};
 };
 
 class kv_server {

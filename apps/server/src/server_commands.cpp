@@ -486,6 +486,8 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     line("tree_inner_nodes", std::to_string(tc.inner_nodes.load(std::memory_order_relaxed)));
     line("tree_height", std::to_string(srv.tree().height()));
     line("spawned_external", std::to_string(rs.spawned_external));
+    line("continued_batches",
+         std::to_string(srv.stats().continued_batches.load(std::memory_order_relaxed)));
     for (std::size_t i = 0; i < rs.workers.size(); ++i) {
       const tessera::worker_statistics& w = rs.workers[i];
       line("worker" + std::to_string(i),

@@ -125,6 +125,10 @@ def test_redis_cli(srv):
         (["decrby", "n", "40"], "1"),
         (["mset", "a", "1", "b", "2"], "OK"),
         (["mget", "a", "b", "nope"], "1\n2"),
+        # A key given more than once: the last value given stays.
+        (["mset", "d", "1", "e", "2", "d", "3", "d", "4"], "OK"),
+        (["mget", "d", "e"], "4\n2"),
+        (["del", "d", "e"], "2"),
         (["del", "a", "b", "nope"], "2"),
         (["unlink", "n"], "1"),
         (["echo", "hi there"], "hi there"),
@@ -260,6 +264,10 @@ def test_pipelining(srv):
     for i in range(n):
         expect(out[3 * i], i + 1, f"pipelined INCR {i} answered in order")
         expect(out[3 * i + 2], str(i).encode(), f"pipelined GET {i} sees the SET before it")
+    # Each GET there ends a batch (it reads the key the SET before it writes); the flow goes on
+    # with the requests it read already itself, a few batches a flow (kv_server::batch_done).
+    expect(int(r.info("tessera").get("continued_batches", 0)) > 0, True,
+           "batches continued by their flow")
     # Reads before writes of the same keys in one pipeline (a batch keeps its keys only from its
     # first write on, connection.h): each read sees the writes before it and none after.
     r.mset({"pa": "a", "pb": "b"})
