@@ -134,6 +134,11 @@ start_server() {  # name -> sets pid
   echo "run-server-benchmark: $1 did not start" >&2; cat "$out/server.log" >&2; exit 1
 }
 
+clk_tck=$(getconf CLK_TCK)
+server_ticks() {  # the server's user + system time so far, in clock ticks (every thread)
+  awk '{print $14 + $15}' "/proc/$pid/stat"
+}
+
 stop_server() {
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
@@ -154,11 +159,23 @@ for round in $(seq "$ROUNDS"); do
     for mode in P16 P1; do
       start_server "$s"
       if [[ $mode == P16 ]]; then n=$N; pipe=16; else n=$NP_N; pipe=1; fi
-      taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$TESTS" -P "$pipe" -c 50 \
-        -r 1000000 -n "$n" --csv 2>/dev/null | tail -n +2 | tr -d '"' |
-        awk -F, -v s="$s" -v m="$mode" -v r="$round" \
-          '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7}' \
-        >>"$out/results.txt"
+      # One redis-benchmark per test, in TESTS' order on the same server (as one run of
+      # `-t set,get,...` would), so that the server's CPU time (user + system, all its threads,
+      # /proc/PID/stat) and the client's busy share can be read around each test.
+      IFS=, read -ra test_list <<<"$TESTS"
+      for t in "${test_list[@]}"; do
+        before=$(server_ticks)
+        TIMEFORMAT='%R %U %S'
+        { time taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$t" -P "$pipe" -c 50 \
+            -r 1000000 -n "$n" --csv >"$out/bench.csv" 2>/dev/null; } 2>"$out/time.txt"
+        after=$(server_ticks)
+        read -r real user sys <"$out/time.txt"
+        tail -n +2 "$out/bench.csv" | tr -d '"' |
+          awk -F, -v s="$s" -v m="$mode" -v r="$round" -v n="$n" -v hz="$clk_tck" \
+            -v ticks=$((after - before)) -v real="$real" -v cu="$user" -v cs="$sys" \
+            '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7, ticks / hz / n * 1e6, (cu + cs) / real}' \
+          >>"$out/results.txt"
+      done
       stop_server
     done
   done
@@ -172,7 +189,7 @@ if [[ -n $AOF ]]; then
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    s, m, r, test, rps, p50, p99 = line.split()
+    s, m, r, test, rps, p50, p99 = line.split()[:7]
     rows[(s, m)].append((float(rps), float(p50), float(p99)))
 def med(s, m, i):
     xs = rows.get((s, m))
@@ -204,7 +221,7 @@ if any(s == "base-always" for s, _ in rows):
     print("\nper round, always / redis always (this build, base build):")
     by_round = collections.defaultdict(dict)
     for line in open(sys.argv[1]):
-        s, m, r, test, rps, p50, p99 = line.split()
+        s, m, r, test, rps, p50, p99 = line.split()[:7]
         by_round[(m, r)][s] = float(rps)
     for (m, r), d in sorted(by_round.items()):
         if "redis-always" in d and "tessera-always" in d and "base-always" in d:
@@ -217,32 +234,50 @@ python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    s, m, r, test, rps, p50, p99 = line.split()
-    rows[(s, m, test)].append((float(rps), float(p50), float(p99)))
+    s, m, r, test, rps, p50, p99, cpu, busy = line.split()
+    rows[(s, m, test)].append(tuple(map(float, (rps, p50, p99, cpu, busy))))
 def med(xs, i):
     return statistics.median(x[i] for x in xs)
 tests = []
 for (s, m, t) in rows:
     if (m, t) not in tests:
         tests.append((m, t))
-print(f"\nmedians of {sys.argv[2]} rounds; rps = requests/s, p50/p99 in ms")
+print(f"\nmedians of {sys.argv[2]} rounds; rps = requests/s, p50/p99 in ms; best = the faster "
+      "redis-server configuration")
 hdr = ("mode", "test", "redis rps", "p50", "p99", "redis io2 rps", "p50", "p99",
        "tessera rps", "p50", "p99", "vs best", "p99 vs best")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
+cpu_rows = []
 for m, t in sorted(tests, key=lambda x: (x[0] != "P16", x[1])):
     cells = [("-P 16" if m == "P16" else "no pipelining"), t]
+    cpu_cells = list(cells)
     best = None
     for s in ("redis", "redis-io2", "tessera"):
         xs = rows.get((s, m, t))
         if not xs:
             cells += ["-", "-", "-"]
+            cpu_cells += ["-", "-"]
             continue
-        rps, p50, p99 = med(xs, 0), med(xs, 1), med(xs, 2)
+        rps, p50, p99, cpu, busy = (med(xs, i) for i in range(5))
         cells += [f"{rps:,.0f}", f"{p50:.3f}", f"{p99:.3f}"]
+        cpu_cells += [f"{cpu:.2f}", f"{busy:.0%}"]
         if s != "tessera" and (best is None or rps > best[0]):
-            best = (rps, p99)
+            best = (rps, p99, cpu)
         if s == "tessera" and best:
             cells += [f"{rps / best[0]:.2f}x", f"{p99 / best[1]:.2f}x" if best[1] else "-"]
+            cpu_cells += [f"{best[2] / cpu:.2f}x" if cpu else "-"]
+    print("| " + " | ".join(cells) + " |")
+    cpu_rows.append(cpu_cells)
+# The server's CPU time per request shows what each server costs even where the client sets the
+# rate (a client busy ~100 % of its CPU cannot ask faster; the rps ratio then understates the
+# difference between the servers).
+print("\nCPU per request: the server's user + system time (all its threads) in µs, and the "
+      "client's busy share of its CPU (near 100 %: the client, not the server, set the rate)")
+hdr = ("mode", "test", "redis µs/req", "client busy", "redis io2 µs/req", "client busy",
+       "tessera µs/req", "client busy", "best redis / tessera")
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+for cells in cpu_rows:
     print("| " + " | ".join(cells) + " |")
 EOF
