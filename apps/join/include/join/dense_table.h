@@ -168,7 +168,7 @@ inline join_result probe_dense(const dense_view& table, const std::int64_t* keys
                                std::size_t last) noexcept {
   // No branch per row: a key outside the bounds reads the 0 at counts[range]. The loads do not
   // depend on each other, so the core overlaps their misses without prefetch instructions
-  // (software prefetches of counts[] at 64-2048 rows ahead made this loop 1.3-1.7x slower on
+  // (software prefetches of counts[] at 64-2048 rows ahead made this loop 1.3-1.8x slower on
   // TPC-H at scale factor 10, the table in huge pages: docs/performance-notes.md).
   const std::uint32_t* counts = table.counts;
   const auto min = static_cast<std::uint64_t>(table.min);
