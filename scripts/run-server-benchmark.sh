@@ -2,7 +2,9 @@
 # tessera-kv-server against redis-server (Debian's 7.0, alone and with io-threads 2), one after
 # the other on the same CPUs with the same settings (no persistence, 127.0.0.1), each driven by
 # redis-benchmark -t set,get,incr,mset -c 50 -r 1000000 -n N, with -P 16 and without
-# pipelining. Prints a table of requests/s and p50/p99 latency side by side, with ratios.
+# pipelining. Prints a table of requests/s and p50/p99 latency side by side, with ratios, and one
+# of each server's CPU time per request (user + system, all threads) beside the client's busy
+# share of its CPU (near 100 %: the client set the rate, and the CPU column compares the servers).
 #
 #   scripts/run-server-benchmark.sh                 # N = 1000000 pipelined, 200000 not
 #   N=200000 NP_N=50000 ROUNDS=3 scripts/run-server-benchmark.sh
