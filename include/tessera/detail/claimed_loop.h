@@ -24,10 +24,10 @@
 // clock's reading are shared by the batch. So short pieces (a join's morsel of 128 rows, ~250
 // ns) cost a claim per ~1.5 µs of work instead of one each, and the locked instruction, which
 // waits for the loads of the piece before it, no longer separates two pieces of a batch; long
-// pieces are claimed one at a time, as before, and a thief finds every piece not claimed. What
-// a batch keeps from thieves is at most ~2 x short_ticks of work (it grows only while a batch
-// is shorter than that): the loop's end waits at most that much longer for a participant's
-// batch. A piece must not wait for another piece of the same loop (one in its batch would
+// pieces are claimed one at a time, and a thief finds every piece not claimed. Where adjacent
+// pieces cost about the same, a batch keeps at most ~2 x short_ticks of work from thieves (it
+// grows only while a batch is shorter than that); where the cost jumps from short pieces to
+// long ones, a batch sized on the short ones holds up to max_pieces long ones. A piece must not wait for another piece of the same loop (one in its batch would
 // never start): no loop promises that, as no oneTBB partitioner does. So a loop too small for a helper's start-up
 // runs on participant 0 alone (the helper finds nothing and leaves), a large one is split in
 // halves as helpers arrive, and a participant keeps one contiguous block, roughly the same from
