@@ -53,37 +53,6 @@ namespace server {
   return n <= 8 || load_bytes(a + 8, n - 8) == load_bytes(b + 8, n - 8);
 }
 
-/// -1, 0, 1: `a` against `b` as byte strings (unsigned bytes, then the shorter first), as
-/// std::string_view::compare orders them. Up to 32 shared bytes are compared as big-endian
-/// words without a call (keys of a few words: a memcmp call cost ~25 instructions a compare);
-/// longer ones by memcmp.
-[[gnu::always_inline]] inline int compare_bytes(std::string_view a, std::string_view b) noexcept {
-  static_assert(std::endian::native == std::endian::little);
-  const std::size_t n = std::min(a.size(), b.size());
-  if (n > 32) {
-    const int c = std::memcmp(a.data(), b.data(), n);
-    if (c != 0) return c < 0 ? -1 : 1;
-  } else {
-    // Whole words, then the last partial one: the same number of bytes of each, zero above
-    // them, so that their byte order is the order of the words read big-endian.
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      std::uint64_t x = 0;
-      std::uint64_t y = 0;
-      std::memcpy(&x, a.data() + i, 8);
-      std::memcpy(&y, b.data() + i, 8);
-      if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
-    }
-    if (i < n) {
-      const std::uint64_t x = __builtin_bswap64(load_bytes(a.data() + i, n - i));
-      const std::uint64_t y = __builtin_bswap64(load_bytes(b.data() + i, n - i));
-      if (x != y) return x < y ? -1 : 1;
-    }
-  }
-  if (a.size() == b.size()) return 0;
-  return a.size() < b.size() ? -1 : 1;
-}
-
 /// The number of leading bytes `a` and `b` share (std::mismatch's distance), by 8-byte words.
 [[gnu::always_inline]] inline std::size_t shared_prefix(std::string_view a,
                                                         std::string_view b) noexcept {
@@ -103,6 +72,22 @@ namespace server {
     if (d != 0) return i + static_cast<std::size_t>(std::countr_zero(d)) / 8;
   }
   return n;
+}
+
+/// -1, 0, 1: `a` against `b` as byte strings (unsigned bytes, then the shorter first), as
+/// std::string_view::compare orders them. Up to 32 shared bytes are compared without a call, by
+/// shared_prefix's words and then the first differing byte (keys of a few words: a memcmp call
+/// cost ~25 instructions a compare); longer ones by memcmp.
+[[gnu::always_inline]] inline int compare_bytes(std::string_view a, std::string_view b) noexcept {
+  const std::size_t n = std::min(a.size(), b.size());
+  if (n > 32) {
+    const int c = std::memcmp(a.data(), b.data(), n);
+    if (c != 0) return c < 0 ? -1 : 1;
+  } else if (const std::size_t p = shared_prefix(a, b); p < n) {
+    return static_cast<unsigned char>(a[p]) < static_cast<unsigned char>(b[p]) ? -1 : 1;
+  }
+  if (a.size() == b.size()) return 0;
+  return a.size() < b.size() ? -1 : 1;
 }
 
 }  // namespace server
