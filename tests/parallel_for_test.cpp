@@ -1133,6 +1133,77 @@ TEST_P(parallel_for_test, an_exception_skips_the_rest_of_a_batch_of_short_pieces
   }
 }
 
+TEST_P(parallel_for_test, pieces_that_turn_long_after_short_ones_run_once_each_in_every_form) {
+  auto& r = start();
+  // Pieces of ~100 ns make the claims grow to many pieces; then the pieces turn long (~100 µs
+  // each): a batch sized on the short ones is cut within a few pieces of its first long one, its
+  // pieces not started go back to its share, and thieves take them. Two layouts: half short,
+  // half long (the long ones reached by batches of short ones), and the long ones at the very
+  // end (a batch may hold the share's last pieces). Every piece once, in every loop form.
+  struct layout {
+    std::size_t pieces;
+    std::size_t first_long;
+  };
+  for (const layout at : {layout{400, 200}, layout{scaled(6'000, 2'000), scaled(5'900, 1'900)}}) {
+    const auto spin = [](std::chrono::nanoseconds d) {
+      const auto until = std::chrono::steady_clock::now() + d;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    };
+    const auto piece = [&, at](const piece_log& log, std::size_t f, std::size_t l) {
+      for (std::size_t i = f; i < l; ++i) {
+        spin(i < at.first_long ? std::chrono::nanoseconds(100) : std::chrono::microseconds(100));
+      }
+      log.add(f, l);
+    };
+    const std::string where = "pieces " + std::to_string(at.pieces) + ", long from " +
+                              std::to_string(at.first_long);
+
+    const piece_log blocking;
+    parallel_for(r, 0, at.pieces, [&](std::size_t f, std::size_t l) { piece(blocking, f, l); },
+                 {.grain = 1});
+    EXPECT_EQ(blocking.tiles(at.pieces, 1), "") << "blocking, " << where;
+
+    const piece_log reduced;
+    EXPECT_EQ(parallel_reduce(
+                  r, 0, at.pieces, std::uint64_t{0},
+                  [&](std::size_t f, std::size_t l) {
+                    piece(reduced, f, l);
+                    return std::uint64_t{l - f};
+                  },
+                  [](std::uint64_t a, std::uint64_t b) { return a + b; }, {.grain = 1}),
+              at.pieces);
+    EXPECT_EQ(reduced.tiles(at.pieces, 1), "") << "reduce, " << where;
+
+    const piece_log in_task;
+    const piece_log reduced_in_task;
+    std::atomic<std::uint64_t> task_sum{0};
+    const group outer = r.make_group();
+    r.spawn(
+        [&](context& ctx) {
+          parallel_for(ctx, group{}, 0, at.pieces,
+                       [&](std::size_t f, std::size_t l) { piece(in_task, f, l); }, {.grain = 1});
+          parallel_reduce(
+              ctx, 0, at.pieces, std::uint64_t{0},
+              [&](std::size_t f, std::size_t l) {
+                piece(reduced_in_task, f, l);
+                return std::uint64_t{l - f};
+              },
+              [](std::uint64_t a, std::uint64_t b) { return a + b; },
+              [&](context&, std::uint64_t v) { task_sum.store(v); }, {.grain = 1});
+        },
+        outer);
+    r.wait(outer);
+    EXPECT_EQ(in_task.tiles(at.pieces, 1), "") << "from a task, " << where;
+    EXPECT_EQ(reduced_in_task.tiles(at.pieces, 1), "") << "reduce from a task, " << where;
+    EXPECT_EQ(task_sum.load(), at.pieces);
+    if (r.workers() == 1) {
+      EXPECT_TRUE(blocking.one_thread_in_order()) << where;
+      EXPECT_TRUE(reduced.one_thread_in_order()) << where;
+    }
+  }
+}
+
 // A body whose call operator is not const (a mutable lambda) would race with itself across
 // workers: it is no loop body.
 static_assert(!loop_body<decltype([n = 0](std::size_t) mutable { ++n; })>);

@@ -14,8 +14,9 @@
 // range that stays on its core from loop to loop. Short pieces (under ~1.5 µs a batch) are
 // claimed several adjacent ones at a time, up to 64, and still called one by one with their own
 // bounds, each tested for a stop or a failure before it starts: a piece of a few hundred
-// nanoseconds pays a claim per batch, not one each. So a piece must not wait for another piece of
-// the same loop (it may be in its own thread's batch).
+// nanoseconds pays a claim per batch, not one each. A batch that runs over ~6 µs (the pieces
+// turned long) gives its pieces not started back for other threads to take. So a piece must not
+// wait for another piece of the same loop (it may be in its own thread's batch).
 // - From a thread that is not one of the runtime's workers, parallel_for(runtime&, ...) runs
 //   pieces on the calling thread itself, beside helper tasks on up to active_workers() - 1
 //   workers, and returns when every piece finished: no sleep and wake-up per loop. So such a

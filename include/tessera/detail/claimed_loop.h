@@ -20,20 +20,26 @@
 // that took over four times that, at most claim_batch::max_pieces. Each piece of a batch is
 // still run on its own, with its own bounds (the body sees the pieces the grain asked for), in
 // index order, and is tested for a stop, a cancellation and a failure just before it starts,
-// as a piece claimed alone is; only the claim (the compare-exchange and its loop) and the
-// clock's reading are shared by the batch. So short pieces (a join's morsel of 128 rows, ~250
-// ns) cost a claim per ~1.5 µs of work instead of one each, and the locked instruction, which
-// waits for the loads of the piece before it, no longer separates two pieces of a batch; long
-// pieces are claimed one at a time, and a thief finds every piece not claimed. Where adjacent
-// pieces cost about the same, a batch keeps at most ~2 x short_ticks of work from thieves (it
-// grows only while a batch is shorter than that); where the cost jumps from short pieces to
-// long ones, a batch sized on the short ones holds up to max_pieces long ones. A piece must not wait for another piece of the same loop (one in its batch would
-// never start): no loop promises that, as no oneTBB partitioner does. So a loop too small for a helper's start-up
-// runs on participant 0 alone (the helper finds nothing and leaves), a large one is split in
-// halves as helpers arrive, and a participant keeps one contiguous block, roughly the same from
-// loop to loop (the data it writes stays in its core's cache). A piece is only ever held by a
-// thread that runs it: a helper that starts late (its worker was busy) delays nothing, and the
-// loop waits at most for the pieces other threads are running.
+// as a piece claimed alone is; only the claim (the compare-exchange and its loop) is shared by
+// the batch. So short pieces (a join's morsel of 128 rows, ~250 ns) cost a claim per ~1.5 µs of
+// work instead of one each, and the locked instruction, which waits for the loads of the piece
+// before it, no longer separates two pieces of a batch; long pieces are claimed one at a time,
+// and a thief finds every piece not claimed. Where the cost of adjacent pieces jumps from short
+// to long (a join's heavy key range), the batch is cut short. The clock is read after every
+// claim_batch::clock_every (4) pieces of a batch: once a batch has run over
+// claim_batch::cut_ticks (4 x short_ticks), its pieces not started go back to the front of the
+// own share (give_back), where thieves find them, and the next claim takes at most half of the
+// pieces that ran. So a batch sized on short pieces keeps from thieves at most ~4 x short_ticks
+// of work and the clock_every pieces that ran before the next reading of the clock, not up to
+// max_pieces long ones. A piece must not wait for another piece of the same loop (one in its
+// batch would never start): no loop promises that, as no oneTBB partitioner does.
+//
+// So a loop too small for a helper's start-up runs on participant 0 alone (the helper finds
+// nothing and leaves), a large one is split in halves as helpers arrive, and a participant keeps
+// one contiguous block, roughly the same from loop to loop (the data it writes stays in its
+// core's cache). A piece is only ever held by a thread that runs it: a helper that starts late
+// (its worker was busy) delays nothing, and the loop waits at most for the batches other
+// threads are running.
 //
 // Why shares and not tasks split in halves: a blocking caller that slept on the loop's group
 // until a worker woke it paid 7-20 µs per loop on the 2-core VM where oneTBB's parallel_for took
@@ -51,7 +57,11 @@
 // Memory ordering: claims are relaxed compare-exchanges: each piece handed out once is all they
 // need. A share's word is the whole state of that share (the pieces in it, nothing else), so a
 // word that went away and came back (a last piece stolen and stolen back) is the same share, and
-// a compare-exchange that succeeds on it is right (no ABA problem).
+// a compare-exchange that succeeds on it is right (no ABA problem). Giving pieces back keeps
+// that so (give_back): only the owner moves a share's next, so next is still where its batch
+// ended, and the pieces given back are adjacent to the share's and not started; relaxed, as a
+// claim, since nothing of them was written (a thief that claims them calls the work as for any
+// piece it claims).
 // A participant adds the pieces it claimed to `finished` with a seq_cst (so also acq_rel)
 // read-modify-write after its last use of the work; the one that brings it to the total has
 // read every other's, so every piece's writes (and the first exception) happen before it
@@ -64,6 +74,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -131,16 +142,25 @@ class claim_batch {
   /// The most pieces one claim takes.
   static constexpr std::uint32_t max_pieces = 64;
 
+  /// A batch that has run this long is cut: its pieces not started go back to the share.
+  static constexpr std::uint64_t cut_ticks = 4 * short_ticks;
+  /// Within a batch, the clock is read after every this many pieces (and after the last): a
+  /// reading costs ~25-40 cycles, ~10 instructions a piece with the registers it takes.
+  static constexpr std::uint32_t clock_every = 4;
+
   std::uint32_t pieces() const noexcept { return m_pieces; }
   /// A batch of `claimed` pieces took `ticks` (claim_ticks): the next claim's size. It grows
   /// only after a full batch (a share's last few pieces say nothing about the pieces' length).
   void ran(std::uint32_t claimed, std::uint64_t ticks) noexcept {
     if (ticks < short_ticks) {
       if (claimed == m_pieces && m_pieces < max_pieces) m_pieces *= 2;
-    } else if (ticks > 4 * short_ticks && m_pieces > 1) {
+    } else if (ticks > cut_ticks && m_pieces > 1) {
       m_pieces /= 2;
     }
   }
+  /// A batch was cut after `ran` of its pieces (they took over cut_ticks): the next claim takes
+  /// at most half of them, a power of two (at least one piece).
+  void cut(std::uint32_t ran) noexcept { m_pieces = std::bit_floor(std::max(ran / 2, 1u)); }
 
  private:
   std::uint32_t m_pieces = 1;
@@ -193,16 +213,28 @@ class claimed_loop {
     claim_batch batch;
     do {
       std::uint32_t p;
-      for (std::uint32_t k; (k = take_front(own, batch.pieces(), p)) != 0; mine += k) {
+      for (std::uint32_t k; (k = take_front(own, batch.pieces(), p)) != 0;) {
         const std::uint64_t start = claim_ticks();
         // Each piece starts where the one before it ended.
         std::size_t f = first_of(p);
-        for (std::uint32_t j = 0; j < k; ++j) {
+        std::uint32_t j = 0;
+        for (;;) {
           const std::size_t l = f + m_size + (p + j < m_larger ? 1 : 0);
           run_piece(f, l, who);
           f = l;
+          ++j;
+          if (j == k) {
+            batch.ran(k, claim_ticks() - start);
+            break;
+          }
+          if (j % claim_batch::clock_every == 0 &&
+              claim_ticks() - start > claim_batch::cut_ticks) {  // [p + j, p + k): thieves' again
+            give_back(own, p + j);
+            batch.cut(j);
+            break;
+          }
         }
-        batch.ran(k, claim_ticks() - start);
+        mine += j;
       }
     } while (steal_into(who));
     if (mine == 0) return;
@@ -302,6 +334,20 @@ class claimed_loop {
       }
     }
     return 0;
+  }
+
+  /// The owner's return of the pieces of its last claim not started, [from, to) where `to` is
+  /// where that claim (take_front) ended, to the front of its share. Only the owner moves a
+  /// share's next (take_front, and steal_into's store, which it makes only between batches); a
+  /// thief only lowers end, to at least next. So next is still `to`, the share is [to, end) with
+  /// end >= to, and [from, end) is contiguous with not one piece of it claimed: the new word
+  /// says exactly what the share holds, as every word of a share does. The compare-exchange
+  /// fails only when a thief lowered end meanwhile; a thief's succeeds only on a word that is
+  /// the share's state. Relaxed: see the top of this file.
+  static void give_back(share& s, std::uint32_t from) noexcept {
+    std::uint64_t r = s.range.load(std::memory_order_relaxed);
+    while (!s.range.compare_exchange_weak(r, pack(from, end_of(r)), std::memory_order_relaxed)) {
+    }
   }
 
   /// With its own share empty: moves the back half (rounded up) of the fullest other share into
