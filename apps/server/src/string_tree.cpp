@@ -662,7 +662,31 @@ class multi_task final : public leaf_task {
       descend(*m_tree, *this, ctx, n, m_route, key, 0, mode());
       return this;  // moved on, or torn
     }
+    // At the leaf the task is annotated with (its latch held by the runtime), then on to the
+    // next key's leaves in this same run while each one's writers' side can be taken at once
+    // (tessera/coupled_write.h), instead of a trip through the queues per leaf; where it cannot
+    // (a holder inside, a primitive serialized by its pool, a descent that stopped above the
+    // leaves), the task returns itself annotated with that node, the ordinary way. Latches are
+    // only tried, never waited for, and at most one is taken besides the runtime's: no wait can
+    // close a cycle through them. Holds are taken and kept exactly as in runs of their own.
     auto* l = static_cast<leaf*>(const_cast<void*>(data()));
+    for (bool coupled = false;;) {
+      tessera::task* const next = at_leaf(l, ctx);
+      if (coupled) tessera::coupled_write_end(l);
+      if (next != this || !m_moved_on || m_route.level > 0) return next;
+      l = static_cast<leaf*>(const_cast<void*>(data()));
+      if (!tessera::coupled_write_begin(l)) return this;
+      coupled = true;
+    }
+  }
+
+ private:
+  /// The work of a run at leaf `l` (latched: by the runtime, or coupled by execute): its ops
+  /// applied and a hold taken, then annotated with the next key's node (m_moved_on), or parked,
+  /// or the request finished. Returns what execute returns.
+  tessera::task* at_leaf(leaf* l, tessera::context& ctx) {
+    m_moved_on = false;
+    const std::string_view key = m_ops[m_next]->key;
     // The right links first: a leaf passed on the way is never waited for (no deadlock).
     if (beyond(*l, key)) {
       leave_right(*l, key, mode(), ctx);
@@ -703,12 +727,12 @@ class multi_task final : public leaf_task {
     if (!last) {
       spawn_links(ctx);  // (the new leaves are held)
       to_next_leaf(*end);
+      m_moved_on = true;
       return this;
     }
     return finish(ctx);
   }
 
- private:
   [[nodiscard]] access mode() const noexcept {
     return m_req.writes ? access::write : access::read;
   }
@@ -841,6 +865,8 @@ class multi_task final : public leaf_task {
   std::vector<tessera::task*> m_links;  ///< made in this run, spawned at its end
   std::size_t m_next = 0;               ///< the first op not applied yet
   std::int64_t m_now;
+  /// Set by at_leaf when it applied a leaf's ops and moved on to the next key's node.
+  bool m_moved_on = false;
 };
 
 }  // namespace
