@@ -552,7 +552,7 @@ class op_task final : public leaf_task {
                                                                                      : this;
     }
     m_mark = mark::none;
-    leaf_access a(*m_tree, *l, m_op->writes, steady_ms());
+    leaf_access a(*m_tree, *l, m_op->writes);
     try {
       m_op->apply(*m_op, a);
     } catch (...) {
@@ -605,7 +605,7 @@ class walk_task final : public leaf_task {
                                                                                        : this;
     }
     m_mark = mark::none;
-    leaf_access a(*m_tree, *l, m_walk->writes, steady_ms());
+    leaf_access a(*m_tree, *l, m_walk->writes);
     walk_step s = walk_step::stop;
     try {
       s = m_walk->visit(*m_walk, a, *l);
@@ -975,7 +975,7 @@ std::size_t leaf_access::lower_bound(std::string_view key, bool& found) const no
   const auto by_bytes = [&](std::size_t lo, std::size_t hi) noexcept {
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      const int c = slots[mid].key.view().compare(key);
+      const int c = compare_bytes(slots[mid].key.view(), key);
       if (c == 0) {
         found = true;
         return mid;
@@ -1033,6 +1033,11 @@ void leaf_access::remove_at(std::size_t i) {
   }
 }
 
+void leaf_access::read_clock() const noexcept {
+  m_now = steady_ms();
+  m_now_known = true;
+}
+
 std::size_t leaf_access::position(std::string_view key, bool& found) const noexcept {
   if (key.data() != m_found_key || key.size() != m_found_size) return lower_bound(key, found);
   const slot_array& slots = m_leaf->slots;
@@ -1060,7 +1065,7 @@ slot* leaf_access::find(std::string_view key) {
     return nullptr;
   }
   slot& s = m_leaf->slots[i];
-  if (s.expire_ms != 0 && s.expire_ms <= m_now) {
+  if (s.expire_ms != 0 && s.expire_ms <= now_ms()) {
     if (m_writes) {
       remove_at(i);
       m_tree->mutable_counters().expired.fetch_add(1, std::memory_order_relaxed);
@@ -1119,7 +1124,7 @@ slot& leaf_access::put_bytes(std::string_view key, Bytes&& bytes, std::int64_t e
   const auto added = static_cast<std::int64_t>(std::string_view(bytes).size());
   if (found) {
     slot& s = m_leaf->slots[i];
-    const bool expired = s.expire_ms != 0 && s.expire_ms <= m_now;
+    const bool expired = s.expire_ms != 0 && s.expire_ms <= now_ms();
     const auto before = static_cast<std::int64_t>(s.value.size());
     assign(s, std::forward<Bytes>(bytes));
     c.bytes.fetch_add(added - before, std::memory_order_relaxed);
@@ -1166,7 +1171,7 @@ bool leaf_access::erase(std::string_view key) {
   const std::size_t i = lower_bound(key, found);
   if (!found) return false;
   const slot& s = m_leaf->slots[i];
-  const bool live = s.expire_ms == 0 || s.expire_ms > m_now;
+  const bool live = s.expire_ms == 0 || s.expire_ms > now_ms();
   remove_at(i);
   return live;
 }

@@ -339,8 +339,13 @@ class string_tree;
 /// What apply() may do with the leaf that covers its key (writes only for writers).
 class leaf_access {
  public:
+  /// The request's time is `now_ms` (steady_ms()).
   leaf_access(string_tree& tree, leaf& l, bool writes, std::int64_t now_ms) noexcept
-      : m_tree(&tree), m_leaf(&l), m_writes(writes), m_now(now_ms) {}
+      : m_tree(&tree), m_leaf(&l), m_writes(writes), m_now_known(true), m_now(now_ms) {}
+  /// The request's time is read from the clock when first needed (a slot with a deadline, or
+  /// now_ms()), once: a request on keys without deadlines reads no clock.
+  leaf_access(string_tree& tree, leaf& l, bool writes) noexcept
+      : m_tree(&tree), m_leaf(&l), m_writes(writes) {}
 
   /// The live slot of `key`, or nullptr (absent or expired; a writer removes an expired one).
   /// A put of the same key (the same bytes in memory) right after reuses this search.
@@ -360,7 +365,10 @@ class leaf_access {
   bool erase(std::string_view key);
   /// Sets (0: clears) the deadline of a live slot. Writers only.
   void set_expire(slot& s, std::int64_t expire_ms) noexcept;
-  [[nodiscard]] std::int64_t now_ms() const noexcept { return m_now; }
+  [[nodiscard]] std::int64_t now_ms() const noexcept {
+    if (!m_now_known) [[unlikely]] read_clock();
+    return m_now;
+  }
   [[nodiscard]] string_tree& tree() noexcept { return *m_tree; }
 
  private:
@@ -378,10 +386,13 @@ class leaf_access {
   template <class Bytes>
   void assign(slot& s, Bytes&& bytes);
   void remove_at(std::size_t i);
+  void read_clock() const noexcept;
   string_tree* m_tree;
   leaf* m_leaf;
   bool m_writes;
-  std::int64_t m_now;
+  /// The request's time once m_now_known (set by read_clock at the first need).
+  mutable bool m_now_known = false;
+  mutable std::int64_t m_now = 0;
   /// find()'s last search (its key's address and size, and the position), until the leaf
   /// changes: put() of the same key reuses it.
   const char* m_found_key = nullptr;
