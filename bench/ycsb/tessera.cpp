@@ -215,6 +215,7 @@ class tessera_store final : public store {
 
   void create_tree() override {
     m_tree = std::make_unique<kv::task_tree>(m_rt, kv::tree_options{.sync = m_config.sync,
+                                                                   .visit_bytes = m_config.visit_bytes,
                                                                    .coupled_bytes = m_config.coupled_bytes,
                                                                    .coupled_leaf_bytes = m_config.coupled_leaf_bytes});
   }

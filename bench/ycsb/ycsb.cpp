@@ -99,6 +99,7 @@ settings read_settings(const run_context& ctx) {
   s.tessera.batch = static_cast<std::uint32_t>(f.integer("batch"));
   s.tessera.batches_per_worker = static_cast<unsigned>(f.integer("batches-per-worker"));
   s.tessera.coupled_bytes = static_cast<std::size_t>(f.integer("coupled-kib")) * 1024;
+  s.tessera.visit_bytes = static_cast<std::size_t>(f.integer("visit-bytes"));
   {
     // "llc": kv::tree_options' default (the last-level cache); otherwise KiB.
     const std::string& leaf = f.text("coupled-leaf-kib");
@@ -388,6 +389,10 @@ const registration ycsb_benchmark({
                   "tessera: KiB of the tree's upper levels a descent reads in one run (coupled "
                   "reads, kv::tree_options::coupled_bytes; 0: one run per node)",
                   0, 1 << 20),
+         int_flag("visit-bytes", static_cast<std::int64_t>(kv::tree_options{}.visit_bytes),
+                  "tessera: bytes of a node each visit annotates and so prefetches, from its start "
+                  "(kv::tree_options::visit_bytes)",
+                  0, static_cast<std::int64_t>(sizeof(kv::node))),
          string_flag("coupled-leaf-kib", "llc",
                      "tessera: every level read coupled, and lookups read their leaf in the "
                      "submitting task, while the whole tree takes at most this many KiB "

@@ -119,6 +119,7 @@ struct tessera_config {
   unsigned batches_per_worker = 2;  ///< batches in flight per worker
   std::size_t coupled_bytes = kv::tree_options{}.coupled_bytes;  ///< kv::tree_options
   std::optional<std::size_t> coupled_leaf_bytes{};  ///< kv::tree_options (empty: the LLC)
+  std::size_t visit_bytes = kv::tree_options{}.visit_bytes;  ///< kv::tree_options
 };
 
 std::unique_ptr<store> make_tessera_store(const tessera_config& config);
