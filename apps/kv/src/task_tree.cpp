@@ -115,7 +115,7 @@ void prefetch_leaf(const node* leaf, bool write = false) noexcept {
 /// coupled: true with `r` answered if the read validated. False where the ordinary task must read
 /// it, having changed nothing: a primitive without a version, a writer inside, a dead leaf, a key
 /// at or beyond its high key (the task's step restarts, or follows the right link).
-bool lookup_coupled(const node& leaf, request& r) noexcept {
+[[gnu::always_inline]] inline bool lookup_coupled(const node& leaf, request& r) noexcept {
   const auto version = tessera::coupled_begin(&leaf);
   if (!version || leaf.dead() || must_move_right(leaf, r.key)) return false;
   const auto v = leaf_lookup(leaf, r.key);
@@ -147,6 +147,9 @@ enum class step : std::uint8_t {
 
 /// Right links an operation follows before it starts again at the root (see step_towards).
 constexpr std::uint8_t max_right_moves = 2;
+/// step_towards's right-move count once the operation started again at the root for right
+/// moves: it follows right links from then on, however many.
+constexpr std::uint8_t right_moves_restarted = 255;
 
 /// One step towards the node at `level` whose range holds `k`. Returns true when `n` is that
 /// node (alive, k in range); otherwise re-annotates `t` for the next node and returns false.
@@ -156,11 +159,15 @@ constexpr std::uint8_t max_right_moves = 2;
 /// task then starts again at the root).
 ///
 /// `right_moves`, if given, counts the right links followed; past `max_right_moves` the task
-/// starts again at the root instead (the count is reset). A task that read a parent long ago
-/// (it waited in a queue behind thousands of others) may land left of a run of leaves split
-/// since; walking that run costs one execution, and one trip through the queue, per leaf,
-/// while a fresh descent costs the height. Only for targets on level 0, which the root always
-/// reaches.
+/// starts again at the root instead, once per operation (a dead leaf's restart allows another).
+/// A task that read a parent long ago (it waited in a queue behind thousands of others) may
+/// land left of a run of leaves split since; walking that run costs one execution, and one trip
+/// through the queue, per leaf, while a fresh descent costs the height. After that descent the
+/// task follows right links however many: a fresh descent that still lands left of its leaf
+/// met splits whose separators are not in the parent yet (their link tasks pending, e.g. queued
+/// on the worker that owns the parent's pool), and each further restart would take it back to
+/// the same leaf, a loop of root, leaf and right links run until those link tasks ran. Only for
+/// targets on level 0, which the root always reaches.
 ///
 /// Reads `n`, then validates, then changes `t` (and `parent`, `right_moves`): the order that
 /// lets a task declare `validates_first` (tessera/task.h), so that an optimistic read of `n`
@@ -200,8 +207,9 @@ step step_towards(const task_tree& tree, tessera::task& t, tessera::context& ctx
   std::uint8_t next_level = here;
   switch (how) {
     case move::right:
-      if (right_moves != nullptr && ++*right_moves > max_right_moves) {
-        *right_moves = 0;
+      if (right_moves != nullptr && *right_moves != right_moves_restarted &&
+          ++*right_moves > max_right_moves) {
+        *right_moves = right_moves_restarted;
         if (parent != nullptr) *parent = nullptr;
         start_at_root(tree, t, level, mode);
         return step::moved;
@@ -491,7 +499,8 @@ class op_task final : public tessera::task {
   /// links its new right node; nullptr if unknown (the root was a leaf, or the task met a dead
   /// leaf and started again at the root).
   node* m_parent = nullptr;
-  /// Right links followed since the last descent from the root (see step_towards).
+  /// Right links followed since the operation's start, or right_moves_restarted once it started
+  /// again at the root for them (see step_towards).
   std::uint8_t m_right_moves = 0;
 };
 
@@ -502,7 +511,8 @@ class op_task final : public tessera::task {
 /// pool (scheduling, optimistic_scheduled), a holder inside, a dead leaf, a key at or beyond its
 /// high key. A split or an unlink the write needs is a task, spawned from `ctx` after the
 /// writers' side is released (the split itself, like the leaf task's, happens under it).
-bool write_coupled(task_tree& tree, node& leaf, request& r, node* parent, tessera::context& ctx) {
+[[gnu::always_inline]] inline bool write_coupled(task_tree& tree, node& leaf, request& r,
+                                                node* parent, tessera::context& ctx) {
   if (!tessera::coupled_write_begin(&leaf)) return false;
   if (leaf.dead() || must_move_right(leaf, r.key)) {
     tessera::coupled_write_end(&leaf);
@@ -526,10 +536,24 @@ bool write_coupled(task_tree& tree, node& leaf, request& r, node* parent, tesser
 
 /// A request whose leaf was reached coupled (completes_coupled), done in submit(): true if it
 /// completed. `parent`: the branch node above the leaf, if the descent came down through one.
-bool complete_coupled(task_tree& tree, node& leaf, request& r, node* parent,
-                      tessera::context& ctx) {
+[[gnu::always_inline]] inline bool complete_coupled(task_tree& tree, node& leaf, request& r,
+                                                   node* parent, tessera::context& ctx) {
   return r.type == request_type::lookup ? lookup_coupled(leaf, r)
                                         : write_coupled(tree, leaf, r, parent, ctx);
+}
+
+/// Where complete_coupled refused `leaf` because `k` lies at or beyond its high key (a split
+/// whose separator is not in the parent yet: its link task queued, on this worker behind the
+/// running task or on the worker that owns the parent's pool): its right sibling, read through a
+/// validated read in this run, for submit() to try next, as the leaf task's steps would one run
+/// and one trip through the queue each. nullptr where the ordinary task must take it from
+/// `leaf`: `k` within it (a holder inside), a dead leaf, a writer inside, a primitive without a
+/// version (spinlock, rwlatch, scheduling). Out of line: the common case never comes here.
+[[gnu::noinline]] node* right_beyond(const node& leaf, key_type k) noexcept {
+  const auto version = tessera::coupled_begin(&leaf);
+  if (!version || leaf.dead() || !must_move_right(leaf, k)) return nullptr;
+  node* const right = leaf.right();
+  return tessera::coupled_valid(&leaf, *version) ? right : nullptr;
 }
 
 /// submit(requests, ctx) for a tree larger than coupled_leaf_bytes: starts the first (up to 32) of
@@ -667,9 +691,14 @@ void task_tree::submit(request& r, tessera::context* ctx) {
     descend_coupled(*this, n, level, r.key, 0, &parent);
     if (level == 0 && completes_coupled(r.type) && coupled_level() == 0) {
       prefetch_leaf(n, writes);
-      if (complete_coupled(*this, *n, r, parent, *ctx)) {
-        if (r.on_done != nullptr) r.on_done(r);
-        return;
+      for (;;) {
+        if (complete_coupled(*this, *n, r, parent, *ctx)) {
+          if (r.on_done != nullptr) r.on_done(r);
+          return;
+        }
+        node* const right = right_beyond(*n, r.key);
+        if (right == nullptr) break;
+        n = right;
       }
     }
     ctx->spawn(ctx->make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent));
@@ -725,14 +754,21 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
     }
     for (std::size_t j = 0; j < coupled; ++j) {
       request& r = *at_leaf[j];
-      if (complete_coupled(*this, *leaves[j], r, parents[j], ctx)) {
+      node* leaf = leaves[j];
+      bool done = false;
+      while (!(done = complete_coupled(*this, *leaf, r, parents[j], ctx))) {
+        node* const right = right_beyond(*leaf, r.key);
+        if (right == nullptr) break;
+        leaf = right;
+      }
+      if (done) {
         // May end the caller's batch: then every request of the span completed, so this is the
         // last chunk and no task was made in it (see `total`).
         if (r.on_done != nullptr) r.on_done(r);
         continue;
       }
       const access mode = r.type == request_type::lookup ? access::read : access::write;
-      made[tasks++] = ctx.make_task<op_task>(this, &r, leaves[j], mode, parents[j]);
+      made[tasks++] = ctx.make_task<op_task>(this, &r, leaf, mode, parents[j]);
     }
     if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(made.data(), tasks));
     i += m;

@@ -880,3 +880,50 @@ TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) 
     expect_equal_contents(rt, tree, model);
   }
 }
+
+// A request whose key lies beyond the leaf its descent reached (the leaf split earlier in the
+// same run, the separator's link task not run yet) follows the right link in submit and
+// completes there, a lookup and an insert alike. At one worker the link task is queued behind
+// the running task; at two it may run meanwhile (then the descent goes through the new root).
+TEST(task_tree, a_key_beyond_a_leaf_split_in_the_same_run_completes_in_submit) {
+  for (const unsigned workers : {1u, 2u}) {
+    tessera::runtime rt({.workers = workers});
+    kv::task_tree tree(rt);
+    const std::size_t full = kv::node::leaf_capacity;
+    load_strided(rt, tree, full, 2);  // keys 0, 2, ..., one full leaf: the root
+    ASSERT_EQ(tree.height(), 1u);
+    ASSERT_EQ(tree.coupled_level(), 0u);
+    std::atomic<std::size_t> pending{3}, lookups_in{0}, inserts_in{0};
+    task_batch batch{.pending = &pending,
+                     .completed_in_submit = &lookups_in,
+                     .inserts_in_submit = &inserts_in};
+    const kv::key_type last = 2 * (full - 1);
+    kv::request split{.type = kv::request_type::insert, .key = 1, .value = 1,
+                      .on_done = count_batch_done, .user = &batch};
+    kv::request find{.type = kv::request_type::lookup, .key = last,
+                     .on_done = count_batch_done, .user = &batch};
+    kv::request add{.type = kv::request_type::insert, .key = last + 1, .value = last + 1,
+                    .on_done = count_batch_done, .user = &batch};
+    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+      submitting = &batch;
+      tree.submit(split, &ctx);
+      tree.submit(find, &ctx);
+      tree.submit(std::span<kv::request>(&add, 1), ctx);
+      submitting = nullptr;
+    }));
+    rt.wait_idle();
+    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+    EXPECT_EQ(lookups_in.load(), 1u) << workers << " workers: the lookup took a task";
+    EXPECT_EQ(inserts_in.load(), 2u) << workers << " workers: an insert took a task";
+    EXPECT_EQ(find.status, kv::request_status::ok);
+    EXPECT_EQ(find.value, last);
+    EXPECT_EQ(add.status, kv::request_status::ok);
+    EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
+    std::map<kv::key_type, kv::value_t> model;
+    for (std::size_t i = 0; i < full; ++i) model[2 * i] = 2 * i;
+    model[1] = 1;
+    model[last + 1] = last + 1;
+    expect_consistent(tree, model);
+    expect_equal_contents(rt, tree, model);
+  }
+}
