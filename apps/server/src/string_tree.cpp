@@ -279,9 +279,19 @@ string_tree::pending_link split(string_tree& tree, leaf& l) {
 }
 
 /// Where a descending task is: the level of the node it is annotated with (0: a leaf), the
-/// right links followed since its last descent from the root, and the level-1 node it came
-/// down from to a leaf (where a split of that leaf posts its separator; nullptr: unknown).
+/// right links followed since its last descent from the root (or `restarted`), and the level-1
+/// node it came down from to a leaf (where a split of that leaf posts its separator; nullptr:
+/// unknown).
+///
+/// Past string_tree::max_right_moves right links a task starts again at the root, once: a task
+/// that read a parent long ago may land left of a run of leaves split since, and a fresh descent
+/// costs the height where the run costs a run per leaf. After that descent it follows right
+/// links however many (`restarted`): a fresh descent that still lands left of its node met
+/// splits whose separators are not in the parent yet (their link tasks pending, e.g. queued on
+/// the worker that owns the parent's pool), and each further restart would take it back to the
+/// same node, a loop of root, node and right links until those link tasks ran.
 struct route {
+  static constexpr std::uint8_t restarted = 255;
   std::uint8_t level = 0;
   std::uint8_t right_moves = 0;
   inner_node* parent = nullptr;
@@ -366,8 +376,9 @@ step descend(const string_tree& tree, tessera::task& t, tessera::context& ctx, i
     next_level = here;
   }
   if (next_level == here) {
-    if (++r.right_moves > string_tree::max_right_moves) {
+    if (r.right_moves != route::restarted && ++r.right_moves > string_tree::max_right_moves) {
       start_at_root(tree, t, r, key, target, mode);
+      r.right_moves = route::restarted;
       return step::moved;
     }
   } else {
@@ -378,11 +389,16 @@ step descend(const string_tree& tree, tessera::task& t, tessera::context& ctx, i
   return step::moved;
 }
 
-/// At a leaf the key lies beyond: follow the right link, or start again at the root.
+/// At a leaf the key lies beyond: follow the right link, or start again at the root (see route).
 void move_right(const string_tree& tree, tessera::task& t, route& r, const leaf& l,
                 std::string_view key, access mode) noexcept {
-  if (++r.right_moves > string_tree::max_right_moves || l.right == nullptr) {
+  if (l.right == nullptr) {  // a validated leaf the key lies beyond has one; a guard
     start_at_root(tree, t, r, key, 0, mode);
+    return;
+  }
+  if (r.right_moves != route::restarted && ++r.right_moves > string_tree::max_right_moves) {
+    start_at_root(tree, t, r, key, 0, mode);
+    r.right_moves = route::restarted;
     return;
   }
   visit(t, r, l.right, 0, 0, mode);

@@ -480,7 +480,8 @@ class string_tree {
   static constexpr std::int64_t inner_bytes = sizeof(inner_node) + 64;
   /// Right links an operation follows before it starts again at the root: a task that waited
   /// long in a queue may land left of a run of nodes split since; a fresh descent costs the
-  /// height, a walk along the run one execution per node.
+  /// height, a walk along the run one execution per node. Once per operation: after that
+  /// descent it follows right links however many (string_tree.cpp, `route`).
   static constexpr std::uint8_t max_right_moves = 2;
 
   explicit string_tree(tessera::runtime& rt);
