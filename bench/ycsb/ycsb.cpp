@@ -391,7 +391,7 @@ const registration ycsb_benchmark({
                   0, 1 << 20),
          int_flag("visit-bytes", static_cast<std::int64_t>(kv::tree_options{}.visit_bytes),
                   "tessera: bytes of a node each visit annotates and so prefetches, from its start "
-                  "(kv::tree_options::visit_bytes)",
+                  "(kv::tree_options::visit_bytes; 0: only the resource header line before the node)",
                   0, static_cast<std::int64_t>(sizeof(kv::node))),
          string_flag("coupled-leaf-kib", "llc",
                      "tessera: every level read coupled, and lookups read their leaf in the "
