@@ -606,8 +606,10 @@ TEST_P(parallel_for_test, loops_from_several_threads_at_once) {
   auto& r = start();
   const int loops = static_cast<int>(scaled(300, 50));
   std::atomic<std::uint64_t> total{0};
+  constexpr int callers_count = 4;
   std::vector<std::thread> callers;
-  for (int t = 0; t < 4; ++t) {
+  callers.reserve(callers_count);
+  for (int t = 0; t < callers_count; ++t) {
     callers.emplace_back([&] {
       for (int k = 0; k < loops; ++k) {
         parallel_for(r, 0, 1000, [&](std::size_t f, std::size_t l) {
@@ -621,7 +623,7 @@ TEST_P(parallel_for_test, loops_from_several_threads_at_once) {
     });
   }
   for (auto& c : callers) c.join();
-  EXPECT_EQ(total.load(), 4u * 2000u * static_cast<std::uint64_t>(loops));
+  EXPECT_EQ(total.load(), std::uint64_t{callers_count} * 2000u * static_cast<std::uint64_t>(loops));
 }
 
 TEST_P(parallel_for_test, a_stop_requested_by_the_body_ends_the_loop_early_without_an_exception) {
