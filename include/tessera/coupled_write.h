@@ -37,14 +37,53 @@
 // optimistic readers: make them with racy_store or atomics as the object's tasks do.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
+#include "tessera/detail/latch_word.h"
+#include "tessera/detail/resource_header.h"
+#include "tessera/resource.h"
+
 namespace tessera {
 
 /// Takes the writers' side of `object`'s primitive without waiting (see above): true if the
 /// caller may now write it, until coupled_write_end; false where the primitive refuses or another
-/// holds it, having changed nothing.
-[[nodiscard]] bool coupled_write_begin(void* object) noexcept;
+/// holds it, having changed nothing. Inline (as the end), so that a caller's fast path does not
+/// depend on link-time optimization; `none` (a runtime of one worker) is tested first.
+[[nodiscard]] inline bool coupled_write_begin(void* object) noexcept {
+  detail::resource_header& h = *detail::resource_header::of(object);
+  const primitive applied = h.applied;
+  if (applied == primitive::none) [[likely]]
+    return true;
+  switch (applied) {
+    case primitive::optimistic_latch:
+      if (!detail::try_write_lock(h)) return false;
+      (void)detail::begin_write(h);  // odd; end_write's even value is read back in end
+      return true;
+    case primitive::spinlock: return detail::spin_try_lock(h);
+    case primitive::rwlatch: return detail::try_write_lock(h);
+    default: return false;  // scheduling, optimistic_scheduled: serialized by the pool
+  }
+}
 
 /// Ends a write begun by a successful coupled_write_begin(object) on this thread.
-void coupled_write_end(void* object) noexcept;
+inline void coupled_write_end(void* object) noexcept {
+  detail::resource_header& h = *detail::resource_header::of(object);
+  const primitive applied = h.applied;
+  if (applied == primitive::none) [[likely]]
+    return;
+  switch (applied) {
+    case primitive::optimistic_latch: {
+      // Relaxed: only the holder of the latch writes the version.
+      const std::uint64_t odd = h.version.load(std::memory_order_relaxed);
+      detail::end_write(h, odd - 1);
+      detail::write_unlock(h);
+      return;
+    }
+    case primitive::spinlock: detail::spin_unlock(h); return;
+    case primitive::rwlatch: detail::write_unlock(h); return;
+    default: return;
+  }
+}
 
 }  // namespace tessera

@@ -1,4 +1,6 @@
-// src/sync/latch.h — the latches and the version protocol the worker wraps around tasks.
+// src/sync/latch.h — the latches and the version protocol the worker wraps around tasks: the
+// waiting operations here, the non-waiting ones (unlock, one try of the writers' side, the
+// writer's version steps) in tessera/detail/latch_word.h, shared with coupled writes.
 //
 // All operate on a resource's header (tessera/detail/resource_header.h):
 // - spinlock on `latch` (0 free, 1 held): test-and-test-and-set.
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "tessera/detail/latch_word.h"
 #include "tessera/detail/resource_header.h"
 #include "tessera/detail/version_fence.h"
 #include "util/compiler.h"
@@ -61,12 +64,6 @@ inline void spin_lock(resource_header& h) noexcept {
     while (h.latch.load(std::memory_order_relaxed) != 0) b.wait();
   }
 }
-inline void spin_unlock(resource_header& h) noexcept {
-  h.latch.store(0, std::memory_order_release);  // release: publish our writes to the next holder
-}
-
-inline constexpr std::uint32_t rw_writer = 1u << 31;
-inline constexpr std::uint32_t rw_waiting = 1u << 30;
 
 inline void read_lock(resource_header& h) noexcept {
   backoff b;
@@ -113,21 +110,6 @@ TESSERA_ALWAYS_INLINE void write_lock(resource_header& h) noexcept {
     return;
   }
   write_lock_wait(h);
-}
-inline void write_unlock(resource_header& h) noexcept {
-  h.latch.store(0, std::memory_order_release);  // release: publish our writes
-}
-
-/// Writer side of the version protocol; the caller already excludes other writers.
-inline std::uint64_t begin_write(resource_header& h) noexcept {
-  const std::uint64_t v = h.version.load(std::memory_order_relaxed);
-  h.version.store(v + 1, std::memory_order_relaxed);
-  // release fence: the odd version is ordered before every data write that follows.
-  version_release_fence();
-  return v;
-}
-inline void end_write(resource_header& h, std::uint64_t v) noexcept {
-  h.version.store(v + 2, std::memory_order_release);  // release: data writes before even version
 }
 
 /// Reader side: an even version to validate against later (spins while a writer is inside).

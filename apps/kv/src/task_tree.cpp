@@ -378,13 +378,29 @@ class unlink_task final : public tessera::task {
   phase m_phase = phase::unhook;
 };
 
+/// insert_at_leaf where `leaf` is full: splits it, inserts `r` into the half covering its key,
+/// and returns the link task (see insert_at_leaf). Out of line: one insert in a few dozen splits,
+/// and kept apart its register saves stay off the inserts that do not.
+[[gnu::noinline]] tessera::task* split_and_insert(task_tree& tree, node& leaf, request& r,
+                                                  node* parent, tessera::context& ctx) {
+  node* right = tree.make_node(node_kind::leaf, 0);
+  const key_type sep = split(leaf, *right);
+  const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
+  (void)i;  // absent before the split, so inserted now
+  r.status = request_status::ok;
+  auto* link = ctx.make_task<link_task>(&tree, &leaf, sep, right, 0);
+  if (parent != nullptr) link->start_at(parent);
+  return link;
+}
+
 /// Inserts (or upserts) `r` into `leaf`, which covers its key and whose writers' side the caller
 /// holds (a task annotated as its writer, or a coupled write). A full leaf is split: its new
 /// right node is linked as its sibling at once, and the task that links the separator into the
 /// parent is returned for the caller to spawn (starting at `parent`, the branch node the caller
 /// came down from, if known; else at the root); nullptr when no split was needed.
-tessera::task* insert_at_leaf(task_tree& tree, node& leaf, request& r, node* parent,
-                              tessera::context& ctx) {
+[[gnu::always_inline]] inline tessera::task* insert_at_leaf(task_tree& tree, node& leaf,
+                                                            request& r, node* parent,
+                                                            tessera::context& ctx) {
   if (r.type == request_type::upsert) {
     if (leaf_upsert(leaf, r.key, r.value) != upsert_result::full) {
       r.status = request_status::ok;
@@ -397,14 +413,7 @@ tessera::task* insert_at_leaf(task_tree& tree, node& leaf, request& r, node* par
       return nullptr;
     }
   }
-  node* right = tree.make_node(node_kind::leaf, 0);
-  const key_type sep = split(leaf, *right);
-  const insert_result i = leaf_insert(r.key < sep ? leaf : *right, r.key, r.value);
-  (void)i;  // absent before the split, so inserted now
-  r.status = request_status::ok;
-  auto* link = ctx.make_task<link_task>(&tree, &leaf, sep, right, 0);
-  if (parent != nullptr) link->start_at(parent);
-  return link;
+  return split_and_insert(tree, leaf, r, parent, ctx);
 }
 
 /// Removes `r`'s key from `leaf` (covering it, its writers' side held as for insert_at_leaf).
@@ -556,6 +565,29 @@ class op_task final : public tessera::task {
   return tessera::coupled_valid(&leaf, *version) ? right : nullptr;
 }
 
+/// A request whose leaf `leaf` was reached coupled in submit() (completes_coupled, the tree
+/// within coupled_leaf_bytes; `parent` the branch node above it, if the descent came down through
+/// one): done there if it can be, following right links while its key lies beyond the leaf
+/// (right_beyond), and its on_done run: returns nullptr. Where the last leaf reached refuses (a
+/// holder inside, a primitive that keeps writers in its pool or no version), returns the
+/// request's task, made at that leaf, for the caller to spawn. After the on_done the request may
+/// belong to the caller again: it is not touched.
+[[gnu::always_inline]] inline tessera::task* complete_or_task(task_tree& tree, node* leaf,
+                                                              request& r, node* parent,
+                                                              tessera::context& ctx) {
+  for (;;) {
+    if (complete_coupled(tree, *leaf, r, parent, ctx)) {
+      if (r.on_done != nullptr) r.on_done(r);
+      return nullptr;
+    }
+    node* const right = right_beyond(*leaf, r.key);
+    if (right == nullptr) break;
+    leaf = right;
+  }
+  const access mode = r.type == request_type::lookup ? access::read : access::write;
+  return ctx.make_task<op_task>(&tree, &r, leaf, mode, parent);
+}
+
 /// submit(requests, ctx) for a tree larger than coupled_leaf_bytes: starts the first (up to 32) of
 /// `requests`, one task each, their coupled levels read level by level for the whole group;
 /// returns how many it started.
@@ -691,15 +723,8 @@ void task_tree::submit(request& r, tessera::context* ctx) {
     descend_coupled(*this, n, level, r.key, 0, &parent);
     if (level == 0 && completes_coupled(r.type) && coupled_level() == 0) {
       prefetch_leaf(n, writes);
-      for (;;) {
-        if (complete_coupled(*this, *n, r, parent, *ctx)) {
-          if (r.on_done != nullptr) r.on_done(r);
-          return;
-        }
-        node* const right = right_beyond(*n, r.key);
-        if (right == nullptr) break;
-        n = right;
-      }
+      if (tessera::task* t = complete_or_task(*this, n, r, parent, *ctx)) ctx->spawn(t);
+      return;
     }
     ctx->spawn(ctx->make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent));
     return;
@@ -710,29 +735,28 @@ void task_tree::submit(request& r, tessera::context* ctx) {
 }
 
 void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
+  const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
+                                              // touched no more (the caller may reuse it)
+  if (coupled_level() != 0) {
+    for (std::size_t i = 0; i < total;) i += descend_together(*this, requests.subspan(i), ctx);
+    return;
+  }
   // Tasks made and spawned in groups of `chunk`: a few cache lines of pointers on the stack.
   // A chunk goes in two passes: the first descends the coupled levels of each request, makes the
-  // task of every request that needs one and prefetches the leaf of each lookup or update that
-  // will be done coupled; the second reads or writes those leaves (their misses overlap those of
-  // the chunk's other leaves, as the prefetch window's do for tasks) and makes a task where a
-  // read did not validate or a leaf's writers' side was taken.
+  // task of every request that needs one and prefetches the leaf of each one that will be done
+  // coupled; the second reads or writes those leaves (their misses overlap those of the chunk's
+  // other leaves, as the prefetch window's do for tasks) and makes a task where a read did not
+  // validate or a leaf's writers' side was taken.
   constexpr std::size_t chunk = 32;
   std::array<tessera::task*, chunk> made;
   std::array<request*, chunk> at_leaf;  // done coupled at their leaf (second pass)
   std::array<node*, chunk> leaves;
   std::array<node*, chunk> parents;  // the branch node above each of `leaves`, if any
-  const bool leaves_coupled = coupled_level() == 0;
-  const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
-                                              // touched no more (the caller may reuse it)
   std::size_t i = 0;
   while (i < total) {
     const std::size_t m = std::min(chunk, total - i);
     std::size_t tasks = 0;
     std::size_t coupled = 0;
-    if (!leaves_coupled) {
-      i += descend_together(*this, requests.subspan(i, m), ctx);
-      continue;
-    }
     for (std::size_t j = 0; j < m; ++j) {
       request& r = requests[i + j];
       r.scanned = 0;
@@ -741,7 +765,7 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
       std::uint8_t level = n->level();
       node* parent = nullptr;
       descend_coupled(*this, n, level, r.key, 0, &parent);
-      if (leaves_coupled && level == 0 && completes_coupled(r.type)) {
+      if (level == 0 && completes_coupled(r.type)) {
         prefetch_leaf(n, r.type != request_type::lookup);
         at_leaf[coupled] = &r;
         parents[coupled] = parent;
@@ -752,23 +776,11 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
       const access mode = writes ? access::write : access::read;
       made[tasks++] = ctx.make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent);
     }
+    // A completion may end the caller's batch: then every request of the span completed, so this
+    // is the last chunk and no task was made in it (see `total`).
     for (std::size_t j = 0; j < coupled; ++j) {
-      request& r = *at_leaf[j];
-      node* leaf = leaves[j];
-      bool done = false;
-      while (!(done = complete_coupled(*this, *leaf, r, parents[j], ctx))) {
-        node* const right = right_beyond(*leaf, r.key);
-        if (right == nullptr) break;
-        leaf = right;
-      }
-      if (done) {
-        // May end the caller's batch: then every request of the span completed, so this is the
-        // last chunk and no task was made in it (see `total`).
-        if (r.on_done != nullptr) r.on_done(r);
-        continue;
-      }
-      const access mode = r.type == request_type::lookup ? access::read : access::write;
-      made[tasks++] = ctx.make_task<op_task>(this, &r, leaf, mode, parents[j]);
+      if (tessera::task* t = complete_or_task(*this, leaves[j], *at_leaf[j], parents[j], ctx))
+        made[tasks++] = t;
     }
     if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(made.data(), tasks));
     i += m;
