@@ -816,6 +816,45 @@ TEST(task_tree, an_update_whose_leaf_is_held_takes_a_task) {
   expect_equal_contents(rt, tree, model);
 }
 
+/// A tree whose root is one full leaf (keys 0, 2, ..., 2 x (leaf_capacity - 1), each with
+/// value = key), within the leaf budget, with its model and a batch of counters for requests
+/// submitted from a task: what the tests of splits in submit() start from. Check ready() first.
+struct full_root_leaf {
+  static constexpr std::size_t full = kv::node::leaf_capacity;
+
+  explicit full_root_leaf(unsigned workers) : rt({.workers = workers}), tree(rt) {
+    load_strided(rt, tree, full, 2);
+    for (std::size_t i = 0; i < full; ++i) model[2 * i] = 2 * i;
+  }
+  /// One leaf, the root, read coupled (the precondition of every such test).
+  [[nodiscard]] testing::AssertionResult ready() const {
+    if (tree.height() != 1) return testing::AssertionFailure() << "height " << tree.height();
+    if (tree.coupled_level() != 0)
+      return testing::AssertionFailure() << "coupled level " << int{tree.coupled_level()};
+    return testing::AssertionSuccess();
+  }
+  /// Runs `submit(ctx)` in a task whose submits count as this batch's, and waits.
+  template <class F>
+  void submit_from_task(F submit) {
+    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
+      submitting = &batch;
+      submit(ctx);
+      submitting = nullptr;
+    }));
+    rt.wait_idle();
+  }
+
+  tessera::runtime rt;
+  kv::task_tree tree;
+  std::map<kv::key_type, kv::value_t> model;
+  std::atomic<std::size_t> pending{0}, lookups_in{0}, updates_in{0}, inserts_in{0}, others_in{0};
+  task_batch batch{.pending = &pending,
+                   .completed_in_submit = &lookups_in,
+                   .updates_in_submit = &updates_in,
+                   .inserts_in_submit = &inserts_in,
+                   .others_in_submit = &others_in};
+};
+
 // An insert into a full leaf submitted from a task, in a tree within the leaf budget, completes
 // inside submit: the leaf is split there (its new right node linked at once) and the separator's
 // link task runs after. Removing every key of the new right leaf the same way empties it, and
@@ -823,32 +862,20 @@ TEST(task_tree, an_update_whose_leaf_is_held_takes_a_task) {
 // leaves: optimistic_latch).
 TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) {
   for (const unsigned workers : {1u, 2u}) {
-    tessera::runtime rt({.workers = workers});
-    kv::task_tree tree(rt);
-    const std::size_t full = kv::node::leaf_capacity;
-    load_strided(rt, tree, full, 2);  // keys 0, 2, ..., one full leaf: the root
-    ASSERT_EQ(tree.height(), 1u);
-    ASSERT_EQ(tree.coupled_level(), 0u);
-    std::atomic<std::size_t> pending{1}, lookups_in{0}, updates_in{0}, inserts_in{0}, others_in{0};
-    task_batch batch{.pending = &pending,
-                     .completed_in_submit = &lookups_in,
-                     .updates_in_submit = &updates_in,
-                     .inserts_in_submit = &inserts_in,
-                     .others_in_submit = &others_in};
+    full_root_leaf f(workers);
+    ASSERT_TRUE(f.ready());
+    tessera::runtime& rt = f.rt;
+    kv::task_tree& tree = f.tree;
+    std::map<kv::key_type, kv::value_t>& model = f.model;
+    std::atomic<std::size_t>& pending = f.pending;
+    pending.store(1);
     kv::request insert{.type = kv::request_type::insert, .key = 1, .value = 1,
-                       .on_done = count_batch_done, .user = &batch};
-    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
-      submitting = &batch;
-      tree.submit(insert, &ctx);
-      submitting = nullptr;
-    }));
-    rt.wait_idle();
+                       .on_done = count_batch_done, .user = &f.batch};
+    f.submit_from_task([&](tessera::context& ctx) { tree.submit(insert, &ctx); });
     ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
-    EXPECT_EQ(inserts_in.load(), 1u) << workers << " workers: the insert took a task";
+    EXPECT_EQ(f.inserts_in.load(), 1u) << workers << " workers: the insert took a task";
     EXPECT_EQ(insert.status, kv::request_status::ok);
     EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
-    std::map<kv::key_type, kv::value_t> model;
-    for (std::size_t i = 0; i < full; ++i) model[2 * i] = 2 * i;
     model[1] = 1;
     expect_consistent(tree, model);
     expect_equal_contents(rt, tree, model);
@@ -859,18 +886,14 @@ TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) 
     for (const auto& [k, v] : model) {
       if (k >= sep)
         removes.push_back({.type = kv::request_type::remove, .key = k,
-                           .on_done = count_batch_done, .user = &batch});
+                           .on_done = count_batch_done, .user = &f.batch});
     }
     ASSERT_FALSE(removes.empty());
     pending.store(removes.size());
-    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
-      submitting = &batch;
-      tree.submit(std::span<kv::request>(removes), ctx);
-      submitting = nullptr;
-    }));
-    rt.wait_idle();
+    f.submit_from_task(
+        [&](tessera::context& ctx) { tree.submit(std::span<kv::request>(removes), ctx); });
     ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
-    EXPECT_EQ(others_in.load(), removes.size()) << workers << " workers: a remove took a task";
+    EXPECT_EQ(f.others_in.load(), removes.size()) << workers << " workers: a remove took a task";
     for (const kv::request& r : removes) {
       EXPECT_EQ(r.status, kv::request_status::ok) << r.key;
       model.erase(r.key);
@@ -887,40 +910,32 @@ TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) 
 // the running task; at two it may run meanwhile (then the descent goes through the new root).
 TEST(task_tree, a_key_beyond_a_leaf_split_in_the_same_run_completes_in_submit) {
   for (const unsigned workers : {1u, 2u}) {
-    tessera::runtime rt({.workers = workers});
-    kv::task_tree tree(rt);
-    const std::size_t full = kv::node::leaf_capacity;
-    load_strided(rt, tree, full, 2);  // keys 0, 2, ..., one full leaf: the root
-    ASSERT_EQ(tree.height(), 1u);
-    ASSERT_EQ(tree.coupled_level(), 0u);
-    std::atomic<std::size_t> pending{3}, lookups_in{0}, inserts_in{0};
-    task_batch batch{.pending = &pending,
-                     .completed_in_submit = &lookups_in,
-                     .inserts_in_submit = &inserts_in};
-    const kv::key_type last = 2 * (full - 1);
+    full_root_leaf f(workers);
+    ASSERT_TRUE(f.ready());
+    tessera::runtime& rt = f.rt;
+    kv::task_tree& tree = f.tree;
+    std::map<kv::key_type, kv::value_t>& model = f.model;
+    std::atomic<std::size_t>& pending = f.pending;
+    pending.store(3);
+    const kv::key_type last = 2 * (full_root_leaf::full - 1);
     kv::request split{.type = kv::request_type::insert, .key = 1, .value = 1,
-                      .on_done = count_batch_done, .user = &batch};
+                      .on_done = count_batch_done, .user = &f.batch};
     kv::request find{.type = kv::request_type::lookup, .key = last,
-                     .on_done = count_batch_done, .user = &batch};
+                     .on_done = count_batch_done, .user = &f.batch};
     kv::request add{.type = kv::request_type::insert, .key = last + 1, .value = last + 1,
-                    .on_done = count_batch_done, .user = &batch};
-    rt.spawn(rt.make_task_from([&](tessera::context& ctx) {
-      submitting = &batch;
+                    .on_done = count_batch_done, .user = &f.batch};
+    f.submit_from_task([&](tessera::context& ctx) {
       tree.submit(split, &ctx);
       tree.submit(find, &ctx);
       tree.submit(std::span<kv::request>(&add, 1), ctx);
-      submitting = nullptr;
-    }));
-    rt.wait_idle();
+    });
     ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
-    EXPECT_EQ(lookups_in.load(), 1u) << workers << " workers: the lookup took a task";
-    EXPECT_EQ(inserts_in.load(), 2u) << workers << " workers: an insert took a task";
+    EXPECT_EQ(f.lookups_in.load(), 1u) << workers << " workers: the lookup took a task";
+    EXPECT_EQ(f.inserts_in.load(), 2u) << workers << " workers: an insert took a task";
     EXPECT_EQ(find.status, kv::request_status::ok);
     EXPECT_EQ(find.value, last);
     EXPECT_EQ(add.status, kv::request_status::ok);
     EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
-    std::map<kv::key_type, kv::value_t> model;
-    for (std::size_t i = 0; i < full; ++i) model[2 * i] = 2 * i;
     model[1] = 1;
     model[last + 1] = last + 1;
     expect_consistent(tree, model);
