@@ -84,8 +84,8 @@ class batch_driver final : public task {
     for (std::uint32_t i = 0; i < count; ++i) {
       kv::request& r = slot.requests[i];
       const ::ycsb::operation& op = p.ops[first + i];
-      // Only what the request's type reads is written: the tree sets the status (and scanned)
-      // of every request, and the checks read a lookup's value only when it found the key.
+      // Only what the request's type reads is written: the tree sets the status of every request
+      // (and a scan's scanned), and the checks read a lookup's value only when it found the key.
       r.key = op.key;
       r.on_done = on_request_done;
       r.user = &slot;

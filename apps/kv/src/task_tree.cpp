@@ -759,8 +759,6 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
     std::size_t coupled = 0;
     for (std::size_t j = 0; j < m; ++j) {
       request& r = requests[i + j];
-      r.scanned = 0;
-      r.scan_from = r.key;
       node* n = load_root();
       std::uint8_t level = n->level();
       node* parent = nullptr;
@@ -772,6 +770,9 @@ void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
         leaves[coupled++] = n;
         continue;
       }
+      // Scan progress: only a scan's task reads it (the requests done coupled are never scans).
+      r.scanned = 0;
+      r.scan_from = r.key;
       const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
       const access mode = writes ? access::write : access::read;
       made[tasks++] = ctx.make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent);
