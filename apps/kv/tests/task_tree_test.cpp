@@ -864,43 +864,39 @@ TEST(task_tree, a_split_and_an_unlink_submitted_from_a_task_complete_in_submit) 
   for (const unsigned workers : {1u, 2u}) {
     full_root_leaf f(workers);
     ASSERT_TRUE(f.ready());
-    tessera::runtime& rt = f.rt;
-    kv::task_tree& tree = f.tree;
-    std::map<kv::key_type, kv::value_t>& model = f.model;
-    std::atomic<std::size_t>& pending = f.pending;
-    pending.store(1);
+    f.pending.store(1);
     kv::request insert{.type = kv::request_type::insert, .key = 1, .value = 1,
                        .on_done = count_batch_done, .user = &f.batch};
-    f.submit_from_task([&](tessera::context& ctx) { tree.submit(insert, &ctx); });
-    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+    f.submit_from_task([&](tessera::context& ctx) { f.tree.submit(insert, &ctx); });
+    ASSERT_EQ(f.pending.load(std::memory_order_acquire), 0u);
     EXPECT_EQ(f.inserts_in.load(), 1u) << workers << " workers: the insert took a task";
     EXPECT_EQ(insert.status, kv::request_status::ok);
-    EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
-    model[1] = 1;
-    expect_consistent(tree, model);
-    expect_equal_contents(rt, tree, model);
+    EXPECT_EQ(f.tree.height(), 2u) << "the separator was not linked";
+    f.model[1] = 1;
+    expect_consistent(f.tree, f.model);
+    expect_equal_contents(f.rt, f.tree, f.model);
 
     // The right leaf's keys: from the root's separator up.
-    const kv::key_type sep = tree.root()->key(0);
+    const kv::key_type sep = f.tree.root()->key(0);
     std::vector<kv::request> removes;
-    for (const auto& [k, v] : model) {
+    for (const auto& [k, v] : f.model) {
       if (k >= sep)
         removes.push_back({.type = kv::request_type::remove, .key = k,
                            .on_done = count_batch_done, .user = &f.batch});
     }
     ASSERT_FALSE(removes.empty());
-    pending.store(removes.size());
+    f.pending.store(removes.size());
     f.submit_from_task(
-        [&](tessera::context& ctx) { tree.submit(std::span<kv::request>(removes), ctx); });
-    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+        [&](tessera::context& ctx) { f.tree.submit(std::span<kv::request>(removes), ctx); });
+    ASSERT_EQ(f.pending.load(std::memory_order_acquire), 0u);
     EXPECT_EQ(f.others_in.load(), removes.size()) << workers << " workers: a remove took a task";
     for (const kv::request& r : removes) {
       EXPECT_EQ(r.status, kv::request_status::ok) << r.key;
-      model.erase(r.key);
+      f.model.erase(r.key);
     }
-    EXPECT_EQ(tree.retired_nodes(), 1u) << "the emptied leaf was not unlinked";
-    expect_consistent(tree, model);
-    expect_equal_contents(rt, tree, model);
+    EXPECT_EQ(f.tree.retired_nodes(), 1u) << "the emptied leaf was not unlinked";
+    expect_consistent(f.tree, f.model);
+    expect_equal_contents(f.rt, f.tree, f.model);
   }
 }
 
@@ -912,11 +908,7 @@ TEST(task_tree, a_key_beyond_a_leaf_split_in_the_same_run_completes_in_submit) {
   for (const unsigned workers : {1u, 2u}) {
     full_root_leaf f(workers);
     ASSERT_TRUE(f.ready());
-    tessera::runtime& rt = f.rt;
-    kv::task_tree& tree = f.tree;
-    std::map<kv::key_type, kv::value_t>& model = f.model;
-    std::atomic<std::size_t>& pending = f.pending;
-    pending.store(3);
+    f.pending.store(3);
     const kv::key_type last = 2 * (full_root_leaf::full - 1);
     kv::request split{.type = kv::request_type::insert, .key = 1, .value = 1,
                       .on_done = count_batch_done, .user = &f.batch};
@@ -925,20 +917,20 @@ TEST(task_tree, a_key_beyond_a_leaf_split_in_the_same_run_completes_in_submit) {
     kv::request add{.type = kv::request_type::insert, .key = last + 1, .value = last + 1,
                     .on_done = count_batch_done, .user = &f.batch};
     f.submit_from_task([&](tessera::context& ctx) {
-      tree.submit(split, &ctx);
-      tree.submit(find, &ctx);
-      tree.submit(std::span<kv::request>(&add, 1), ctx);
+      f.tree.submit(split, &ctx);
+      f.tree.submit(find, &ctx);
+      f.tree.submit(std::span<kv::request>(&add, 1), ctx);
     });
-    ASSERT_EQ(pending.load(std::memory_order_acquire), 0u);
+    ASSERT_EQ(f.pending.load(std::memory_order_acquire), 0u);
     EXPECT_EQ(f.lookups_in.load(), 1u) << workers << " workers: the lookup took a task";
     EXPECT_EQ(f.inserts_in.load(), 2u) << workers << " workers: an insert took a task";
     EXPECT_EQ(find.status, kv::request_status::ok);
     EXPECT_EQ(find.value, last);
     EXPECT_EQ(add.status, kv::request_status::ok);
-    EXPECT_EQ(tree.height(), 2u) << "the separator was not linked";
-    model[1] = 1;
-    model[last + 1] = last + 1;
-    expect_consistent(tree, model);
-    expect_equal_contents(rt, tree, model);
+    EXPECT_EQ(f.tree.height(), 2u) << "the separator was not linked";
+    f.model[1] = 1;
+    f.model[last + 1] = last + 1;
+    expect_consistent(f.tree, f.model);
+    expect_equal_contents(f.rt, f.tree, f.model);
   }
 }
