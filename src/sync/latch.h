@@ -102,13 +102,7 @@ TESSERA_NOINLINE inline void write_lock_wait(resource_header& h) noexcept {
 /// same function GCC keeps the whole of it out of line, a call per writer task under rwlatch and
 /// optimistic_latch (~17 instructions an operation, callgrind, tessera-bench sync --mix 0/100).
 TESSERA_ALWAYS_INLINE void write_lock(resource_header& h) noexcept {
-  std::uint32_t x = h.latch.load(std::memory_order_relaxed);
-  // acquire: see the previous holders' changes.
-  if ((x & ~rw_waiting) == 0 &&
-      h.latch.compare_exchange_strong(x, rw_writer, std::memory_order_acquire,
-                                      std::memory_order_relaxed)) [[likely]] {
-    return;
-  }
+  if (try_write_lock(h)) [[likely]] return;  // acquire inside: see the previous holders' changes
   write_lock_wait(h);
 }
 

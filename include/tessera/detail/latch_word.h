@@ -36,8 +36,9 @@ inline void spin_unlock(resource_header& h) noexcept {
 }
 
 /// The exclusive side of the reader/writer latch, if no reader or writer holds it (one try: a
-/// waiting writer's bit is taken over, as the waiting write lock does).
-inline bool try_write_lock(resource_header& h) noexcept {
+/// waiting writer's bit is taken over, as the waiting write lock does). Always inline: it is the
+/// fast path of src/sync/latch.h's write_lock and of coupled_write_begin.
+[[gnu::always_inline]] inline bool try_write_lock(resource_header& h) noexcept {
   std::uint32_t x = h.latch.load(std::memory_order_relaxed);
   if ((x & ~rw_waiting) != 0) return false;
   // acquire: see the previous holders' changes.
