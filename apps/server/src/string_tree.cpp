@@ -843,7 +843,7 @@ class multi_task final : public leaf_task {
       descend_coupled(node, level, m_ops[i]->key, 0, r);
       if (level != 0) continue;
       const char* const p = static_cast<const char*>(node);
-      __builtin_prefetch(p - 64);  // tessera's resource header (coupled_write_begin)
+      __builtin_prefetch(tessera::header_of(node));  // what coupled_write_begin reads first
       __builtin_prefetch(p);
       __builtin_prefetch(p + 64);
       m_found[i] = found_leaf{static_cast<leaf*>(node), r.parent};
