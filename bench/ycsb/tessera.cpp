@@ -62,6 +62,7 @@ struct phase_state {
   alignas(64) std::atomic<std::uint64_t> completed{0};
 };
 
+void finish_batch(batch_slot& slot);
 void on_request_done(kv::request& r);
 void on_rmw_read_done(kv::request& r);
 
@@ -81,6 +82,7 @@ class batch_driver final : public task {
     slot.count = count;
     // relaxed: each submit below publishes it (with the request) to the completing worker.
     slot.remaining.store(count, std::memory_order_relaxed);
+    bool read_modify_writes = false;
     for (std::uint32_t i = 0; i < count; ++i) {
       kv::request& r = slot.requests[i];
       const ::ycsb::operation& op = p.ops[first + i];
@@ -98,6 +100,7 @@ class batch_driver final : public task {
         case op_type::read_modify_write:
           r.type = kv::request_type::lookup;
           r.on_done = on_rmw_read_done;
+          read_modify_writes = true;
           break;
         case op_type::update:
           r.type = kv::request_type::update;
@@ -111,8 +114,20 @@ class batch_driver final : public task {
         case op_type::remove: r.type = kv::request_type::remove; break;
       }
     }
-    // After this the slot may already be reused (its batch completed): touch nothing of it.
-    p.tree->submit(std::span<kv::request>(slot.requests.data(), count), ctx);
+    // Requests completed inside submit are counted down here, together (their on_done would only
+    // count them), unless a read-modify-write's read needs its on_done to submit its update.
+    // Until then the batch cannot complete: the slot stays this driver's.
+    const std::span<kv::request> requests(slot.requests.data(), count);
+    if (read_modify_writes) {
+      // After this the slot may already be reused (its batch completed): touch nothing of it.
+      p.tree->submit(requests, ctx);
+      return nullptr;
+    }
+    const auto done = static_cast<std::uint32_t>(
+        p.tree->submit(requests, ctx, kv::inline_completion::counted));
+    // acq_rel, as on_request_done's: these answers happen-before the last completion's check.
+    if (done != 0 && slot.remaining.fetch_sub(done, std::memory_order_acq_rel) == done)
+      finish_batch(slot);
     return nullptr;
   }
 

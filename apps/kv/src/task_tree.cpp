@@ -97,6 +97,26 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
     descend_coupled_from(coupled, next, next_level, k, level, parent);
 }
 
+/// Where a coupled descent from the root stopped (descend_coupled_to_leaf).
+struct coupled_descent {
+  node* at;            ///< the leaf covering the key, or the node whose read stopped the descent
+  node* parent;        ///< the branch node read on level 1, if the descent went down from it
+  std::uint8_t level;  ///< `at`'s level: 0 unless a read did not validate (or the key lies
+                       ///< beyond a node's high key)
+};
+
+/// descend_coupled_from from the root to the leaf level, inline and in registers: for callers
+/// that read every level coupled (the tree within coupled_leaf_bytes), once per request.
+[[gnu::always_inline]] inline coupled_descent descend_coupled_to_leaf(node* root,
+                                                                    key_type k) noexcept {
+  node* n = root;
+  std::uint8_t at = root->level();
+  node* above = nullptr;
+  while (descend_coupled_once(n, at, k, 0, above)) {
+  }
+  return {n, above, at};
+}
+
 /// Issues prefetches for `leaf`'s header and the lines a search reads (metadata and keys), so
 /// that the misses of one leaf overlap: a search's probes depend on each other. A constant
 /// count: the loop unrolls (a bound read from the options cost four instructions a line). A
@@ -572,12 +592,14 @@ class op_task final : public tessera::task {
 /// holder inside, a primitive that keeps writers in its pool or no version), returns the
 /// request's task, made at that leaf, for the caller to spawn. After the on_done the request may
 /// belong to the caller again: it is not touched.
-[[gnu::always_inline]] inline tessera::task* complete_or_task(task_tree& tree, node* leaf,
-                                                              request& r, node* parent,
-                                                              tessera::context& ctx) {
+/// With inline_completion::counted the on_done does not run (submit(span)'s caller counts the
+/// request instead).
+[[gnu::always_inline]] inline tessera::task* complete_or_task(
+    task_tree& tree, node* leaf, request& r, node* parent, tessera::context& ctx,
+    inline_completion done = inline_completion::on_done) {
   for (;;) {
     if (complete_coupled(tree, *leaf, r, parent, ctx)) {
-      if (r.on_done != nullptr) r.on_done(r);
+      if (done == inline_completion::on_done && r.on_done != nullptr) r.on_done(r);
       return nullptr;
     }
     node* const right = right_beyond(*leaf, r.key);
@@ -637,6 +659,81 @@ std::size_t descend_together(task_tree& tree, std::span<request> requests,
   }
   ctx.spawn(std::span<tessera::task* const>(made.data(), m));
   return m;
+}
+
+/// Up to submit_coupled's chunk of requests between its two passes.
+struct coupled_chunk {
+  static constexpr std::size_t size = 32;
+  std::array<tessera::task*, size> made;  ///< tasks to spawn (made[0, tasks))
+  std::array<request*, size> at_leaf;     ///< requests done coupled at their leaf (second pass)
+  std::array<node*, size> leaves;
+  std::array<node*, size> parents;  ///< the branch node above each of `leaves`, if any
+  std::size_t tasks = 0;
+  std::size_t coupled = 0;  ///< at_leaf[0, coupled)
+};
+
+/// submit_coupled's first pass over `requests` (at most coupled_chunk::size): descends the
+/// coupled levels of each request, prefetches the leaf of each one that will be done coupled and
+/// records it in `c`, makes the task of every other one. Out of line: apart from the second pass
+/// the descent's search keeps its values in registers.
+[[gnu::noinline]] void descend_chunk(task_tree& tree, std::span<request> requests,
+                                     tessera::context& ctx, coupled_chunk& c) {
+  std::size_t tasks = 0;
+  std::size_t coupled = 0;
+  for (request& r : requests) {
+    const auto [n, parent, level] = descend_coupled_to_leaf(tree.load_root(), r.key);
+    if (level == 0 && completes_coupled(r.type)) {
+      prefetch_leaf(n, r.type != request_type::lookup);
+      c.at_leaf[coupled] = &r;
+      c.parents[coupled] = parent;
+      c.leaves[coupled++] = n;
+      continue;
+    }
+    // Scan progress: only a scan's task reads it (the requests done coupled are never scans).
+    r.scanned = 0;
+    r.scan_from = r.key;
+    const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
+    const access mode = writes ? access::write : access::read;
+    c.made[tasks++] =
+        ctx.make_task<op_task>(&tree, &r, n, level == 0 ? mode : access::read, parent);
+  }
+  c.tasks = tasks;
+  c.coupled = coupled;
+}
+
+/// submit(requests, ctx, done) for a tree within coupled_leaf_bytes: returns how many requests
+/// completed inside the call. submit checks the tree's size once: a span started while the tree
+/// fitted descends every request to its leaf coupled.
+std::size_t submit_coupled(task_tree& tree, std::span<request> requests, tessera::context& ctx,
+                           inline_completion done) {
+  const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
+                                              // touched no more (the caller may reuse it)
+  // Tasks made and spawned in chunks: a few cache lines of pointers on the stack. A chunk goes
+  // in two passes: the first (descend_chunk) descends the coupled levels of each request, makes
+  // the task of every request that needs one and prefetches the leaf of each one that will be
+  // done coupled; the second reads or writes those leaves (their misses overlap those of the
+  // chunk's other leaves, as the prefetch window's do for tasks) and makes a task where a read
+  // did not validate or a leaf's writers' side was taken.
+  coupled_chunk c;
+  std::size_t completed = 0;
+  std::size_t i = 0;
+  while (i < total) {
+    const std::size_t m = std::min(coupled_chunk::size, total - i);
+    descend_chunk(tree, requests.subspan(i, m), ctx, c);
+    // A completion may end the caller's batch: then every request of the span completed, so this
+    // is the last chunk and no task was made in it (see `total`).
+    std::size_t tasks = c.tasks;
+    const std::size_t coupled = c.coupled;
+    for (std::size_t j = 0; j < coupled; ++j) {
+      if (tessera::task* t =
+              complete_or_task(tree, c.leaves[j], *c.at_leaf[j], c.parents[j], ctx, done))
+        c.made[tasks++] = t;
+    }
+    completed += coupled - (tasks - c.tasks);
+    if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(c.made.data(), tasks));
+    i += m;
+  }
+  return completed;
 }
 
 }  // namespace
@@ -734,58 +831,14 @@ void task_tree::submit(request& r, tessera::context* ctx) {
   m_rt.spawn(t);
 }
 
-void task_tree::submit(std::span<request> requests, tessera::context& ctx) {
-  const std::size_t total = requests.size();  // after the batch's last on_done, `requests` is
-                                              // touched no more (the caller may reuse it)
+std::size_t task_tree::submit(std::span<request> requests, tessera::context& ctx,
+                              inline_completion done) {
   if (coupled_level() != 0) {
+    const std::size_t total = requests.size();  // see submit_coupled
     for (std::size_t i = 0; i < total;) i += descend_together(*this, requests.subspan(i), ctx);
-    return;
+    return 0;
   }
-  // Tasks made and spawned in groups of `chunk`: a few cache lines of pointers on the stack.
-  // A chunk goes in two passes: the first descends the coupled levels of each request, makes the
-  // task of every request that needs one and prefetches the leaf of each one that will be done
-  // coupled; the second reads or writes those leaves (their misses overlap those of the chunk's
-  // other leaves, as the prefetch window's do for tasks) and makes a task where a read did not
-  // validate or a leaf's writers' side was taken.
-  constexpr std::size_t chunk = 32;
-  std::array<tessera::task*, chunk> made;
-  std::array<request*, chunk> at_leaf;  // done coupled at their leaf (second pass)
-  std::array<node*, chunk> leaves;
-  std::array<node*, chunk> parents;  // the branch node above each of `leaves`, if any
-  std::size_t i = 0;
-  while (i < total) {
-    const std::size_t m = std::min(chunk, total - i);
-    std::size_t tasks = 0;
-    std::size_t coupled = 0;
-    for (std::size_t j = 0; j < m; ++j) {
-      request& r = requests[i + j];
-      node* n = load_root();
-      std::uint8_t level = n->level();
-      node* parent = nullptr;
-      descend_coupled(*this, n, level, r.key, 0, &parent);
-      if (level == 0 && completes_coupled(r.type)) {
-        prefetch_leaf(n, r.type != request_type::lookup);
-        at_leaf[coupled] = &r;
-        parents[coupled] = parent;
-        leaves[coupled++] = n;
-        continue;
-      }
-      // Scan progress: only a scan's task reads it (the requests done coupled are never scans).
-      r.scanned = 0;
-      r.scan_from = r.key;
-      const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
-      const access mode = writes ? access::write : access::read;
-      made[tasks++] = ctx.make_task<op_task>(this, &r, n, level == 0 ? mode : access::read, parent);
-    }
-    // A completion may end the caller's batch: then every request of the span completed, so this
-    // is the last chunk and no task was made in it (see `total`).
-    for (std::size_t j = 0; j < coupled; ++j) {
-      if (tessera::task* t = complete_or_task(*this, leaves[j], *at_leaf[j], parents[j], ctx))
-        made[tasks++] = t;
-    }
-    if (tasks != 0) ctx.spawn(std::span<tessera::task* const>(made.data(), tasks));
-    i += m;
-  }
+  return submit_coupled(*this, requests, ctx, done);
 }
 
 std::size_t task_tree::size() const {

@@ -43,7 +43,9 @@
 // allows it, and completes inside submit() too; a split or an unlink it needs is spawned there.
 //
 // Completion: each operation is described by a kv::request the caller owns until its
-// `on_done` callback ran (on some worker, possibly inside submit()). Results are in the request.
+// `on_done` callback ran (on some worker, possibly inside submit()), or, for a request that
+// submit(span, ctx, inline_completion::counted) completed inside the call and counted in its
+// result, until that call returned. Results are in the request.
 //
 // Thread-safety: submit() may be called from tasks and from other threads concurrently. The
 // destructor, size(), root() and check_tree() need a quiescent tree (runtime::wait_idle()).
@@ -76,6 +78,14 @@ enum class request_status : std::uint8_t {
   ok,         ///< done (lookup: found; insert: inserted; update/remove: key was present)
   not_found,  ///< lookup/update/remove: key absent
   exists,     ///< insert: key already present (nothing changed)
+};
+
+/// What submit(span) does with a request that completes inside the call.
+enum class inline_completion : std::uint8_t {
+  on_done,  ///< its on_done runs there, on the submitting worker, as any completion's does
+  counted,  ///< its on_done does not run: submit(span) counts it in what it returns, and the
+            ///< caller does what the on_done would have (one step for all of them, e.g. one
+            ///< atomic subtraction from a batch's outstanding count instead of one per request)
 };
 
 /// The synchronization the tree asks the runtime for.
@@ -148,9 +158,16 @@ class task_tree {
   void submit(request& r, tessera::context* ctx = nullptr);
   /// Starts every request of `requests` from inside a task, as submit(r, &ctx) would each, and
   /// spawns their tasks together (tessera::context::spawn of a span: counted and queued once).
-  /// Requests other than scans may complete inside the call, as in submit(r, &ctx); once the on_done of every
-  /// request ran, the call touches `requests` no more (the last on_done may hand them on).
-  void submit(std::span<request> requests, tessera::context& ctx);
+  /// Requests other than scans may complete inside the call, as in submit(r, &ctx); returns how
+  /// many did. With inline_completion::on_done their on_done runs there, and once the on_done of
+  /// every request ran the call touches `requests` no more (the last on_done may hand them on).
+  /// With inline_completion::counted the requests completed inside the call run no on_done (the
+  /// others run theirs, from their tasks): their results are written when the call returns, and
+  /// the caller accounts for them by the count returned. A caller that counts its requests down
+  /// must count those before the last of the others can reach zero: e.g. start the count at the
+  /// span's size and subtract the returned value after the call.
+  std::size_t submit(std::span<request> requests, tessera::context& ctx,
+                     inline_completion done = inline_completion::on_done);
 
   /// Quiescent-only helpers.
   [[nodiscard]] std::size_t size() const;
