@@ -46,13 +46,16 @@ op_slot& add_op(call& k, std::string_view key, bool writes, void (*apply)(key_op
   return s;
 }
 
+/// Adds the running command's requests to the batch's group, submitted together when the batch
+/// is parsed (kv_server::run_batch, string_tree::submit_group). The batch's requests are
+/// independent of one another (dispatch), so their order does not matter.
 void submit(call& k) {
   connection& c = *k.conn;
   // relaxed: the flow's own count (1) keeps `pending` above 0 until the flow's acq_rel
   // decrement, which publishes the slots to the task that finishes the batch.
   c.pending.fetch_add(static_cast<int>(k.cmd->nops), std::memory_order_relaxed);
   for (std::size_t i = 0; i < k.cmd->nops; ++i) {
-    k.srv->tree().submit(c.ops[k.cmd->first_op + i].op, *k.ctx);
+    c.group.push_back(&c.ops[k.cmd->first_op + i].op);
   }
 }
 

@@ -264,6 +264,9 @@ class connection {
   batch_key_set batch_keys;
   bool batch_writes = false;  ///< a command of the batch writes a key: batch_keys is kept
   std::unique_ptr<walk_state> walk;
+  /// The batch's single-key requests, submitted together once the batch is parsed
+  /// (string_tree::submit_group: answered in the flow's run where their leaves are free).
+  std::vector<key_op*> group;
   std::string error_reply;    ///< a protocol error after the batch's replies (then close)
   std::atomic<int> pending{0};
   /// Readiness events counted by the poll role since the last flow ended (0: no flow running).

@@ -767,6 +767,11 @@ bool kv_server::run_batch(connection& c, tessera::context& ctx) {
     if (d == dispatch_outcome::end_after) break;
   }
   c.batch_bytes = parsed;
+  if (!c.group.empty()) {
+    // The flow's own count keeps the batch open meanwhile: no request's settle finishes it.
+    m_tree->submit_group(c.group, ctx);
+    c.group.clear();
+  }
   // Every dispatched command made one entry (counted per batch: one shared RMW, not one each).
   m_stats.commands_processed.fetch_add(c.cmds.size(), std::memory_order_relaxed);
   // acq_rel: see connection.h; the task that takes it to 0 finishes the batch.

@@ -26,6 +26,13 @@
 // `apply` under the latch, then, with the latch released (the task returns itself without data:
 // it runs next on its worker, nothing queued), calls `on_done` (unless `settle`, under the
 // latch, says there is nothing left to do).
+// A group of independent requests (a pipelined batch's: submit_group) needs no task where its
+// leaf is free: the submitting run descends for the whole group level by level, each next node
+// prefetched, requests the leaves' search lines and then the slots the searches will end at for
+// the whole group (their misses overlap), and does each request at its leaf there, under the
+// leaf's latch taken at once (tessera/coupled_write.h: never waits). A request whose inner read
+// did not validate, whose leaf's latch is held, which a multi-key request's hold keeps out, or
+// whose key lies beyond the leaf, becomes the task above, annotated where the descent stopped.
 //
 // Values of up to slot_value::inline_max bytes live in their slot; longer ones out of line
 // (server::value_blob, a tessera resource): a delete, or an overwrite with a value short enough
@@ -89,8 +96,8 @@
 // The request reads the clock once (Redis's command time snapshot): every key of it sees one
 // `now` for expiry.
 //
-// Thread-safety: submit() and walk() from tasks only; counters are relaxed atomics
-// (approximate while requests run).
+// Thread-safety: submit(), submit_group() and walk() from tasks only; counters are relaxed
+// atomics (approximate while requests run).
 //
 //   server::key_op op{.key = "k", .writes = true, .apply = put_fn, .on_done = done_fn};
 //   tree.submit(op, ctx);   // apply(op, leaf_access&) under the latch, then on_done(op)
@@ -361,6 +368,15 @@ class leaf_access {
   slot& put(std::string_view key, S&& bytes, std::int64_t expire_ms, bool keep_ttl) {
     return put_owned(key, std::forward<S>(bytes), expire_ms, keep_ttl);
   }
+  /// The position in the leaf's key order that a search for `key` is expected to end at (an
+  /// earlier search of the leaf, which may have changed since): find() and put() of `key` (the
+  /// same bytes in memory) try it first, checked against its neighbours, and search where it
+  /// does not hold.
+  void expect(std::string_view key, std::size_t at) noexcept {
+    m_found_key = key.data();
+    m_found_size = key.size();
+    m_found_at = at;
+  }
   /// Removes the live slot of `key`. Outcome: false if there was none. Writers only.
   bool erase(std::string_view key);
   /// Sets (0: clears) the deadline of a live slot. Writers only.
@@ -394,7 +410,7 @@ class leaf_access {
   mutable bool m_now_known = false;
   mutable std::int64_t m_now = 0;
   /// find()'s last search (its key's address and size, and the position), until the leaf
-  /// changes: put() of the same key reuses it.
+  /// changes, or expect()'s: put() and find() of the same key try it first.
   const char* m_found_key = nullptr;
   std::size_t m_found_size = 0;
   std::size_t m_found_at = 0;
@@ -491,6 +507,15 @@ class string_tree {
   ~string_tree();
 
   void submit(key_op& op, tessera::context& ctx);
+  /// Submits `ops` (each a request as for submit) together, with group prefetching: their
+  /// descents run level by level over the whole group, each next node prefetched, then each
+  /// request whose leaf the descent reached is done in this run where the leaf's latch can be
+  /// taken at once (tessera/coupled_write.h: never waits) and no multi-key request holds it:
+  /// apply and settle under the latch, on_done after it, all before this returns. The others
+  /// (a read that did not validate, a latch held, a hold, a key beyond the leaf) become a task
+  /// each, as submit makes. The requests must be independent of one another (no order among
+  /// them is kept); their apply, settle and on_done may run in this run.
+  void submit_group(std::span<key_op* const> ops, tessera::context& ctx);
   /// Submits `ops` (each owned by the caller until r.on_done ran) as one request; `r` is copied.
   void submit_multi(const multi_request& r, std::span<key_op* const> ops, tessera::context& ctx);
   void walk(leaf_walk& w, tessera::context& ctx);

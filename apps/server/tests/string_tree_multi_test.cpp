@@ -187,7 +187,12 @@ struct client {
     r.op.apply = &apply_get;
     r.op.on_done = &single_done;
     r.op.user = &r;
-    st->tree->submit(r.op, ctx);
+    // Every other GET through submit_group, whose coupled read must respect the holds too.
+    if (seq_at % 2 == 1) {
+      st->tree->submit_group(std::span<server::key_op* const>(ptrs.data(), 1), ctx);
+    } else {
+      st->tree->submit(r.op, ctx);
+    }
   }
 
   void violation() { st->violations.fetch_add(1, std::memory_order_relaxed); }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,34 @@ void run_all(tessera::runtime& rt, server::string_tree& tree, std::vector<op_sta
     s.op.user = &s;
     s.op.on_done = &done;
     rt.spawn([&tree, &s](tessera::context& ctx) { tree.submit(s.op, ctx); });
+  }
+  rt.wait_idle();
+  EXPECT_EQ(left.load(std::memory_order_acquire), 0);
+}
+
+/// As run_all, through submit_group: `per_task` ops a group, one task a group; every other op
+/// finishes through settle (counted under the latch, no on_done).
+void run_grouped(tessera::runtime& rt, server::string_tree& tree, std::vector<op_state>& ops,
+                 std::size_t per_task) {
+  std::atomic<int> left{static_cast<int>(ops.size())};
+  std::vector<server::key_op*> ptrs;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    op_state& s = ops[i];
+    s.left = &left;
+    s.op.user = &s;
+    s.op.on_done = &done;
+    if (i % 2 == 1) {
+      s.op.settle = [](server::key_op& op) {
+        state_of(op).left->fetch_sub(1, std::memory_order_release);
+        return false;
+      };
+    }
+    ptrs.push_back(&s.op);
+  }
+  for (std::size_t from = 0; from < ptrs.size(); from += per_task) {
+    const std::span<server::key_op* const> all(ptrs);
+    const auto g = all.subspan(from, std::min(per_task, ptrs.size() - from));
+    rt.spawn([&tree, g](tessera::context& ctx) { tree.submit_group(g, ctx); });
   }
   rt.wait_idle();
   EXPECT_EQ(left.load(std::memory_order_acquire), 0);
@@ -118,6 +147,65 @@ TEST(string_tree, concurrent_puts_split_and_every_key_is_found) {
   std::sort(want.begin(), want.end());
   EXPECT_EQ(wr.keys, want);
   tree.reset();
+}
+
+TEST(string_tree, grouped_requests_split_leaves_and_read_what_single_ones_wrote) {
+  for (const unsigned workers : {1U, 2U, 4U}) {
+    tessera::runtime rt({.workers = workers});
+    auto tree = std::make_unique<server::string_tree>(rt);
+    constexpr std::size_t n = 12000;
+    std::vector<std::string> keys(n);
+    std::vector<op_state> puts(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      keys[i] = key_of(i);
+      puts[i].op.key = keys[i];
+      puts[i].op.writes = true;
+      puts[i].op.apply = &apply_put;
+      puts[i].value = "g" + std::to_string(i);
+    }
+    // The first half grouped (concurrent groups, leaves splitting under them), the second
+    // through submit.
+    std::vector<op_state> first(puts.begin(), puts.begin() + n / 2);
+    std::vector<op_state> second(puts.begin() + n / 2, puts.end());
+    run_grouped(rt, *tree, first, 37);
+    run_all(rt, *tree, second);
+    EXPECT_EQ(tree->counters().keys.load(), static_cast<std::int64_t>(n)) << workers;
+    EXPECT_GT(tree->counters().splits.load(), 30U) << workers;
+
+    // Gets of every key and of as many absent ones, interleaved, grouped.
+    std::vector<std::string> absent(n);
+    std::vector<op_state> gets(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      absent[i] = keys[i] + "~";
+      gets[2 * i].op.key = keys[i];
+      gets[2 * i + 1].op.key = absent[i];
+    }
+    for (auto& g : gets) g.op.apply = &apply_get;
+    run_grouped(rt, *tree, gets, 50);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(gets[2 * i].found) << i;
+      ASSERT_EQ(gets[2 * i].value, "g" + std::to_string(i));
+      ASSERT_FALSE(gets[2 * i + 1].found) << i;
+    }
+
+    // Grouped erases of every third key; single gets then miss exactly those.
+    std::vector<op_state> erases(n / 3);
+    for (std::size_t i = 0; i < n / 3; ++i) {
+      erases[i].op.key = keys[3 * i];
+      erases[i].op.writes = true;
+      erases[i].op.apply = &apply_erase;
+    }
+    run_grouped(rt, *tree, erases, 16);
+    for (const auto& e : erases) ASSERT_TRUE(e.found);
+    std::vector<op_state> after(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      after[i].op.key = keys[i];
+      after[i].op.apply = &apply_get;
+    }
+    run_all(rt, *tree, after);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(after[i].found, i % 3 != 0) << i;
+    tree.reset();
+  }
 }
 
 TEST(string_tree, expired_keys_are_never_returned) {
