@@ -245,6 +245,24 @@ std::uint64_t hint_of(std::string_view key, std::size_t at) noexcept {
   return __builtin_bswap64(load_bytes(key.data() + at, std::min<std::size_t>(8, key.size() - at)));
 }
 
+/// Requests the lines of the part of `l`'s index that a search for `key` ends in (l latched by
+/// the caller, prefetch_search's probe lines arrived): the eighth between the two of those
+/// probes that the key's hint lies between, 3 or 4 lines, where a binary search would miss
+/// once a level after the first three. Nothing where the key is outside l's shared prefix.
+void prefetch_index_part(const leaf& l, std::string_view key) noexcept {
+  const std::size_t at = l.hint_offset;
+  if (key.size() < at) return;
+  const std::uint64_t h = slot_array::hint_part(hint_of(key, at));
+  const std::uint64_t* const index = l.slots.index();
+  const std::size_t n = l.slots.size();
+  if (n == 0) return;
+  std::size_t k = 1;
+  while (k < 8 && index[n * k / 8] < h) ++k;
+  const char* p = reinterpret_cast<const char*>(index + n * (k - 1) / 8);
+  const char* const end = reinterpret_cast<const char*>(index + std::min(n, n * k / 8 + 1));
+  for (; p < end; p += 64) __builtin_prefetch(p);
+}
+
 /// Requests the line of the slot that a search for `key` in `l` (latched by the caller, its
 /// search lines requested: prefetch_search) ends at: the index search alone, as lower_bound's
 /// first part, and the address of the slot it points to (not read). Nothing where the key is
@@ -1234,14 +1252,15 @@ std::size_t leaf_access::position(std::string_view key, bool& found) const noexc
   found = false;
   if (i > slots.size()) return lower_bound(key, found);  // (expect()'s, keys erased since)
   if (i < slots.size()) {
-    const auto c = slots[i].key <=> key;
+    const int c = compare_bytes(slots[i].key.view(), key);
     if (c == 0) {
       found = true;  // the key's own slot (keys are unique)
       return i;
     }
     if (c < 0) return lower_bound(key, found);
   }
-  if (i == 0 || slots[i - 1].key < key) return i;  // between its neighbours
+  // Between its neighbours:
+  if (i == 0 || compare_bytes(slots[i - 1].key.view(), key) < 0) return i;
   return lower_bound(key, found);
 }
 
@@ -1558,6 +1577,14 @@ void string_tree::submit_group(std::span<key_op* const> ops, tessera::context& c
       auto* l = static_cast<leaf*>(at[j].node);
       if (!tessera::coupled_write_begin(l)) continue;
       prefetch_search(*l);
+      tessera::coupled_write_end(l);
+    }
+    // The part of each leaf's index that its search ends in, the probes' lines now on their way.
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      if (at[j].level != 0) continue;
+      auto* l = static_cast<leaf*>(at[j].node);
+      if (!tessera::coupled_write_begin(l)) continue;
+      prefetch_index_part(*l, g[j]->key);
       tessera::coupled_write_end(l);
     }
     // The slot each search will end at, its index's lines now on their way (batch slot
