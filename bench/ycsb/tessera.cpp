@@ -90,9 +90,9 @@ class batch_driver final : public task {
       const ::ycsb::operation& op = p.ops[first + i];
       // Only what the request's type reads is written: the tree sets the status of every request
       // (and a scan's scanned), and the checks read a lookup's value only when it found the key.
-      // `user` (the slot) and `on_done` (on_request_done) are set when the slot is made; a
-      // read-modify-write's read changes on_done, and its update sets it back.
       r.key = op.key;
+      r.on_done = on_request_done;
+      r.user = &slot;
       switch (op.type) {
         case op_type::insert:
           r.type = kv::request_type::insert;
@@ -160,17 +160,13 @@ wrong_answer answer_error(const kv::request& r, const ::ycsb::operation& op, exp
 /// checked when it completed), in one pass on the worker of the last completion.
 void check_batch(const batch_slot& slot) {
   const phase_state& p = *slot.phase;
-  // In locals: the error path's call would have every one of them loaded again per request.
   const kv::request* const requests = slot.requests.data();
-  const ::ycsb::operation* const ops = p.ops + slot.first;
-  const expect* const expected = p.expected + slot.first;
-  const std::span<const std::uint64_t> stable_keys = p.stable_keys;
-  const std::uint32_t count = slot.count;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const ::ycsb::operation& op = ops[i];
-    if (const wrong_answer what = answer_error(requests[i], op, expected[i], stable_keys))
+  for (std::uint32_t i = 0; i < slot.count; ++i) {
+    const std::uint64_t index = slot.first + i;
+    const ::ycsb::operation& op = p.ops[index];
+    if (const wrong_answer what = answer_error(requests[i], op, p.expected[index], p.stable_keys))
         [[unlikely]] {
-      p.errors->record(slot.first + i, op, what);
+      p.errors->record(index, op, what);
     }
   }
 }
@@ -223,8 +219,7 @@ class tessera_store final : public store {
       for (unsigned b = 0; b < s.batches_per_worker; ++b) {
         auto slot = std::make_unique<batch_slot>();
         slot->owner = worker_id{static_cast<std::uint16_t>(w)};
-        slot->requests.resize(s.batch,
-                              kv::request{.on_done = on_request_done, .user = slot.get()});
+        slot->requests.resize(s.batch);
         m_slots.push_back(std::move(slot));
       }
     }
