@@ -104,6 +104,13 @@ struct sync_case {
   std::optional<std::size_t> coupled_leaf_bytes = kv::tree_options{}.coupled_leaf_bytes;
 };
 
+/// The tree options a case names (sync, coupled_bytes, coupled_leaf_bytes).
+kv::tree_options options_of(const sync_case& c) {
+  return {.sync = c.sync,
+          .coupled_bytes = c.coupled_bytes,
+          .coupled_leaf_bytes = c.coupled_leaf_bytes};
+}
+
 std::string name_of(const testing::TestParamInfo<sync_case>& info) {
   const char* names[] = {"auto", "spinlock", "rwlatch", "optimistic", "scheduling"};
   return std::string(names[static_cast<int>(info.param.sync)]) + "_w" +
@@ -304,9 +311,7 @@ void count_batch_done(kv::request& r) {
 TEST_P(task_tree_test, lookups_submitted_from_tasks_during_writes) {
   const sync_case c = GetParam();
   tessera::runtime rt({.workers = c.workers});
-  kv::task_tree tree(rt, {.sync = c.sync,
-                          .coupled_bytes = c.coupled_bytes,
-                          .coupled_leaf_bytes = c.coupled_leaf_bytes});
+  kv::task_tree tree(rt, options_of(c));
   // Keys 0, 4, 8, ... loaded with value = key. Then, submitted from tasks in batches (a span
   // each): lookups of every loaded key, updates of keys = 4 (mod 8) to key + 1, inserts of the
   // odd keys (splits under the lookups), removes of a run of loaded keys (empty leaves unlinked
@@ -426,9 +431,7 @@ void count_counted_done(kv::request& r) {
 TEST_P(task_tree_test, inline_completions_are_counted_instead_of_calling_on_done) {
   const sync_case c = GetParam();
   tessera::runtime rt({.workers = c.workers});
-  kv::task_tree tree(rt, {.sync = c.sync,
-                          .coupled_bytes = c.coupled_bytes,
-                          .coupled_leaf_bytes = c.coupled_leaf_bytes});
+  kv::task_tree tree(rt, options_of(c));
   // Keys 0, 2, 4, ... loaded with value = key; then lookups of the keys = 0 (mod 4), updates of
   // the keys = 2 (mod 4) to key + 1, inserts of the odd keys (splits), in batches of a span each.
   const std::size_t n = 1000 * scale;
