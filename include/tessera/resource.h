@@ -79,8 +79,7 @@ struct resource_hints {
 /// | exclusive         | any        | high        | scheduling           |
 /// | exclusive         | any        | low/normal  | spinlock             |
 /// | exclusive_writers | < 0.1      | any         | spinlock             |
-/// | exclusive_writers | >= 0.99    | high        | optimistic_scheduled |
-/// | exclusive_writers | otherwise  |             | optimistic_latch     |
+/// | exclusive_writers | otherwise  | any         | optimistic_latch     |
 ///
 /// An object almost never read (read_ratio < 0.1) gains nothing from optimistic readers, while
 /// every writer would pay the version's two stores and the reader/writer latch's compare-and-swap
@@ -90,9 +89,14 @@ struct resource_hints {
 /// At a read ratio of 0.5 on a hot object optimistic latching was faster than a spinlock, so the
 /// bound stays far below that.
 ///
-/// optimistic_scheduled suits objects almost never written and read everywhere (a tree's inner
-/// nodes): its writers take no latch, and its readers validate as under optimistic_latch, on the
-/// pool's owner too. An explicit `hints.primitive` is returned unchanged.
+/// optimistic_scheduled (writers through the resource's pool, readers validating as under
+/// optimistic_latch) is never chosen: for objects read 99 % of the time it was no faster than
+/// optimistic_latch at 2 workers and slower at 16 (`tessera-bench sync`, 100/0 on a hot object:
+/// 1.15x optimistic's time at 2 workers), and a tree whose inner nodes all had their writers in
+/// one worker's pool collapsed at 16 workers (that worker behind on the splits' links, every
+/// descent meanwhile through right links: 93 M tasks for a 10 M-record load instead of 0.4 M;
+/// docs/results.md, 16-core VM). Name it in `hints.primitive` where a pool should order the
+/// writers. An explicit `hints.primitive` is returned unchanged.
 primitive select_primitive(const resource_hints& hints) noexcept;
 
 /// The primitive a runtime of `workers` workers applies around the tasks of a resource made with

@@ -259,9 +259,7 @@ primitive select_primitive(const resource_hints& h) noexcept {
       return h.frequency == frequency::high ? primitive::scheduling : primitive::spinlock;
     case isolation::exclusive_writers:
       if (h.read_ratio < 0.1) return primitive::spinlock;  // almost never read: see resource.h
-      return h.read_ratio >= 0.99 && h.frequency == frequency::high
-                 ? primitive::optimistic_scheduled
-                 : primitive::optimistic_latch;
+      return primitive::optimistic_latch;
   }
   return primitive::optimistic_latch;
 }

@@ -33,7 +33,7 @@ using tessera::access;
 constexpr tessera::resource_hints leaf_hints{.primitive = tessera::primitive::rwlatch};
 /// Inner nodes: read by every operation, written once per split of a child; optimistic readers
 /// (the node's storage is its own, inner_node.h). As kv::task_tree's inner nodes, by the hints:
-/// optimistic_scheduled.
+/// optimistic_latch.
 constexpr tessera::resource_hints inner_hints{.read_ratio = 0.99,
                                               .frequency = tessera::frequency::high};
 constexpr tessera::resource_hints plain_hints{.primitive = tessera::primitive::none};
