@@ -133,7 +133,7 @@ void run(const run_context& ctx) {
       for (std::size_t i = 0; i < records.size(); ++i)
         for (const std::string& impl : tuned) cells.push_back({impl, i});
       if (ctx.selected("duckdb")) cells.push_back({"duckdb", 0});
-      std::map<std::string, ::join::dense_memory> table_memory;
+      std::map<std::string, ::join::run_memory> table_memory;
       for (const std::string& impl : tuned) table_memory[impl];
       const auto details = [&](std::size_t i) {
         return "join=" + join_name + " sf=" + ctx.flags.text("scale-factor") +

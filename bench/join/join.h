@@ -42,7 +42,7 @@ struct config {
   tessera_settings tessera;       ///< pin: every implementation; the rest: tessera
   /// The dense table's memory kept between runs; shared by the configurations of one
   /// implementation that take turns (never two runs at once). nullptr: the run's own.
-  ::join::dense_memory* table_memory = nullptr;
+  ::join::run_memory* table_memory = nullptr;
 };
 
 /// sample{probe rows, seconds}, or bench_failure naming the implementation and both answers.

@@ -3,7 +3,7 @@
 // partition, probe; choose_table between bound and partition) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
 // table is filled by the one task that owns it), partial sums in a tbb::combinable; inside a
 // tbb::task_arena of W slots (the calling thread takes one). The dense table's memory is kept
-// from run to run (join::dense_memory), as join::tessera_join keeps it.
+// from run to run (join::run_memory), as join::tessera_join keeps it.
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
 #include <tbb/parallel_for.h>
@@ -19,7 +19,7 @@ namespace tessera::bench::join_bench {
 
 namespace {
 
-::join::join_result join_once(const config& cfg, ::join::dense_memory& table_memory) {
+::join::join_result join_once(const config& cfg, ::join::run_memory& table_memory) {
   ::join::join_phases run(cfg.input, cfg.workers, cfg.records_per_task, &table_memory);
   using range = tbb::blocked_range<std::size_t>;
   tbb::parallel_for(
@@ -61,8 +61,8 @@ namespace {
 
 measurement run_onetbb(const config& cfg) {
   onetbb_arena arena(cfg.workers, cfg.tessera.pin);  // this_worker = slot; --pin
-  ::join::dense_memory own_memory;  // kept from run to run, as tessera_join keeps it
-  ::join::dense_memory& table_memory = cfg.table_memory != nullptr ? *cfg.table_memory : own_memory;
+  ::join::run_memory own_memory;  // kept from run to run, as tessera_join keeps it
+  ::join::run_memory& table_memory = cfg.table_memory != nullptr ? *cfg.table_memory : own_memory;
   return measure(cfg.label, cfg.repeat, [&] {
     ::join::join_result r;
     stopwatch clock;

@@ -21,7 +21,7 @@ bool use_dense_table(const key_bounds& bounds, std::size_t rows) noexcept {
   return span < 4 * static_cast<std::uint64_t>(rows);
 }
 
-dense_table::dense_table(const key_bounds& bounds, unsigned partitions, dense_memory* reuse)
+dense_table::dense_table(const key_bounds& bounds, unsigned partitions, run_memory* reuse)
     : m_min(bounds.min),
       m_range(static_cast<std::uint64_t>(bounds.max) - static_cast<std::uint64_t>(bounds.min) +
               1),

@@ -8,7 +8,7 @@
 namespace join {
 
 join_phases::join_phases(const join_input& input, unsigned partitions,
-                         std::size_t records_per_task, dense_memory* reuse)
+                         std::size_t records_per_task, run_memory* reuse)
     : m_input(input), m_partitions(partitions), m_records(records_per_task), m_reuse(reuse) {
   if (partitions == 0) throw std::invalid_argument("join: 0 partitions");
   if (partitions > dense_table::max_partitions)
@@ -21,12 +21,25 @@ join_phases::join_phases(const join_input& input, unsigned partitions,
                                 " probe values");
   m_build_morsels = (input.build_keys.size() + m_records - 1) / m_records;
   m_probe_morsels = (input.probe_keys.size() + m_records - 1) / m_records;
-  m_scatter_memory = zeroed_memory(input.build_keys.size() * sizeof(entry));
+  // The scatter buffer: every row of it is written by partition_morsel before build reads it, so
+  // a former run's buffer serves as it is (no zeroing), sparing the kernel's page faults.
+  const std::size_t scatter_bytes = input.build_keys.size() * sizeof(entry);
+  if (reuse != nullptr && reuse->m_scatter.bytes() >= scatter_bytes) {
+    m_scatter_memory = std::move(reuse->m_scatter);
+  } else if (scatter_bytes != 0) {
+    m_scatter_memory = zeroed_memory(scatter_bytes);
+  }
   m_scatter = static_cast<entry*>(m_scatter_memory.data());
   m_offsets.reset(new std::size_t[m_build_morsels * (m_partitions + 1)]);
   m_bounds.reset(new key_bounds[m_build_morsels]);
   m_tables.resize(m_partitions);
   m_views.resize(m_partitions);
+}
+
+join_phases::~join_phases() {
+  // At least what reuse held: this run took that, or found it too small.
+  if (m_reuse != nullptr && m_scatter_memory.data() != nullptr)
+    m_reuse->m_scatter = std::move(m_scatter_memory);
 }
 
 void join_phases::bound_morsel(std::size_t m) noexcept {

@@ -47,7 +47,7 @@ class build_chain final : public tessera::task {
 }  // namespace
 
 tessera_join::tessera_join(tessera::runtime& rt, const join_input& input,
-                           std::size_t records_per_task, dense_memory* table_memory)
+                           std::size_t records_per_task, run_memory* table_memory)
     : m_rt(rt),
       m_input(input),
       m_records(records_per_task),

@@ -39,7 +39,7 @@ struct synthetic {
 /// The steps in order on this thread; `dense` (if given) gets which table choose_table chose.
 join::join_result sequential(const join::join_input& in, unsigned partitions,
                              std::size_t records, bool* dense = nullptr,
-                             join::dense_memory* reuse = nullptr) {
+                             join::run_memory* reuse = nullptr) {
   join::join_phases run(in, partitions, records, reuse);
   for (std::size_t m = 0; m < run.build_morsels(); ++m) run.bound_morsel(m);
   run.choose_table();
@@ -148,13 +148,15 @@ TEST(join_phases, clustered_dense_keys) {
   expect_layout(descending.input(), true, "keys in descending order");
 }
 
-/// One dense_memory across runs of different key ranges, larger and smaller, and partition
-/// counts: each run's table takes the former's memory where it fits and clears its counts.
-TEST(join_phases, dense_memory_is_reused_across_runs) {
+/// One run_memory across runs of different key ranges, larger and smaller, and partition
+/// counts: each run's table takes the former's memory where it fits and clears its counts, and
+/// each run that scatters (more than dense_scan_partitions partitions, or sparse keys) takes the
+/// former's scatter buffer, whose stale rows it overwrites.
+TEST(join_phases, run_memory_is_reused_across_runs) {
   const strided a(1, 1, 3000, 1, 51);
   const strided b(-40, 3, 500, 2, 52);
   const strided c(7, 2, 5000, 1, 53);
-  join::dense_memory memory;
+  join::run_memory memory;
   for (const strided* d : {&a, &b, &a, &c, &c, &b, &a}) {
     const join::join_result want = join::reference_join(d->input());
     for (const unsigned partitions : {1U, 2U, 3U, 8U})
@@ -166,6 +168,19 @@ TEST(join_phases, dense_memory_is_reused_across_runs) {
       }
   }
   EXPECT_GE(memory.bytes(), 5000 * 2 * sizeof(std::uint32_t));  // c's table, the largest
+  EXPECT_GE(memory.scatter_bytes(), 5000 * 2 * sizeof(std::int64_t));  // c's rows: key and row
+  // Sparse keys (the hash tables), larger and smaller, on the same memory.
+  const strided s(1, 7, 4000, 1, 54);
+  const strided t(3, 11, 1500, 2, 55);
+  for (const strided* d : {&s, &t, &s, &t}) {
+    const join::join_result want = join::reference_join(d->input());
+    for (const unsigned partitions : {1U, 5U, 16U}) {
+      bool dense = true;
+      EXPECT_EQ(sequential(d->input(), partitions, 64, &dense, &memory), want)
+          << partitions << " partitions";
+      EXPECT_FALSE(dense);
+    }
+  }
 }
 
 TEST(join_phases, repeated_dense_keys_count_every_pair) {
@@ -286,13 +301,13 @@ TEST_P(tessera_join_test, dense_sparse_and_repeated_keys) {
   }
 }
 
-/// Joins of different inputs and granularities, alive together, sharing one dense_memory and
+/// Joins of different inputs and granularities, alive together, sharing one run_memory and
 /// taking turns (as the benchmark's sweep runs them): every run answers right.
 TEST_P(tessera_join_test, joins_taking_turns_share_the_table_memory) {
   tessera::runtime rt({.workers = GetParam()});
   const strided a(1, 1, 3000, 1, 61);
   const strided b(-40, 3, 500, 2, 62);
-  join::dense_memory memory;
+  join::run_memory memory;
   join::tessera_join ja(rt, a.input(), 64, &memory);
   join::tessera_join jb(rt, b.input(), 1U << 20, &memory);
   join::tessera_join jc(rt, a.input(), 1, &memory);

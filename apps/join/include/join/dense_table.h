@@ -67,19 +67,26 @@ struct dense_view {
   std::uint64_t range = 0;  ///< max - min + 1
 };
 
-/// The memory of a dense table kept from one run of a join to the next (a join run many times,
-/// as a query plan is run per query): a new table takes it when it is large enough and gives it
-/// back when destroyed, so its pages are not faulted in and zeroed by the kernel again every run
-/// (orders-lineitem at scale factor 10: 240 MB a run, 43 % of a 1-worker run's samples in the
-/// kernel's clear_page). Used by one table at a time; outlives the tables that use it.
-class dense_memory {
+/// The memory a join keeps from one run to the next (a join run many times, as a query plan is
+/// run per query): a dense table's counters and the build rows' scatter buffer (join_phases).
+/// A new table or run takes each when it is large enough and gives it back when destroyed, so
+/// its pages are not faulted in and zeroed by the kernel again every run (orders-lineitem at
+/// scale factor 10: 240 MB of counters a run, 43 % of a 1-worker run's samples in the kernel's
+/// clear_page; at 16 workers a fresh 24 MB scatter buffer at sf 1 made its first writers take
+/// 300-450 µs a morsel instead of 30, the other workers parked meanwhile). Used by one run at a
+/// time; outlives the runs that use it.
+class run_memory {
  public:
-  /// Bytes held (0: none).
+  /// Bytes held for the dense table (0: none).
   std::size_t bytes() const noexcept { return m_memory.bytes(); }
+  /// Bytes held for the scatter buffer (0: none).
+  std::size_t scatter_bytes() const noexcept { return m_scatter.bytes(); }
 
  private:
   friend class dense_table;
+  friend class join_phases;
   zeroed_memory m_memory;
+  zeroed_memory m_scatter;
 };
 
 class dense_table {
@@ -92,7 +99,7 @@ class dense_table {
   /// (1..max_partitions). Without `reuse`, or when it holds too little, fresh zeroed memory (the
   /// counters are 0); otherwise reuse's memory, whose counters hold a former table's counts
   /// until each partition's owner calls clear_partition. Throws std::bad_alloc.
-  dense_table(const key_bounds& bounds, unsigned partitions, dense_memory* reuse = nullptr);
+  dense_table(const key_bounds& bounds, unsigned partitions, run_memory* reuse = nullptr);
   dense_table(dense_table&& other) noexcept;
   dense_table& operator=(dense_table&& other) noexcept;
   dense_table(const dense_table&) = delete;
@@ -157,7 +164,7 @@ class dense_table {
   std::uint64_t m_all_lines = 0;  ///< lines of counters in use (counts[range] among them)
   unsigned m_partitions = 0;
   bool m_needs_clear = false;
-  dense_memory* m_reuse = nullptr;  ///< where the memory goes back to
+  run_memory* m_reuse = nullptr;  ///< where the memory goes back to
 };
 
 /// count and sum of the probe rows [first, last) against a filled dense table. Inline: a probe

@@ -10,9 +10,9 @@
 //      partition (by hash; for the dense table by key range), into the morsel's own region of
 //      the scatter buffer. Any thread; morsels touch disjoint memory. Not for a dense table of
 //      at most dense_scan_partitions partitions: there each build step reads the build keys
-//      themselves and counts those of its partition (where the scatter writes, reads and has
-//      the kernel zero 16 bytes a row: for orders at scale factor 1 the scatter and its fresh
-//      pages were over half the run), skipping the morsels whose key bounds (step 0) lie in
+//      themselves and counts those of its partition (where the scatter writes and reads 16 bytes
+//      a row, and in a fresh buffer has the kernel zero them: for orders at scale factor 1 the
+//      scatter and its fresh pages were over half the run; run_memory keeps the buffer), skipping the morsels whose key bounds (step 0) lie in
 //      other partitions (clustered keys are read about once in all, keys in random order once
 //      per partition), and the step returns.
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
@@ -52,11 +52,16 @@ namespace join {
 class join_phases {
  public:
   /// Throws std::invalid_argument for 0 partitions, 0 records per task, or probe columns of
-  /// different lengths. `reuse` (optional, outliving this run): memory a dense table takes from
-  /// and gives back to, from one run to the next; each partition's counters are then cleared by
-  /// allocate_partition, on the partition's thread.
+  /// different lengths. `reuse` (optional, outliving this run): memory a dense table and the
+  /// scatter buffer take from and give back to, from one run to the next; each partition's
+  /// counters are then cleared by allocate_partition, on the partition's thread (the scatter
+  /// buffer needs no clearing: phase 1 writes every row of it before phase 2 reads it).
   join_phases(const join_input& input, unsigned partitions, std::size_t records_per_task,
-              dense_memory* reuse = nullptr);
+              run_memory* reuse = nullptr);
+  join_phases(const join_phases&) = delete;
+  join_phases& operator=(const join_phases&) = delete;
+  /// Gives the scatter buffer back to `reuse`.
+  ~join_phases();
 
   unsigned partitions() const noexcept { return m_partitions; }
   std::size_t records_per_task() const noexcept { return m_records; }
@@ -123,7 +128,7 @@ class join_phases {
   entry* m_scatter = nullptr;                ///< build rows, grouped by partition per morsel
   std::unique_ptr<std::size_t[]> m_offsets;  ///< see offsets_of
   std::unique_ptr<key_bounds[]> m_bounds;  ///< per build morsel (phase 0)
-  dense_memory* m_reuse = nullptr;
+  run_memory* m_reuse = nullptr;
   bool m_dense = false;
   bool m_scan = false;  ///< dense, and built from the build keys without the scatter
   dense_table m_dense_table;

@@ -10,7 +10,7 @@
 //     └─ a loop over bound morsel 0..M-1 (bounds completes when it finished)
 //   probe start: parallel_reduce over probe morsel 0..N-1 ──▶ its continuation stores the sum
 //
-// The dense table's memory is kept from one run to the next (dense_memory): each "allocate p"
+// The dense table's memory is kept from one run to the next (run_memory): each "allocate p"
 // clears p's run of counters on worker p instead of the kernel faulting in and zeroing fresh
 // pages every run.
 //
@@ -51,10 +51,10 @@ class tessera_join {
  public:
   /// Throws std::invalid_argument for 0 records per task or probe columns of different lengths.
   /// `table_memory`: where the dense table's memory is kept between runs; nullptr: a
-  /// dense_memory of this join's own. Several joins may share one if they never run at the
+  /// run_memory of this join's own. Several joins may share one if they never run at the
   /// same time (a benchmark that takes turns between granularities); it must outlive them.
   tessera_join(tessera::runtime& rt, const join_input& input, std::size_t records_per_task,
-               dense_memory* table_memory = nullptr);
+               run_memory* table_memory = nullptr);
   tessera_join(const tessera_join&) = delete;
   tessera_join& operator=(const tessera_join&) = delete;
   ~tessera_join();
@@ -75,8 +75,8 @@ class tessera_join {
   unsigned m_partitions;
   std::size_t m_build_morsels;
   std::size_t m_probe_morsels;
-  dense_memory m_own_memory;     ///< the dense table's memory, kept from run to run...
-  dense_memory* m_table_memory;  ///< ...here, or in the caller's
+  run_memory m_own_memory;     ///< the dense table's memory, kept from run to run...
+  run_memory* m_table_memory;  ///< ...here, or in the caller's
   std::unique_ptr<join_phases> m_run;  ///< the run in flight (one at a time)
   join_result m_result;
   tessera::task_graph m_graph;
