@@ -23,7 +23,13 @@
 # Pinning: with 3 or more CPUs the client runs alone on the last CPU and every server on the
 # others (taskset); with 2 CPUs, PIN=apart (the default) gives the server CPU 0 and the client
 # CPU 1, PIN=shared lets servers and client share both CPUs (tessera then has 2 workers, Redis 2
-# I/O threads). Each number is the median of ROUNDS runs (default 3), servers in turns.
+# I/O threads). SERVER_CPUS=K gives the servers CPUs 0..K-1 and the client all the others, with
+# one redis-benchmark thread (--threads) per client CPU: how a many-core machine is measured
+# (e.g. SERVER_CPUS=8 on 16 CPUs). tessera-kv-server gets one worker per server CPU and the
+# I/O-threaded redis-server IO_THREADS (default: one per server CPU, at least 2). CLIENTS (50)
+# sets redis-benchmark's -c. Each number is the median of ROUNDS runs (default 3), servers in
+# turns. SERVER_BIN=PATH runs that tessera-kv-server binary and skips installing and building
+# (a machine with the packages but no toolchain).
 set -euo pipefail
 if [[ $# -gt 0 ]]; then
   # Settings are environment variables (above); the script takes no arguments.
@@ -46,18 +52,23 @@ TESTS=${TESTS:-set,get,incr,mset}
 PIN=${PIN:-apart}
 build=${BUILD_DIR:-build/server-bench}
 
-scripts/install-deps.sh >/dev/null
+[[ -n ${SERVER_BIN:-} ]] || scripts/install-deps.sh >/dev/null
 for tool in redis-server redis-benchmark redis-cli taskset; do
   command -v "$tool" >/dev/null || { echo "run-server-benchmark: $tool missing" >&2; exit 1; }
 done
 # Configured once; built every time (nothing to do when up to date), so that the figures are
 # never those of a binary older than the sources.
-if [[ ! -f $build/build.ninja ]]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_NATIVE=ON \
-    -DTESSERA_BUILD_TESTS=OFF -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
+if [[ -n ${SERVER_BIN:-} ]]; then
+  [[ -x $SERVER_BIN ]] || { echo "run-server-benchmark: SERVER_BIN=$SERVER_BIN is not an executable" >&2; exit 1; }
+  server_bin=$SERVER_BIN
+else
+  if [[ ! -f $build/build.ninja ]]; then
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_NATIVE=ON \
+      -DTESSERA_BUILD_TESTS=OFF -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
+  fi
+  cmake --build "$build" --target tessera-kv-server >/dev/null
+  server_bin=$build/apps/server/tessera-kv-server
 fi
-cmake --build "$build" --target tessera-kv-server >/dev/null
-server_bin=$build/apps/server/tessera-kv-server
 base_build=${BASE_BUILD_DIR:-}
 if [[ -n $base_build ]]; then
   [[ -n $AOF ]] || { echo "run-server-benchmark: BASE_BUILD_DIR needs AOF=1" >&2; exit 1; }
@@ -69,7 +80,14 @@ fi
 
 ncpu=$(nproc)
 last=$((ncpu - 1))
-if ((ncpu >= 3)); then
+client_threads=1
+if [[ -n ${SERVER_CPUS:-} ]]; then
+  [[ $SERVER_CPUS =~ ^[1-9][0-9]*$ ]] && ((SERVER_CPUS < ncpu)) ||
+    { echo "run-server-benchmark: SERVER_CPUS=$SERVER_CPUS must be 1..$((ncpu - 1)) (the client needs a CPU of its own)" >&2; exit 2; }
+  nserver=$SERVER_CPUS; server_cpus="0-$((nserver - 1))"; client_cpus="$nserver-$last"
+  client_threads=$((ncpu - nserver))
+  pin_note="servers pinned to CPUs $server_cpus, client to CPUs $client_cpus ($client_threads redis-benchmark threads)"
+elif ((ncpu >= 3)); then
   server_cpus="0-$((ncpu - 2))"; client_cpus="$last"; nserver=$((ncpu - 1))
   pin_note="client pinned to CPU $last, servers to CPUs $server_cpus"
 elif [[ $PIN == shared ]]; then
@@ -81,7 +99,10 @@ else
   pin_note="server pinned to CPU 0, client to CPU $last (PIN=shared to share both)"
 fi
 workers=$nserver
-io_threads=2
+io_threads=${IO_THREADS:-$((nserver > 2 ? nserver : 2))}
+clients=${CLIENTS:-50}
+threads_flag=()
+((client_threads > 1)) && threads_flag=(--threads "$client_threads")
 
 # A port below Linux's ephemeral range (32768-60999 by default: a client's own connection may hold
 # one there) that nothing listens on, chosen again before each server starts.
@@ -121,7 +142,7 @@ start_server() {  # name -> sets pid
     redis)
       taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
         --appendonly no --daemonize no --logfile "$out/server.log" & ;;
-    redis-io2)
+    redis-io)
       taskset -c "$server_cpus" redis-server --port "$port" --bind 127.0.0.1 --save "" \
         --appendonly no --daemonize no --io-threads "$io_threads" --io-threads-do-reads yes \
         --logfile "$out/server.log" & ;;
@@ -147,7 +168,7 @@ stop_server() {
   pid=
 }
 
-servers=(redis redis-io2 tessera)
+servers=(redis redis-io tessera)
 [[ -n $AOF ]] && servers=(tessera tessera-everysec tessera-always redis-everysec redis-always)
 [[ -n $base_build ]] && servers+=(base-always)
 # AOF_SERVERS="tessera-always redis-always base-always": only those, in that order.
@@ -168,14 +189,15 @@ for round in $(seq "$ROUNDS"); do
       for t in "${test_list[@]}"; do
         before=$(server_ticks)
         TIMEFORMAT='%R %U %S'
-        { time taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$t" -P "$pipe" -c 50 \
+        { time taskset -c "$client_cpus" redis-benchmark -p "$port" -t "$t" -P "$pipe" -c "$clients" "${threads_flag[@]}" \
             -r 1000000 -n "$n" --csv >"$out/bench.csv" 2>/dev/null; } 2>"$out/time.txt"
         after=$(server_ticks)
         read -r real user sys <"$out/time.txt"
         tail -n +2 "$out/bench.csv" | tr -d '"' |
           awk -F, -v s="$s" -v m="$mode" -v r="$round" -v n="$n" -v hz="$clk_tck" \
             -v ticks=$((after - before)) -v real="$real" -v cu="$user" -v cs="$sys" \
-            '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7, ticks / hz / n * 1e6, (cu + cs) / real}' \
+            -v cpus="$client_threads" \
+            '{gsub(/ /, "_", $1); print s, m, r, $1, $2, $5, $7, ticks / hz / n * 1e6, (cu + cs) / real / cpus}' \
           >>"$out/results.txt"
       done
       stop_server
@@ -232,8 +254,9 @@ if any(s == "base-always" for s, _ in rows):
 EOF
   exit 0
 fi
-python3 - "$out/results.txt" "$ROUNDS" <<'EOF'
+python3 - "$out/results.txt" "$ROUNDS" "$io_threads" <<'EOF'
 import collections, statistics, sys
+io = f"redis io{sys.argv[3]}"
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     s, m, r, test, rps, p50, p99, cpu, busy = line.split()
@@ -246,7 +269,7 @@ for (s, m, t) in rows:
         tests.append((m, t))
 print(f"\nmedians of {sys.argv[2]} rounds; rps = requests/s, p50/p99 in ms; best = the faster "
       "redis-server configuration")
-hdr = ("mode", "test", "redis rps", "p50", "p99", "redis io2 rps", "p50", "p99",
+hdr = ("mode", "test", "redis rps", "p50", "p99", f"{io} rps", "p50", "p99",
        "tessera rps", "p50", "p99", "vs best", "p99 vs best")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
@@ -255,7 +278,7 @@ for m, t in sorted(tests, key=lambda x: (x[0] != "P16", x[1])):
     cells = [("-P 16" if m == "P16" else "no pipelining"), t]
     cpu_cells = list(cells)
     best = None
-    for s in ("redis", "redis-io2", "tessera"):
+    for s in ("redis", "redis-io", "tessera"):
         xs = rows.get((s, m, t))
         if not xs:
             cells += ["-", "-", "-"]
@@ -275,8 +298,8 @@ for m, t in sorted(tests, key=lambda x: (x[0] != "P16", x[1])):
 # rate (a client busy ~100 % of its CPU cannot ask faster; the rps ratio then understates the
 # difference between the servers).
 print("\nCPU per request: the server's user + system time (all its threads) in µs, and the "
-      "client's busy share of its CPU (near 100 %: the client, not the server, set the rate)")
-hdr = ("mode", "test", "redis µs/req", "client busy", "redis io2 µs/req", "client busy",
+      "client's busy share of its CPUs (near 100 %: the client, not the server, set the rate)")
+hdr = ("mode", "test", "redis µs/req", "client busy", f"{io} µs/req", "client busy",
        "tessera µs/req", "client busy", "best redis / tessera")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
