@@ -53,7 +53,17 @@ void join_phases::choose_table() {
   for (std::size_t m = 0; m < m_build_morsels; ++m) all += m_bounds[m];
   m_dense = use_dense_table(all, m_input.build_keys.size());
   if (m_dense) m_dense_table = dense_table(all, m_partitions, m_reuse);
-  m_scan = m_dense && m_partitions <= dense_scan_partitions;
+  m_scan = m_dense &&
+           spanned_partitions() <= std::uint64_t{dense_scan_reads} * m_build_morsels;
+}
+
+std::uint64_t join_phases::spanned_partitions() const noexcept {
+  std::uint64_t spanned = 0;
+  for (std::size_t m = 0; m < m_build_morsels; ++m) {
+    const key_bounds& b = m_bounds[m];
+    spanned += m_dense_table.partition_of(b.max) - m_dense_table.partition_of(b.min) + 1;
+  }
+  return spanned;
 }
 
 template <typename PartitionOf>

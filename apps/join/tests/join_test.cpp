@@ -148,10 +148,33 @@ TEST(join_phases, clustered_dense_keys) {
   expect_layout(descending.input(), true, "keys in descending order");
 }
 
+/// Whether the build scatters follows the partitions its morsels' keys span: keys in key order
+/// are read directly at any partition count, keys in random order only up to dense_scan_reads
+/// partitions.
+TEST(join_phases, clustered_keys_skip_the_scatter_at_any_partition_count) {
+  strided in_order(1, 1, 4096, 1, 17);
+  std::sort(in_order.build.begin(), in_order.build.end());
+  const strided shuffled(1, 1, 4096, 1, 18);
+  for (const unsigned partitions : {1U, 2U, 4U, 8U, 16U, 64U}) {
+    for (const bool ordered : {true, false}) {
+      const join::join_input in = ordered ? in_order.input() : shuffled.input();
+      join::join_phases run(in, partitions, 256);
+      for (std::size_t m = 0; m < run.build_morsels(); ++m) run.bound_morsel(m);
+      run.choose_table();
+      ASSERT_TRUE(run.dense());
+      const bool scatters = !ordered && partitions > join::join_phases::dense_scan_reads;
+      EXPECT_EQ(run.scatters(), scatters)
+          << partitions << " partitions, keys " << (ordered ? "in order" : "shuffled");
+    }
+    EXPECT_EQ(sequential(in_order.input(), partitions, 256), join::reference_join(in_order.input()))
+        << partitions << " partitions";
+  }
+}
+
 /// One run_memory across runs of different key ranges, larger and smaller, and partition
 /// counts: each run's table takes the former's memory where it fits and clears its counts, and
-/// each run that scatters (more than dense_scan_partitions partitions, or sparse keys) takes the
-/// former's scatter buffer, whose stale rows it overwrites.
+/// each run that scatters (shuffled keys over more than dense_scan_reads partitions, or sparse
+/// keys) takes the former's scatter buffer, whose stale rows it overwrites.
 TEST(join_phases, run_memory_is_reused_across_runs) {
   const strided a(1, 1, 3000, 1, 51);
   const strided b(-40, 3, 500, 2, 52);

@@ -8,13 +8,15 @@
 //      4 times the build rows (dense()), the hash tables of hash_table.h otherwise.
 //   1. partition_morsel(m), m < build_morsels(): writes build rows [m*R, (m+1)*R), grouped by
 //      partition (by hash; for the dense table by key range), into the morsel's own region of
-//      the scatter buffer. Any thread; morsels touch disjoint memory. Not for a dense table of
-//      at most dense_scan_partitions partitions: there each build step reads the build keys
-//      themselves and counts those of its partition (where the scatter writes and reads 16 bytes
-//      a row, and in a fresh buffer has the kernel zero them: for orders at scale factor 1 the
-//      scatter and its fresh pages were over half the run; run_memory keeps the buffer), skipping the morsels whose key bounds (step 0) lie in
-//      other partitions (clustered keys are read about once in all, keys in random order once
-//      per partition), and the step returns.
+//      the scatter buffer. Any thread; morsels touch disjoint memory. Not for a dense table whose
+//      morsels' key bounds (step 0) span at most dense_scan_reads partitions a morsel on average
+//      (keys in random order span every partition: at most dense_scan_reads partitions; keys
+//      that come clustered, as TPC-H's in key order, one or two at any partition count): there
+//      each build step reads the build keys themselves and counts those of its partition,
+//      skipping the morsels whose bounds lie in other partitions, so each key is read about
+//      that many times in all, and the step returns. (The scatter writes and reads 16 bytes a
+//      row and, in a fresh buffer, has the kernel zero them: for orders at scale factor 1 the
+//      scatter and its fresh pages were over half the run; run_memory keeps the buffer.)
 //   2. allocate_partition(p), p < partitions(), then build(p, first, last) over the morsels
 //      [first, last): inserts partition p's rows of those morsels into table p (the dense
 //      table: into p's run of counters, allocated by choose_table, touched first here, or,
@@ -77,9 +79,10 @@ class join_phases {
   /// Whether phase 1 has work (after choose_table): false for a dense table built from the
   /// build keys themselves, whose partition_morsel returns at once.
   bool scatters() const noexcept { return !m_scan; }
-  /// The most partitions for which a dense table's build reads the build keys directly
-  /// (no scatter).
-  static constexpr unsigned dense_scan_partitions = 4;
+  /// The most partitions a build morsel's key bounds may span on average for a dense table's
+  /// build to read the build keys directly (no scatter): each key is then read about that many
+  /// times, against the scatter's write and read of 16 bytes a row.
+  static constexpr unsigned dense_scan_reads = 4;
 
   void partition_morsel(std::size_t m) noexcept;
   void allocate_partition(unsigned p);
@@ -131,6 +134,8 @@ class join_phases {
   run_memory* m_reuse = nullptr;
   bool m_dense = false;
   bool m_scan = false;  ///< dense, and built from the build keys without the scatter
+  /// choose_table's measure: the partitions the build morsels' key bounds span, summed.
+  std::uint64_t spanned_partitions() const noexcept;
   dense_table m_dense_table;
   std::vector<partition_table> m_tables;
   std::vector<table_view> m_views;
