@@ -40,8 +40,9 @@ struct config {
   std::filesystem::path cache;    ///< the cache directory (the DuckDB helper loads from it)
   std::string label;              ///< for progress lines
   tessera_settings tessera;       ///< pin: every implementation; the rest: tessera
-  /// The dense table's memory kept between runs; shared by the configurations of one
-  /// implementation that take turns (never two runs at once). nullptr: the run's own.
+  /// The dense table's memory and scatter buffer kept between runs; shared by the
+  /// configurations of one implementation that take turns (never two runs at once). nullptr:
+  /// the run's own.
   ::join::run_memory* table_memory = nullptr;
 };
 

@@ -2,8 +2,8 @@
 // tbb::parallel_for with the simple_partitioner, one task per morsel of R records (bound,
 // partition, probe; choose_table between bound and partition) and one per partition's table (build: oneTBB cannot place a task on a thread, so a
 // table is filled by the one task that owns it), partial sums in a tbb::combinable; inside a
-// tbb::task_arena of W slots (the calling thread takes one). The dense table's memory is kept
-// from run to run (join::run_memory), as join::tessera_join keeps it.
+// tbb::task_arena of W slots (the calling thread takes one). The dense table's memory and the
+// scatter buffer are kept from run to run (join::run_memory), as join::tessera_join keeps them.
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
 #include <tbb/parallel_for.h>

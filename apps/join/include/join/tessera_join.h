@@ -10,9 +10,9 @@
 //     └─ a loop over bound morsel 0..M-1 (bounds completes when it finished)
 //   probe start: parallel_reduce over probe morsel 0..N-1 ──▶ its continuation stores the sum
 //
-// The dense table's memory is kept from one run to the next (run_memory): each "allocate p"
-// clears p's run of counters on worker p instead of the kernel faulting in and zeroing fresh
-// pages every run.
+// The dense table's memory and the scatter buffer are kept from one run to the next
+// (run_memory): each "allocate p" clears p's run of counters on worker p, and the scatter
+// overwrites its buffer, instead of the kernel faulting in and zeroing fresh pages every run.
 //
 // P = the runtime's workers: each partition's table is allocated and filled only by tasks
 // annotated with its worker (worker_id{p}), so no latch guards it and its memory is first
@@ -50,9 +50,10 @@ namespace join {
 class tessera_join {
  public:
   /// Throws std::invalid_argument for 0 records per task or probe columns of different lengths.
-  /// `table_memory`: where the dense table's memory is kept between runs; nullptr: a
-  /// run_memory of this join's own. Several joins may share one if they never run at the
-  /// same time (a benchmark that takes turns between granularities); it must outlive them.
+  /// `table_memory`: where the dense table's memory and the scatter buffer are kept between
+  /// runs; nullptr: a run_memory of this join's own. Several joins may share one if they never
+  /// run at the same time (a benchmark that takes turns between granularities); it must outlive
+  /// them.
   tessera_join(tessera::runtime& rt, const join_input& input, std::size_t records_per_task,
                run_memory* table_memory = nullptr);
   tessera_join(const tessera_join&) = delete;
@@ -75,7 +76,7 @@ class tessera_join {
   unsigned m_partitions;
   std::size_t m_build_morsels;
   std::size_t m_probe_morsels;
-  run_memory m_own_memory;     ///< the dense table's memory, kept from run to run...
+  run_memory m_own_memory;     ///< the runs' table and scatter memory, kept from run to run...
   run_memory* m_table_memory;  ///< ...here, or in the caller's
   std::unique_ptr<join_phases> m_run;  ///< the run in flight (one at a time)
   join_result m_result;
