@@ -26,8 +26,8 @@ join_phases::join_phases(const join_input& input, unsigned partitions,
   const std::size_t scatter_bytes = input.build_keys.size() * sizeof(entry);
   if (reuse != nullptr && reuse->m_scatter.bytes() >= scatter_bytes) {
     m_scatter_memory = std::move(reuse->m_scatter);
-  } else if (scatter_bytes != 0) {
-    m_scatter_memory = zeroed_memory(scatter_bytes);
+  } else {
+    m_scatter_memory = zeroed_memory(scatter_bytes);  // none for 0 bytes
   }
   m_scatter = static_cast<entry*>(m_scatter_memory.data());
   m_offsets.reset(new std::size_t[m_build_morsels * (m_partitions + 1)]);
