@@ -12,6 +12,7 @@ tessera_settings tessera_settings::from(const flag_values& flags) {
   s.pin = flags.boolean("pin");
   s.statistics = flags.boolean("runtime-stats");
   s.spin_us = flags.integer("spin-us");
+  s.resource_memory = flags.text("resource-memory");
   return s;
 }
 
@@ -24,6 +25,10 @@ std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_defini
   own.push_back(int_flag("spin-us", runtime_options{}.spin_before_park.count(),
                          "tessera: microseconds an idle worker spins before it parks", 0,
                          10'000'000));
+  own.push_back(choice_flag(
+      "resource-memory", "pool", {"pool", "heap"},
+      "tessera: where resources (a tree's nodes) live: pool (the task allocator's 2 MiB chunks, "
+      "advised for transparent huge pages) or heap (operator new, as the competitors' nodes)"));
   own.push_back(bool_flag("runtime-stats", false,
                           "print tessera's per-worker statistics (stderr) per configuration"));
   return own;
@@ -34,6 +39,8 @@ runtime_options tessera_settings::options(unsigned workers) const {
   o.workers = workers;
   o.pin = pin;
   o.spin_before_park = std::chrono::microseconds(spin_us);
+  o.resources = resource_memory == "heap" ? tessera::resource_memory::heap
+                                          : tessera::resource_memory::pool;
   return o;
 }
 

@@ -1,5 +1,5 @@
 // bench/common/tessera_settings.h — how every benchmark starts a tessera runtime, and the flags
-// that change it (--pin, --spin-us, --runtime-stats), registered once here for all subcommands.
+// that change it (--pin, --spin-us, --resource-memory, --runtime-stats), registered once here for all subcommands.
 //
 //   .flags = tessera_settings::add_flags({int_flag("n", 30, "fib argument")}),
 //   tessera_settings s = tessera_settings::from(ctx.flags);
@@ -27,6 +27,9 @@ struct tessera_settings {
   bool statistics = false;  ///< --[no-]runtime-stats: print runtime statistics after a config
   /// --spin-us: how long an idle worker spins before it parks (runtime_options::spin_before_park)
   long long spin_us = 200;  // (the runtime's default)
+  /// --resource-memory: where tessera's resources live (runtime_options::resources): "pool" (the
+  /// task allocator's chunks, on huge pages) or "heap" (operator new)
+  std::string resource_memory = "pool";
 
   static tessera_settings from(const flag_values& flags);
   /// `own` followed by the flags above.

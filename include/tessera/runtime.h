@@ -90,6 +90,18 @@ enum class task_allocator : std::uint8_t {
   system,  ///< operator new/delete (for comparison)
 };
 
+/// Where resources (make_resource) live.
+enum class resource_memory : std::uint8_t {
+  /// The task allocator's blocks (objects of up to 4 KiB with the runtime's 64-byte header; larger
+  /// ones from operator new): 2 MiB chunks advised for transparent huge pages, so that a
+  /// structure of many resources (a tree's nodes) takes one TLB entry per 2 MiB, and a prefetch
+  /// of a node does not wait for a page walk first. Freed blocks are kept for the process's next
+  /// tasks and resources, not returned to the system.
+  pool,
+  /// operator new, 64-byte aligned: the process's heap and its pages.
+  heap,
+};
+
 /// The CPUs a runtime's workers take when runtime_options::cpus is empty, worker 0's first: every
 /// CPU the process may run on (its main thread's affinity mask, as taskset or numactl set it,
 /// read once per process), NUMA node by node, and within a node one hardware thread of each
@@ -121,6 +133,8 @@ struct runtime_options {
   /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
   unsigned prefetch_distance = 2;
   task_allocator allocator = task_allocator::pool;
+  /// Where make_resource places its resources.
+  resource_memory resources = resource_memory::pool;
   /// Tasks between two of a worker's periodic rounds (and one whenever it is idle): publishing
   /// its epoch counts, flushing its group batch, draining inboxes that have mail, publishing its
   /// queue length for thieves.

@@ -15,6 +15,7 @@ extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 #endif
 
+#include "memory/task_allocator.h"
 #include "runtime/test_hooks.h"
 
 namespace tessera::detail {
@@ -23,10 +24,16 @@ namespace {
 constexpr std::align_val_t resource_alignment{64};
 }  // namespace
 
-resource_header* allocate_resource_memory(std::size_t bytes) {
+resource_header* allocate_resource_memory(std::size_t bytes, resource_memory from) {
   const std::size_t total = sizeof(resource_header) + ((bytes + 63) & ~std::size_t{63});
-  void* mem = ::operator new(total, resource_alignment);
-  return ::new (mem) resource_header();
+  // A block of the task allocator is aligned to its class (chunks are 2 MiB-aligned, blocks
+  // carved at multiples of their size), so to 64 at least.
+  const std::uint8_t block = task_cache::block_of(total, from != resource_memory::pool);
+  void* mem = block == task_cache::new_block ? ::operator new(total, resource_alignment)
+                                             : task_allocator::allocate(total);
+  auto* h = ::new (mem) resource_header();
+  h->block = block;
+  return h;
 }
 
 void free_resource(resource_header* h) noexcept {
@@ -39,8 +46,13 @@ void free_resource(resource_header* h) noexcept {
   // resource is dead to every check, as after the delete.
   if (auto* hook = test_hooks::resource_freed.load(std::memory_order_acquire)) hook(h->object());
 #endif
+  const std::uint8_t block = h->block;
   h->~resource_header();
-  ::operator delete(static_cast<void*>(h), resource_alignment);
+  if (block == task_cache::new_block) {
+    ::operator delete(static_cast<void*>(h), resource_alignment);
+  } else {
+    task_allocator::deallocate(h, task_cache::class_bytes(block));
+  }
 }
 
 bool is_live_resource(const void* object) noexcept {

@@ -5,7 +5,7 @@
 // cache line of its own. The runtime places it (scheduler::allocate_resource picks its pool)
 // and frees it through epoch-based reclamation (memory/reclamation.h).
 //
-//   resource_header* h = allocate_resource_memory(sizeof(T));   // header constructed
+//   resource_header* h = allocate_resource_memory(sizeof(T), resource_memory::pool);
 //   is_live_resource(h->object());                                // true until freed
 //   free_resource(h);                                             // object's destructor, memory
 #pragma once
@@ -13,11 +13,14 @@
 #include <cstddef>
 
 #include "tessera/detail/resource_header.h"
+#include "tessera/runtime.h"
 
 namespace tessera::detail {
 
-/// A header (default-constructed) with room for `bytes` of object after it, 64-aligned.
-resource_header* allocate_resource_memory(std::size_t bytes);
+/// A header (default-constructed) with room for `bytes` of object after it, 64-aligned: a block
+/// of the task allocator (chunks on huge pages) where `from` is resource_memory::pool and it is
+/// large enough, else operator new's.
+resource_header* allocate_resource_memory(std::size_t bytes, resource_memory from);
 /// Runs the object's destructor (if one was registered) and frees the memory.
 void free_resource(resource_header* h) noexcept;
 /// `object` is one that make_resource made and that is not freed (the checks of retire, move

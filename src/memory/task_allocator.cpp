@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -77,13 +78,27 @@ struct node_heap {
   char* chunk_cursor[task_allocator::class_count] GUARDED_BY(mutex) = {};
   char* chunk_end[task_allocator::class_count] GUARDED_BY(mutex) = {};
 
+  /// A chunk aligned to its size (a huge page), advised MADV_HUGEPAGE, placed before its first
+  /// touch. Mapped twice as long and trimmed: mmap aligns to 4 KiB only.
   static char* os_chunk(unsigned node, std::atomic<std::size_t>& counter) {
-    void* p = ::mmap(nullptr, task_allocator::chunk_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    constexpr std::size_t bytes = task_allocator::chunk_bytes;
+    void* p = ::mmap(nullptr, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    place_chunk(p, node);
-    counter.fetch_add(task_allocator::chunk_bytes, std::memory_order_relaxed);
-    return static_cast<char*>(p);
+    const auto start = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t aligned = (start + bytes - 1) & ~(std::uintptr_t{bytes} - 1);
+    if (aligned != start) ::munmap(p, aligned - start);
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), start + bytes - aligned);
+    auto* chunk = reinterpret_cast<char*>(aligned);
+    // Transparent huge pages where the kernel has them ("madvise" or "always" in
+    // /sys/kernel/mm/transparent_hugepage/enabled): one TLB entry for 2 MiB of tasks or
+    // resources. A tree's nodes are resources, and a lookup's prefetch of a node that misses the
+    // TLB waits for a page walk first (docs/performance-notes.md, "Resource memory on huge
+    // pages"). A kernel without them says EINVAL: the chunk stays on 4 KiB pages.
+    (void)::madvise(chunk, bytes, MADV_HUGEPAGE);
+    place_chunk(chunk, node);
+    counter.fetch_add(bytes, std::memory_order_relaxed);
+    return chunk;
   }
 
   void give(unsigned c, const batch& b) noexcept REQUIRES(mutex) {

@@ -3,15 +3,16 @@
 // Level 1: a per-thread LIFO free list per size class, used without any synchronization.
 // Level 2: a per-NUMA-node heap per size class (mutex-protected), exchanging whole batches of
 //          blocks with the thread caches.
-// Level 3: the operating system: 1 MiB chunks, placed on the node with libnuma (preferred, not
-//          bound: a full node lends pages from another; a refusal is said once on stderr).
+// Level 3: the operating system: 2 MiB chunks, 2 MiB-aligned and advised for transparent huge
+//          pages, placed on the node with libnuma (preferred, not bound: a full node lends pages
+//          from another; a refusal is said once on stderr).
 //
 // A block freed on another thread goes to that thread's list; when a list grows past push_limit
 // (32 batches), one batch goes back to the thread's node heap, so cross-thread frees never pile up
 // memory on one thread without bound. A refill takes a batch from its node's heap, else from
 // another node's (blocks freed by threads of that node), and only then new blocks from the OS, so
-// they do not pile up on a node either. Blocks over the largest class (1 KiB) come from operator
-// new.
+// they do not pile up on a node either. Blocks over the largest class (4 KiB) come from operator
+// new. The allocator serves tasks and, by default, resources (runtime_options::resources).
 //
 //   void* p = tessera::detail::task_allocator::allocate(96);   // 128-byte class
 //   tessera::detail::task_allocator::deallocate(p, 96);
@@ -35,7 +36,7 @@ class task_allocator {
   static constexpr std::size_t batch_blocks = task_cache::batch_blocks;
   /// The most blocks of one class a thread's list holds before it gives a batch back.
   static constexpr std::size_t push_limit = task_cache::push_limit;
-  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+  static constexpr std::size_t chunk_bytes = std::size_t{2} << 20;
 
   /// The out-of-line paths: they refill and drain the thread cache and arm its exit flush
   /// (make_task pops from the cache inline first, see task_cache.h).

@@ -523,7 +523,7 @@ void check_hints(const resource_hints& h) {
 
 resource_header* scheduler::allocate_resource(std::size_t bytes, const resource_hints& hints) {
   check_hints(hints);
-  resource_header* h = allocate_resource_memory(bytes);
+  resource_header* h = allocate_resource_memory(bytes, m_options.resources);
   h->prim = select_primitive(hints);
   h->applied = select_primitive(hints, worker_count());
   h->weight = weight_of(hints.frequency);

@@ -28,6 +28,9 @@ struct alignas(64) resource_header {
   /// runtime of one worker, where no two tasks ever run at once: select_primitive(hints, 1)).
   primitive applied{};
   std::uint8_t weight = 1;       ///< load weight charged to the pool (from the frequency hint)
+  /// Where the memory came from, for freeing: the task allocator's size class of the block, or
+  /// task_cache::new_block for operator new (memory/resource_memory.cpp).
+  std::uint8_t block = 0;
   std::uint16_t alignment = 64;  ///< alignment of the object (for freeing)
   std::uint32_t object_size = 0;
   void (*destroy)(void*) = nullptr;  ///< runs the object's destructor
@@ -48,5 +51,8 @@ struct alignas(64) resource_header {
   void* object() noexcept { return reinterpret_cast<char*>(this) + sizeof(resource_header); }
 };
 static_assert(sizeof(resource_header) == 64);
+// A free block's link and length (task_cache.h's free_block) overwrite the first 16 bytes of a
+// freed resource; its cleared magic must stay readable (is_live_resource).
+static_assert(offsetof(resource_header, magic) >= 16);
 
 }  // namespace tessera::detail

@@ -21,8 +21,9 @@ struct free_block {
 };
 
 struct task_cache {
-  static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024 bytes
-  static constexpr std::size_t max_block = 1024;
+  /// 64, 128, ..., 4096 bytes: tasks, and resources up to a page (runtime_options::resources).
+  static constexpr std::size_t class_count = 7;
+  static constexpr std::size_t max_block = 4096;
   static constexpr std::size_t batch_blocks = 64;
   /// The inline push goes out of line when a list holds this many blocks (it gives a batch back
   /// to the node heap). Large enough that a worker's own churn stays on the worker: with a limit
@@ -30,7 +31,7 @@ struct task_cache {
   /// requests) would give back and refill batches all the time through the node heap it shares
   /// with the other workers, so a block freed on one worker would next be allocated on another,
   /// and the first touch of every new task would be a cache-line transfer between cores. Bounded
-  /// still: 2,048 blocks per class, 128 KiB of 64-byte blocks to 2 MiB of 1 KiB ones.
+  /// still: 2,048 blocks per class, 128 KiB of 64-byte blocks to 8 MiB of 4 KiB ones.
   static constexpr std::size_t push_limit = 32 * batch_blocks;
 
   /// The depth of the closed floor: at least the push limit, so the inline push fails and takes
@@ -39,9 +40,9 @@ struct task_cache {
 
   /// The top of each list; every list ends in a floor, never in nullptr. Index class_count
   /// (new_block) is always the closed floor.
-  free_block* head[class_count + 1] = {&closed_floor, &closed_floor, &closed_floor,
-                                       &closed_floor, &closed_floor, &closed_floor};
-  static_assert(class_count + 1 == 6, "one floor initializer per list");
+  free_block* head[class_count + 1] = {&closed_floor, &closed_floor, &closed_floor, &closed_floor,
+                                       &closed_floor, &closed_floor, &closed_floor, &closed_floor};
+  static_assert(class_count + 1 == 8, "one floor initializer per list");
   /// One block per class held in front of the list: a worker's completion path puts the block of
   /// the task that just finished here (task_cache_keep) and the next pop of its class takes it
   /// back, so a task that spawns one child per completion (a chain, half of a tree's
@@ -50,7 +51,8 @@ struct task_cache {
   /// Index new_block holds a sentinel, so no block of operator new is ever kept. Only worker
   /// threads keep blocks here: their loop flushes the cache when it ends (flush includes the
   /// spares), also when the exit flush was never armed.
-  free_block* spare[class_count + 1] = {nullptr, nullptr, nullptr, nullptr, nullptr, &closed_floor};
+  free_block* spare[class_count + 1] = {nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr, &closed_floor};
   unsigned node = 0;
   bool registered = false;  // the thread-exit flush is armed (set by the first slow path)
   /// The thread-exit flush ran: later allocations and frees (a thread_local destroyed after it)
@@ -66,7 +68,13 @@ struct task_cache {
   static free_block closed_floor;
 
   static constexpr unsigned size_class(std::size_t bytes) noexcept {
-    return bytes <= 64 ? 0 : bytes <= 128 ? 1 : bytes <= 256 ? 2 : bytes <= 512 ? 3 : 4;
+    return bytes <= 64     ? 0
+           : bytes <= 128  ? 1
+           : bytes <= 256  ? 2
+           : bytes <= 512  ? 3
+           : bytes <= 1024 ? 4
+           : bytes <= 2048 ? 5
+                           : 6;
   }
   static constexpr std::size_t class_bytes(unsigned c) noexcept { return std::size_t{64} << c; }
   /// What a task records of its block (task::m_block): the size class, or `new_block` for a
