@@ -1,5 +1,6 @@
-// Where resources live (runtime_options::resources, memory/resource_memory.h): by default in the
-// task allocator's 2 MiB chunks advised for transparent huge pages, objects over its largest class
+// Where resources live (runtime_options::resources, memory/resource_memory.h): by default (but
+// under ASan, where the runtimes here name it) in the task allocator's 2 MiB chunks advised for
+// transparent huge pages, objects over its largest class
 // and runtimes that ask for the heap in operator new's memory; blocks freed on one thread (by
 // reclamation, on a worker) and made again on another.
 #include <sys/stat.h>
@@ -63,7 +64,7 @@ bool kernel_has_transparent_huge_pages() {
 }
 
 TEST(resource_memory, a_resource_of_up_to_4_kib_is_a_block_of_a_huge_page_chunk) {
-  runtime rt(runtime_options{.workers = 1});
+  runtime rt(runtime_options{.workers = 1, .resources = resource_memory::pool});
   auto* n = rt.make_resource<node_sized>(resource_hints{});
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(n) % 64, 0u);
   EXPECT_EQ(block_of(n), detail::task_allocator::size_class(1024));
@@ -76,8 +77,12 @@ TEST(resource_memory, a_resource_of_up_to_4_kib_is_a_block_of_a_huge_page_chunk)
   rt.destroy_resource(n);
 }
 
+TEST(resource_memory, the_default_is_the_pool_but_under_address_sanitizer) {
+  EXPECT_EQ(runtime_options{}.resources, under_asan ? resource_memory::heap : resource_memory::pool);
+}
+
 TEST(resource_memory, larger_resources_and_a_heap_runtime_take_operator_new) {
-  runtime pool(runtime_options{.workers = 1});
+  runtime pool(runtime_options{.workers = 1, .resources = resource_memory::pool});
   auto* big = pool.make_resource<page_and_more>(resource_hints{});
   EXPECT_EQ(block_of(big), detail::task_cache::new_block);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big) % 64, 0u);
@@ -93,7 +98,7 @@ TEST(resource_memory, larger_resources_and_a_heap_runtime_take_operator_new) {
 
 TEST(resource_memory, retired_blocks_are_freed_on_the_workers_and_made_again_there) {
   node_sized::destroyed.store(0);
-  runtime rt(runtime_options{.workers = 2});
+  runtime rt(runtime_options{.workers = 2, .resources = resource_memory::pool});
   // Made and retired from this thread (not a worker): the frees happen on the workers, whose
   // caches keep the blocks. A second round made on the workers takes blocks back from there.
   const std::size_t n = scaled(20'000, 4'000);

@@ -133,8 +133,14 @@ struct runtime_options {
   /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
   unsigned prefetch_distance = 2;
   task_allocator allocator = task_allocator::pool;
-  /// Where make_resource places its resources.
+  /// Where make_resource places its resources. Under AddressSanitizer the default is the heap, so
+  /// that LeakSanitizer sees a resource that is never retired (the pool's blocks are not
+  /// malloc's); name `pool` to test the pool there.
+#if defined(__SANITIZE_ADDRESS__)
+  resource_memory resources = resource_memory::heap;
+#else
   resource_memory resources = resource_memory::pool;
+#endif
   /// Tasks between two of a worker's periodic rounds (and one whenever it is idle): publishing
   /// its epoch counts, flushing its group batch, draining inboxes that have mail, publishing its
   /// queue length for thieves.
