@@ -6,6 +6,7 @@
 #   scripts/compare-external.sh [--index-microbench DIR] [--mxtasking DIR] [--workload c]
 #       [--records 10000000] [--operations 10000000] [--workers 1,2] [--rounds 3]
 #       [--work build/compare-external] [--build DIR] [--no-mxtasks] [--prefetch-distance 4]
+#       [--glibc-huge-pages]
 #
 # Their sources are not part of this repository and are never committed: give checkouts of
 # https://github.com/wangziqi2016/index-microbench and https://github.com/jmuehlig/mxtasking, or
@@ -20,6 +21,11 @@
 #      every system then replays them: round after round, per worker count, one tessera-bench
 #      process (tessera, threads, btreeolc, artolc in turns, each answer checked) and one
 #      blinktree_benchmark process (--prefetch-distance, its tree check on).
+# tessera's nodes are on transparent huge pages (runtime_options::resources); the others' are
+# malloc's, on 4 KiB pages unless glibc is told otherwise: --glibc-huge-pages runs tessera-bench
+# under GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1, which puts the threads
+# baseline's, BTreeOLC's and ART-OLC's nodes on huge pages too (one malloc arena, so that worker
+# threads allocate from the heap glibc advises). MxTasks maps its memory itself and stays on 4 KiB.
 # The table holds every round's M ops/s (load | run), the median, and the ratios of medians;
 # the load average before each round goes with it. Needs cmake, a C++20 GCC, clang (for MxTasks),
 # libnuma-dev, oneTBB (scripts/install-deps.sh installs them) and python3.
@@ -27,7 +33,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 imb="" mxt="" workload=c records=10000000 operations=10000000 workers=1,2 rounds=3
-work="$repo/build/compare-external" with_mx=1 distance=4 build=""
+work="$repo/build/compare-external" with_mx=1 distance=4 build="" tunables=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --index-microbench) imb=$2; shift 2 ;;
@@ -41,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --no-mxtasks) with_mx=0; shift ;;
     --prefetch-distance) distance=$2; shift 2 ;;
+    --glibc-huge-pages) tunables=glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set/!p}' "$0"; exit 0 ;;
     *) echo "compare-external.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
@@ -140,7 +147,8 @@ for ((round = 1; round <= rounds; ++round)); do
     log "round $round/$rounds, $w worker(s), load average $la"
     json="$work/round.jsonl"
     rm -f "$json"
-    "$bench" ycsb --implementation tessera,threads,btreeolc,artolc --load-file "$loadf" \
+    env ${tunables:+GLIBC_TUNABLES=$tunables} "$bench" ycsb \
+      --implementation tessera,threads,btreeolc,artolc --load-file "$loadf" \
       --run-file "$runf" --workers "$w" --repeat 1 --json "$json" >"$work/last-tessera-bench.txt"
     python3 - "$json" "$round" "$w" "$la" >>"$results" <<'EOF'
 import json, sys
@@ -200,3 +208,5 @@ for w in sorted({k[0] for k in data}):
             print(f"{w:>7}  {phase:5}  {i:14}  {per:30}  {med[i]:7.2f}  {vs:>10}  {tv:>13}")
     print(f"{'':7}  load averages before the rounds: {' '.join(dict.fromkeys(loads[w]))}")
 EOF
+if [[ -n "$tunables" ]]; then others="huge pages (GLIBC_TUNABLES=$tunables)"; else others="4 KiB pages (malloc's default)"; fi
+echo "memory: tessera's nodes in its allocator's chunks, advised for transparent huge pages (THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)); threads, btreeolc, artolc on $others; mxtasks on 4 KiB pages (its own mappings)"

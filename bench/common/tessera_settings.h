@@ -1,5 +1,6 @@
 // bench/common/tessera_settings.h — how every benchmark starts a tessera runtime, and the flags
-// that change it (--pin, --spin-us, --resource-memory, --runtime-stats), registered once here for all subcommands.
+// that change it (--pin, --spin-us, --resource-memory, --runtime-stats), registered once here
+// for all subcommands.
 //
 //   .flags = tessera_settings::add_flags({int_flag("n", 30, "fib argument")}),
 //   tessera_settings s = tessera_settings::from(ctx.flags);

@@ -18,8 +18,8 @@
 namespace tessera::detail {
 
 /// A header (default-constructed) with room for `bytes` of object after it, 64-aligned: a block
-/// of the task allocator (chunks on huge pages) where `from` is resource_memory::pool and it is
-/// large enough, else operator new's.
+/// of the task allocator (chunks on huge pages) where `from` is resource_memory::pool and header
+/// and object fit its largest class (4 KiB), else operator new's.
 resource_header* allocate_resource_memory(std::size_t bytes, resource_memory from);
 /// Runs the object's destructor (if one was registered) and frees the memory.
 void free_resource(resource_header* h) noexcept;
