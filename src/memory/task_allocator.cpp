@@ -120,26 +120,41 @@ struct node_heap {
     return b;
   }
 
-  /// Blocks come back poisoned (under ASan) except the one handed out.
-  batch take(unsigned c) REQUIRES(mutex) {
-    if (batch b = take_held(c); b.head != nullptr) return b;
-    const std::size_t size = task_allocator::class_bytes(c);
-    batch b;
-    for (std::size_t i = 0; i < task_allocator::batch_blocks; ++i) {
-      if (chunk_cursor[c] == chunk_end[c]) {
-        chunk_cursor[c] = os_chunk(node, os_bytes);
-        chunk_end[c] = chunk_cursor[c] + task_allocator::chunk_bytes;
-      }
-      auto* blk = reinterpret_cast<free_block*>(chunk_cursor[c]);
-      chunk_cursor[c] += size;
-      b.push(blk);
-      // Poisoned as every block of a batch from a heap: under ASan an overrun into a fresh block
-      // not yet handed out is reported.
-      TESSERA_POISON(blk, size);
+  /// Reserves the memory of one new batch of class `c` from this heap's chunk of that class
+  /// (mapping a new chunk first when it is used up): `batch_blocks` blocks, which never straddle
+  /// two chunks (a chunk holds a whole number of batches of every class). Nothing is touched
+  /// here: the caller carves the range after it let go of the mutex (carve), so that the first
+  /// touch of a fresh chunk (a huge page zeroed by the kernel, milliseconds on some VMs) never
+  /// holds up another thread's refill.
+  char* reserve(unsigned c) REQUIRES(mutex) {
+    const std::size_t bytes = task_allocator::batch_blocks * task_allocator::class_bytes(c);
+    if (chunk_cursor[c] == chunk_end[c]) {
+      chunk_cursor[c] = os_chunk(node, os_bytes);
+      chunk_end[c] = chunk_cursor[c] + task_allocator::chunk_bytes;
     }
-    return b;
+    char* first = chunk_cursor[c];
+    chunk_cursor[c] += bytes;
+    return first;
   }
 };
+static_assert(task_allocator::chunk_bytes %
+                      (task_allocator::batch_blocks * task_allocator::max_block) ==
+                  0,
+              "a chunk holds whole batches of every class");
+
+/// A batch of the `batch_blocks` blocks of class `c` starting at `first` (memory reserve()
+/// handed to this thread alone). Blocks come back poisoned (under ASan), as every block of a
+/// batch from a heap: an overrun into a fresh block not yet handed out is reported.
+batch carve(unsigned c, char* first) noexcept {
+  const std::size_t size = task_allocator::class_bytes(c);
+  batch b;
+  for (std::size_t i = 0; i < task_allocator::batch_blocks; ++i) {
+    auto* blk = reinterpret_cast<free_block*>(first + i * size);
+    b.push(blk);
+    TESSERA_POISON(blk, size);
+  }
+  return b;
+}
 
 struct heaps {
   std::array<node_heap, max_nodes> nodes;
@@ -220,8 +235,13 @@ batch take_batch(unsigned c, unsigned node) {
     if (batch b = other.take_held(c); b.head != nullptr) return b;
   }
   node_heap& own = hs.nodes[node];
-  detail::lock hold(own.mutex);
-  return own.take(c);
+  char* first = nullptr;
+  {
+    detail::lock hold(own.mutex);
+    if (batch b = own.take_held(c); b.head != nullptr) return b;  // given back meanwhile
+    first = own.reserve(c);
+  }
+  return carve(c, first);
 }
 
 /// Returns every block of the calling thread's cache (lists and spares) to its node heap.
