@@ -26,6 +26,9 @@
 # under GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1, which puts the threads
 # baseline's, BTreeOLC's and ART-OLC's nodes on huge pages too (one malloc arena, so that worker
 # threads allocate from the heap glibc advises). MxTasks maps its memory itself and stays on 4 KiB.
+# A process's first 2 MiB pages can cost far more than 4 KiB ones on a VM whose hypervisor takes
+# back free memory; every tessera load here is its process's first. The script ends by measuring
+# both page sizes' first touch with tessera-fresh-pages, after a 15 s idle wait.
 # The table holds every round's M ops/s (load | run), the median, and the ratios of medians;
 # the load average before each round goes with it. Needs cmake, a C++20 GCC, clang (for MxTasks),
 # libnuma-dev, oneTBB (scripts/install-deps.sh installs them) and python3.
@@ -83,9 +86,10 @@ if [[ -f "$build/CMakeCache.txt" ]]; then
 else
   (cd "$repo" && cmake --preset bench -B "$build" -DTESSERA_INDEX_MICROBENCH_DIR="$imb") >"$work/cmake.log" 2>&1
 fi || { cat "$work/cmake.log" >&2; exit 1; }
-cmake --build "$build" --target tessera-bench -j"$(nproc)" >"$work/build.log" 2>&1 ||
+cmake --build "$build" --target tessera-bench tessera-fresh-pages -j"$(nproc)" >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; exit 1; }
 bench="$build/bench/tessera-bench"
+fresh_pages="$build/bench/tessera-fresh-pages"
 
 # 2. The MxTasks prototype, from a copy whose lookups count what they find.
 mxbin=""
@@ -210,3 +214,5 @@ for w in sorted({k[0] for k in data}):
 EOF
 if [[ -n "$tunables" ]]; then others="huge pages (GLIBC_TUNABLES=$tunables)"; else others="4 KiB pages (malloc's default)"; fi
 echo "memory: tessera's nodes in its allocator's chunks, advised for transparent huge pages (THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)); threads, btreeolc, artolc on $others; mxtasks on 4 KiB pages (its own mappings)"
+log "what fresh memory costs here, after a 15 s idle wait (each tessera load above was its process's first: its nodes paid the 2 MiB pages' rate; malloc's nodes, unless --glibc-huge-pages, and the prototype's the 4 KiB pages')"
+"$fresh_pages" --mib 256 --idle-seconds 15

@@ -38,7 +38,7 @@ if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "scripts/run-benchmark.sh: JOBS must be a positive number, got '${jobs}'" >&2
   exit 2
 fi
-cmake --build --preset bench -j "${jobs}" --target tessera-bench
+cmake --build --preset bench -j "${jobs}" --target tessera-bench tessera-fresh-pages
 defaults=(--repeat 3 --implementation tessera,threads,tbb)
 # The table, the JSON rows and the figures (scripts/plot.py) go into results/<UTC date-time>/
 # (git-ignored).
