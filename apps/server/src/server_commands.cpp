@@ -1,11 +1,13 @@
 // The connection and server commands (PING ... SHUTDOWN), dispatch() and finalize().
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "byte_word.h"
@@ -23,6 +25,37 @@ void call::arity_error() {
 namespace {
 
 constexpr std::string_view server_version = "7.0.0";
+
+/// The process's resident set now (/proc/self/statm), 0 where it cannot be read.
+std::uint64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0;
+  unsigned long long resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (got != 2) return 0;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return resident * static_cast<std::uint64_t>(page > 0 ? page : 4096);
+}
+
+/// Bytes as Redis's INFO writes them for its *_human fields: 1023B, 1.50K, 12.25M, 2.00G.
+std::string human_bytes(std::uint64_t bytes) {
+  static constexpr std::array<char, 5> units = {'B', 'K', 'M', 'G', 'T'};
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024 && u + 1 < units.size()) {
+    v /= 1024;
+    ++u;
+  }
+  char out[32];
+  if (u == 0) {
+    std::snprintf(out, sizeof out, "%lluB", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(out, sizeof out, "%.2f%c", v, units[u]);
+  }
+  return out;
+}
 
 void cmd_ping(call& k) {
   if (k.args.size() > 2) return k.arity_error();
@@ -423,16 +456,28 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     r += "\r\n";
   }
   if (want("memory")) {
-    rusage ru{};
-    ::getrusage(RUSAGE_SELF, &ru);
     r += "# Memory\r\n";
-    line("used_memory", std::to_string(tc.bytes.load(std::memory_order_relaxed)));
-    line("used_memory_rss", std::to_string(static_cast<long long>(ru.ru_maxrss) * 1024));
+    // The dataset's bytes as the tree counts them; the resident set now, as Redis reports it.
+    const std::int64_t used = std::max<std::int64_t>(0, tc.bytes.load(std::memory_order_relaxed));
+    const std::uint64_t rss = resident_bytes();
+    line("used_memory", std::to_string(used));
+    line("used_memory_human", human_bytes(static_cast<std::uint64_t>(used)));
+    line("used_memory_rss", std::to_string(rss));
+    line("used_memory_rss_human", human_bytes(rss));
+    std::uint64_t maxmemory = 0;
     {
       const std::lock_guard<std::mutex> lock(srv.config_mutex());
-      line("maxmemory", std::to_string(srv.config().maxmemory));
+      maxmemory = srv.config().maxmemory;
     }
+    line("maxmemory", std::to_string(maxmemory));
+    line("maxmemory_human", human_bytes(maxmemory));
     line("maxmemory_policy", "noeviction");
+    if (used > 0) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.2f",
+                    static_cast<double>(rss) / static_cast<double>(used));
+      line("mem_fragmentation_ratio", ratio);
+    }
     r += "\r\n";
   }
   if (want("persistence")) {

@@ -236,9 +236,15 @@ def test_redis_py(srv):
     expect(r.config_get("maxmemory"), {"maxmemory": str(100 << 20)}, "CONFIG GET maxmemory")
     r.config_set("maxmemory", "0")
     info = r.info()
-    for field in ("redis_version", "connected_clients", "used_memory", "keyspace_hits"):
+    for field in ("redis_version", "connected_clients", "used_memory", "keyspace_hits",
+                  "used_memory_human", "used_memory_rss_human", "maxmemory_human"):
         if field not in info:
             fail("INFO lacks " + field)
+    # used_memory_rss is the resident set now, as /proc says (not getrusage's peak).
+    with open(f"/proc/{srv.proc.pid}/statm") as statm:
+        resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    if not 0.5 * resident <= info["used_memory_rss"] <= 2 * resident:
+        fail(f"INFO used_memory_rss {info['used_memory_rss']} is not the resident set {resident}")
     if "worker0" not in r.info("tessera"):
         fail("INFO tessera lacks the workers' statistics")
     # RESP3 after HELLO 3.
