@@ -415,6 +415,78 @@ TEST(task_allocator, many_threads_allocate_and_free_each_others_blocks) {
   EXPECT_EQ(corrupt.load(), 0);
 }
 
+/// release_free_chunks gives back chunks whose blocks are all free, keeps a chunk with a block in
+/// use (its bytes intact), and the allocator goes on from the blocks and chunks it kept.
+TEST(task_allocator, wholly_free_chunks_go_back_to_the_system_and_used_ones_stay) {
+  std::thread([] {
+    constexpr std::size_t bytes = alloc::max_block;  // 512 blocks a chunk
+    constexpr std::size_t per_chunk = alloc::chunk_bytes / bytes;
+    std::vector<unsigned char*> blocks;
+    for (std::size_t i = 0; i < 4 * per_chunk; ++i) {
+      auto* p = static_cast<unsigned char*>(alloc::allocate(bytes));
+      std::memset(p, static_cast<int>(i & 0xff), bytes);
+      blocks.push_back(p);
+    }
+    unsigned char* live = blocks.front();
+    std::memset(live, 0x5a, bytes);
+    for (std::size_t i = 1; i < blocks.size(); ++i) alloc::deallocate(blocks[i], bytes);
+    const std::size_t before = alloc::os_bytes();
+    const std::size_t released = alloc::release_free_chunks();
+    EXPECT_EQ(released % alloc::chunk_bytes, 0u);
+    EXPECT_GE(released, 2 * alloc::chunk_bytes) << "4 chunks' worth freed, one block kept";
+    EXPECT_EQ(alloc::os_bytes(), before - released);
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "the calling thread's cache is given back";
+    EXPECT_TRUE(std::all_of(live, live + bytes, [](unsigned char x) { return x == 0x5a; }))
+        << "a block in use lost its bytes";
+    // The pool goes on: blocks again, from the kept ones and new chunks, all writable.
+    std::vector<void*> again;
+    for (std::size_t i = 0; i < 4 * per_chunk; ++i) {
+      void* p = alloc::allocate(bytes);
+      std::memset(p, 0xa5, bytes);
+      again.push_back(p);
+    }
+    EXPECT_TRUE(std::all_of(live, live + bytes, [](unsigned char x) { return x == 0x5a; }));
+    for (void* p : again) alloc::deallocate(p, bytes);
+    alloc::deallocate(live, bytes);
+    alloc::flush_thread_cache();
+  }).join();
+}
+
+/// Releases while other threads allocate, write and free (TSan and ASan see the hand-overs).
+TEST(task_allocator, releasing_while_other_threads_allocate_and_free) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> corrupt{0};
+  std::vector<std::thread> users;
+  for (int t = 0; t < 2; ++t) {
+    users.emplace_back([&, t] {
+      const std::size_t bytes = t == 0 ? 1024 : 4096;
+      std::vector<unsigned char*> held;
+      for (int round = 0; !stop.load(std::memory_order_relaxed) && round < 2000; ++round) {
+        for (int i = 0; i < 600; ++i) {
+          auto* p = static_cast<unsigned char*>(alloc::allocate(bytes));
+          std::memset(p, t + 1, bytes);
+          held.push_back(p);
+        }
+        for (unsigned char* p : held) {
+          if (p[0] != t + 1 || p[bytes - 1] != t + 1) corrupt.fetch_add(1);
+          alloc::deallocate(p, bytes);
+        }
+        held.clear();
+        if (round % 16 == 0) alloc::flush_thread_cache();
+      }
+    });
+  }
+  std::size_t released = 0;
+  for (int i = 0; i < 200; ++i) {
+    released += alloc::release_free_chunks();
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  for (auto& u : users) u.join();
+  EXPECT_EQ(corrupt.load(), 0);
+  (void)released;  // how much depends on the interleaving
+}
+
 }  // namespace
 }  // namespace tessera::test
 

@@ -85,3 +85,9 @@ bool is_live_resource(const void* object) noexcept {
 }
 
 }  // namespace tessera::detail
+
+namespace tessera {
+
+std::size_t release_free_memory() noexcept { return detail::task_allocator::release_free_chunks(); }
+
+}  // namespace tessera

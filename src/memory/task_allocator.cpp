@@ -4,6 +4,7 @@
 #include <numaif.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -409,6 +410,96 @@ int task_allocator::place_on_node(void* p, std::size_t bytes, unsigned node) noe
   const unsigned long mask = 1ul << node;
   if (mbind(p, bytes, MPOL_PREFERRED, &mask, max_nodes + 1, 0) == 0) return 0;
   return errno;
+}
+
+namespace {
+
+/// release_free_chunks for class `c` of `heap`: the batches it holds are taken out under its
+/// mutex, their blocks sorted by address outside it, every chunk whose blocks are all there is
+/// unmapped, and the rest go back as new batches. Blocks given to the heap meanwhile stay where
+/// they are (a chunk with one of them is not complete here, so it stays). Returns the bytes
+/// unmapped. Out of memory for the sort: nothing changes.
+std::size_t release_class(node_heap& heap, unsigned c) noexcept {
+  std::vector<batch> taken;
+  {
+    detail::lock hold(heap.mutex);
+    taken.swap(heap.batches[c]);
+    heap.held[c].store(0, std::memory_order_relaxed);
+  }
+  if (taken.empty()) return 0;
+  const std::size_t size = task_allocator::class_bytes(c);
+  std::vector<free_block*> blocks;
+  std::vector<batch> kept;
+  try {
+    std::size_t count = 0;
+    for (const batch& b : taken) count += b.count;
+    blocks.reserve(count);
+    kept.reserve(count / task_allocator::batch_blocks + 1);
+  } catch (...) {
+    detail::lock hold(heap.mutex);
+    for (const batch& b : taken) heap.give(c, b);
+    return 0;
+  }
+  for (const batch& b : taken) {
+    for (free_block* blk = b.head; blk != nullptr;) {
+      blocks.push_back(blk);
+      TESSERA_UNPOISON(blk, sizeof(free_block));
+      free_block* next = blk->next;
+      TESSERA_POISON(blk, size);
+      blk = next;
+    }
+  }
+  std::sort(blocks.begin(), blocks.end());
+  constexpr std::uintptr_t chunk_mask = ~(std::uintptr_t{task_allocator::chunk_bytes} - 1);
+  const std::size_t per_chunk = task_allocator::chunk_bytes / size;
+  std::size_t released = 0;
+  batch current;
+  for (std::size_t i = 0; i < blocks.size();) {
+    const std::uintptr_t chunk = reinterpret_cast<std::uintptr_t>(blocks[i]) & chunk_mask;
+    std::size_t end = i;
+    while (end < blocks.size() && (reinterpret_cast<std::uintptr_t>(blocks[end]) & chunk_mask) == chunk) {
+      ++end;
+    }
+    // A chunk belongs to one class of one heap (node_heap::reserve), and a block is in at most
+    // one list: all of its blocks here means none is in use or cached anywhere.
+    if (end - i == per_chunk) {
+      void* p = reinterpret_cast<void*>(chunk);
+      TESSERA_UNPOISON(p, task_allocator::chunk_bytes);  // the range may be mapped again later
+      ::munmap(p, task_allocator::chunk_bytes);
+      released += task_allocator::chunk_bytes;
+    } else {
+      for (std::size_t k = i; k < end; ++k) {
+        TESSERA_UNPOISON(blocks[k], sizeof(free_block));
+        current.push(blocks[k]);
+        TESSERA_POISON(blocks[k], size);
+        if (current.count == task_allocator::batch_blocks) {
+          kept.push_back(current);  // reserved above: no allocation
+          current = batch{};
+        }
+      }
+    }
+    i = end;
+  }
+  if (current.count != 0) kept.push_back(current);
+  {
+    detail::lock hold(heap.mutex);
+    for (const batch& b : kept) heap.give(c, b);
+  }
+  heap.os_bytes.fetch_sub(released, std::memory_order_relaxed);
+  return released;
+}
+
+}  // namespace
+
+std::size_t task_allocator::release_free_chunks() noexcept {
+  flush(tl_task_cache);
+  heaps& hs = global_heaps();
+  const unsigned used = hs.nodes_used.load(std::memory_order_relaxed);
+  std::size_t released = 0;
+  for (unsigned n = 0; n < used; ++n) {
+    for (unsigned c = 0; c < class_count; ++c) released += release_class(hs.nodes[n], c);
+  }
+  return released;
 }
 
 std::size_t task_allocator::os_bytes() noexcept {

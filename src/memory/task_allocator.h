@@ -65,7 +65,13 @@ class task_allocator {
   /// or that the process's cpuset leaves out). The heaps call it for every chunk on a machine of
   /// several nodes; exposed for tests.
   static int place_on_node(void* p, std::size_t bytes, unsigned node) noexcept;
-  /// Bytes obtained from the operating system so far (all nodes); for tests.
+  /// Returns to the operating system every chunk whose blocks are all free in the node heaps,
+  /// after flushing the calling thread's cache into them; blocks that other threads cache (up
+  /// to push_limit per class and thread) or use keep their chunks. Returns the bytes unmapped.
+  /// Thread-safe; holds each heap's mutex only to take its batches out and to give them back
+  /// (the sort of the free blocks is outside it).
+  static std::size_t release_free_chunks() noexcept;
+  /// Bytes obtained from the operating system and not returned (all nodes); for tests.
   static std::size_t os_bytes() noexcept;
 
   static constexpr unsigned size_class(std::size_t bytes) noexcept {

@@ -4,11 +4,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "byte_word.h"
 #include "command_table.h"
@@ -581,6 +585,37 @@ void cmd_bgsave(call& k) {
 }
 void cmd_save(call& k) { start_rewrite(k, "OK"); }
 
+// ---- MEMORY ---------------------------------------------------------------------------------
+
+/// MEMORY PURGE gives wholly free memory back to the system: tessera's pool's (nodes and value
+/// headers; tessera/runtime.h, release_free_memory) and glibc's heap's (the values' bytes;
+/// malloc_trim). What the workers still cache, and memory not yet reclaimed (a FLUSHALL a
+/// moment ago), stays.
+void cmd_memory(call& k) {
+  const std::string sub = upper(k.args[1]);
+  reply_writer w = k.reply();
+  if (sub == "PURGE" && k.args.size() == 2) {
+    (void)tessera::release_free_memory();
+#if defined(__GLIBC__)
+    (void)::malloc_trim(0);
+#endif
+    w.ok();
+  } else if (sub == "HELP" && k.args.size() == 2) {
+    static constexpr std::string_view lines[] = {
+        "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "PURGE",
+        "    Return the memory no key, value or node uses to the system.",
+        "HELP",
+        "    Print this help.",
+    };
+    w.array(std::size(lines));
+    for (const std::string_view line : lines) w.simple(line);
+  } else {
+    k.error("ERR unknown subcommand or wrong number of arguments for '" +
+            std::string(k.args[1]) + "'. Try MEMORY HELP.");
+  }
+}
+
 void cmd_shutdown(call& k) {
   for (std::size_t i = 1; i < k.args.size(); ++i) {
     const std::string opt = upper(k.args[i]);
@@ -605,6 +640,7 @@ const std::vector<command_spec>& server_commands() {
       {"command", -1, 0, 0, 0, 0, &cmd_command},
       {"client", -2, 0, 0, 0, 0, &cmd_client},
       {"config", -2, 0, 0, 0, 0, &cmd_config},
+      {"memory", -2, 0, 0, 0, 0, &cmd_memory},
       {"info", -1, cmd_whole_store, 0, 0, 0, &cmd_info},
       {"shutdown", -1, cmd_ends_batch, 0, 0, 0, &cmd_shutdown},
       {"bgrewriteaof", 1, 0, 0, 0, 0, &cmd_bgrewriteaof},

@@ -145,6 +145,9 @@ def test_redis_cli(srv):
         (["client", "setname", "cli"], "OK"),
         (["config", "get", "maxmemory"], "maxmemory\n0"),
         (["flushall"], "OK"),
+        (["memory", "purge"], "OK"),
+        (["memory", "bogus"],
+         "ERR unknown subcommand or wrong number of arguments for 'bogus'. Try MEMORY HELP."),
     ]
     for args, want in cases:
         got = srv.cli(*args)
@@ -247,6 +250,17 @@ def test_redis_py(srv):
         fail(f"INFO used_memory_rss {info['used_memory_rss']} is not the resident set {resident}")
     if "worker0" not in r.info("tessera"):
         fail("INFO tessera lacks the workers' statistics")
+    # MEMORY PURGE after many values were written and deleted: OK, and nothing stored is lost.
+    r.mset({f"purge:{i}": b"v" * 3000 for i in range(2000)})
+    r.set("purge:keep", b"kept")
+    r.delete(*[f"purge:{i}" for i in range(2000)])
+    expect(r.memory_purge(), True, "MEMORY PURGE")
+    expect(r.get("purge:keep"), b"kept", "a key after MEMORY PURGE")
+    r.mset({f"purge:{i}": b"w" * 3000 for i in range(2000)})
+    expect(r.get("purge:1999"), b"w" * 3000, "a value written after MEMORY PURGE")
+    r.delete(*[f"purge:{i}" for i in range(2000)], "purge:keep")
+    if not any(b"PURGE" in line for line in r.execute_command("MEMORY", "HELP")):
+        fail("MEMORY HELP does not name PURGE")
     # RESP3 after HELLO 3.
     r3 = srv.client(protocol=3)
     r3.set("r3", "v")
