@@ -587,18 +587,54 @@ void cmd_save(call& k) { start_rewrite(k, "OK"); }
 
 // ---- MEMORY ---------------------------------------------------------------------------------
 
-/// MEMORY PURGE gives wholly free memory back to the system: tessera's pool's (nodes and value
-/// headers; tessera/runtime.h, release_free_memory) and glibc's heap's (the values' bytes;
-/// malloc_trim). What the workers still cache, and memory not yet reclaimed (a FLUSHALL a
-/// moment ago), stays.
+/// Gives wholly free memory back to the system: tessera's pool's (nodes and value headers;
+/// tessera/runtime.h, release_free_memory, after the calling thread's cached blocks) and glibc's
+/// heap's (the values' bytes; malloc_trim).
+void purge_memory() noexcept {
+  (void)tessera::release_free_memory();
+#if defined(__GLIBC__)
+  (void)::malloc_trim(0);
+#endif
+}
+
+/// MEMORY PURGE: a task on each worker gives its cached blocks back (and purges), and once they
+/// all ran one more purge sees every chunk they freed. Answered at once, as Redis answers it
+/// after its allocator's purge; memory not yet reclaimed (a FLUSHALL a moment ago) stays.
+void start_purge(call& k) {
+  if (k.ctx == nullptr) {
+    purge_memory();
+    return;
+  }
+  tessera::context& ctx = *k.ctx;
+  tessera::runtime& rt = ctx.runtime();
+  bool made = false;
+  tessera::group g{};
+  try {
+    g = rt.make_group();
+    made = true;
+    for (unsigned w = 0; w < rt.workers(); ++w) {
+      auto* t = ctx.make_task_from([](tessera::context&) { purge_memory(); });
+      t->annotate(tessera::worker_id{static_cast<std::uint16_t>(w)}).annotate(g);
+      ctx.spawn(t);
+    }
+    ctx.when_done(g, [](tessera::context&) { purge_memory(); });
+  } catch (...) {
+    // No memory for a task, or the server stopping: what ran ran; the rest here, now.
+    if (made) {
+      try {
+        rt.detach(g);
+      } catch (...) {
+      }
+    }
+    purge_memory();
+  }
+}
+
 void cmd_memory(call& k) {
   const std::string sub = upper(k.args[1]);
   reply_writer w = k.reply();
   if (sub == "PURGE" && k.args.size() == 2) {
-    (void)tessera::release_free_memory();
-#if defined(__GLIBC__)
-    (void)::malloc_trim(0);
-#endif
+    start_purge(k);
     w.ok();
   } else if (sub == "HELP" && k.args.size() == 2) {
     static constexpr std::string_view lines[] = {
