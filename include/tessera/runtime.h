@@ -108,10 +108,11 @@ enum class resource_memory : std::uint8_t {
 /// those other threads (workers) cache, up to 2,048 per size class each, keep their chunks, as
 /// does one block in use: to include them, run it in a task on each worker (worker_id targets,
 /// one group), then once more after them (context::when_done), as tessera-kv-server's MEMORY
-/// PURGE does. A retired resource is free once reclaimed. Returns the bytes given back. For a process that freed much at once (a store emptied); the pool takes new memory
-/// from the system again as it needs it. Thread-safe, also from a task: it sorts the free blocks
-/// (tens of milliseconds for millions) and holds the allocator's locks only to take them out and
-/// to put the rest back.
+/// PURGE does. A retired resource is free once reclaimed. Returns the bytes given back. For a
+/// process that freed much at once (a store emptied); the pool takes new memory from the system
+/// again as it needs it. Thread-safe, also from a task: it sorts the free blocks (tens of
+/// milliseconds for millions) and holds the allocator's locks only to take them out and to put
+/// the rest back.
 std::size_t release_free_memory() noexcept;
 
 /// The CPUs a runtime's workers take when runtime_options::cpus is empty, worker 0's first: every

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <vector>
 
@@ -449,17 +450,18 @@ std::size_t release_class(node_heap& heap, unsigned c) noexcept {
       blk = next;
     }
   }
-  std::sort(blocks.begin(), blocks.end());
+  std::sort(blocks.begin(), blocks.end(), std::less<>{});  // (a total order of addresses)
   constexpr std::uintptr_t chunk_mask = ~(std::uintptr_t{task_allocator::chunk_bytes} - 1);
+  const auto chunk_of = [](const free_block* blk) {
+    return reinterpret_cast<std::uintptr_t>(blk) & chunk_mask;
+  };
   const std::size_t per_chunk = task_allocator::chunk_bytes / size;
   std::size_t released = 0;
   batch current;
   for (std::size_t i = 0; i < blocks.size();) {
-    const std::uintptr_t chunk = reinterpret_cast<std::uintptr_t>(blocks[i]) & chunk_mask;
+    const std::uintptr_t chunk = chunk_of(blocks[i]);
     std::size_t end = i;
-    while (end < blocks.size() && (reinterpret_cast<std::uintptr_t>(blocks[end]) & chunk_mask) == chunk) {
-      ++end;
-    }
+    while (end < blocks.size() && chunk_of(blocks[end]) == chunk) ++end;
     // A chunk belongs to one class of one heap (node_heap::reserve), and a block is in at most
     // one list: all of its blocks here means none is in use or cached anywhere.
     if (end - i == per_chunk) {
