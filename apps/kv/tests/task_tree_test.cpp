@@ -480,7 +480,9 @@ TEST_P(task_tree_test, inline_completions_are_counted_instead_of_calling_on_done
   for (std::size_t i = 0; i < 2 * n; ++i) model[i] = i % 4 == 2 ? i + 1 : i;
   for (const kv::request& r : reqs) {
     EXPECT_EQ(r.status, kv::request_status::ok) << r.key;
-    if (r.type == kv::request_type::lookup) EXPECT_EQ(r.value, r.key);
+    if (r.type == kv::request_type::lookup) {
+      EXPECT_EQ(r.value, r.key);
+    }
   }
   expect_consistent(tree, model);
   expect_equal_contents(rt, tree, model);
