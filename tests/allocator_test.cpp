@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "memory/task_allocator.h"
+#include "tessera/runtime.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -449,6 +450,26 @@ TEST(task_allocator, wholly_free_chunks_go_back_to_the_system_and_used_ones_stay
     for (void* p : again) alloc::deallocate(p, bytes);
     alloc::deallocate(live, bytes);
     alloc::flush_thread_cache();
+  }).join();
+}
+
+/// The public pair: release_thread_cache empties the calling thread's cache into the heaps,
+/// where release_free_memory finds whole chunks.
+TEST(task_allocator, the_public_release_pair_empties_a_threads_cache_and_returns_its_chunks) {
+  std::thread([] {
+    constexpr std::size_t bytes = alloc::max_block;
+    std::vector<void*> blocks;
+    for (std::size_t i = 0; i < 2 * alloc::chunk_bytes / bytes; ++i) {
+      blocks.push_back(alloc::allocate(bytes));
+    }
+    for (void* p : blocks) alloc::deallocate(p, bytes);
+    EXPECT_GT(alloc::thread_cached_blocks(), 0u);
+    tessera::release_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+    const std::size_t before = alloc::os_bytes();
+    const std::size_t released = tessera::release_free_memory();
+    EXPECT_GE(released, alloc::chunk_bytes) << "two chunks' worth freed";
+    EXPECT_EQ(alloc::os_bytes(), before - released);
   }).join();
 }
 

@@ -106,14 +106,19 @@ enum class resource_memory : std::uint8_t {
 /// and resources in resource_memory::pool) that nothing uses: each 2 MiB chunk whose blocks are
 /// all free and cached by no thread. The calling thread's cached blocks are given back first;
 /// those other threads (workers) cache, up to 2,048 per size class each, keep their chunks, as
-/// does one block in use: to include them, run it in a task on each worker (worker_id targets,
-/// one group), then once more after them (context::when_done), as tessera-kv-server's MEMORY
-/// PURGE does. A retired resource is free once reclaimed. Returns the bytes given back. For a
-/// process that freed much at once (a store emptied); the pool takes new memory from the system
-/// again as it needs it. Thread-safe, also from a task: it sorts the free blocks (tens of
-/// milliseconds for millions) and holds the allocator's locks only to take them out and to put
-/// the rest back.
+/// does one block in use: to include them, run release_thread_cache() in a task on each worker
+/// (worker_id targets, one group) and this after them (context::when_done), as
+/// tessera-kv-server's MEMORY PURGE does. A retired resource is free once reclaimed. Returns the
+/// bytes given back. For a process that freed much at once (a store emptied); the pool takes new
+/// memory from the system again as it needs it. Thread-safe, also from a task: it sorts the free
+/// blocks (tens of milliseconds for millions) and holds the allocator's locks only to take them
+/// out and to put the rest back.
 std::size_t release_free_memory() noexcept;
+
+/// Gives the calling thread's cached pool blocks (kept for its next tasks and resources) to the
+/// pool's shared heaps, where release_free_memory() can see them. Cheap; the thread takes blocks
+/// from the heaps again as it needs them.
+void release_thread_cache() noexcept;
 
 /// The CPUs a runtime's workers take when runtime_options::cpus is empty, worker 0's first: every
 /// CPU the process may run on (its main thread's affinity mask, as taskset or numactl set it,

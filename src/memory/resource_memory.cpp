@@ -90,4 +90,6 @@ namespace tessera {
 
 std::size_t release_free_memory() noexcept { return detail::task_allocator::release_free_chunks(); }
 
+void release_thread_cache() noexcept { detail::task_allocator::flush_thread_cache(); }
+
 }  // namespace tessera

@@ -597,9 +597,9 @@ void purge_memory() noexcept {
 #endif
 }
 
-/// MEMORY PURGE: a task on each worker gives its cached blocks back (and purges), and once they
-/// all ran one more purge sees every chunk they freed. Answered at once, as Redis answers it
-/// after its allocator's purge; memory not yet reclaimed (a FLUSHALL a moment ago) stays.
+/// MEMORY PURGE: a task on each worker gives its cached blocks back to the pool's heaps, and
+/// once they all ran one purge sees every chunk they freed. Answered at once, as Redis answers
+/// it after its allocator's purge; memory not yet reclaimed (a FLUSHALL a moment ago) stays.
 void start_purge(call& k) {
   if (k.ctx == nullptr) {
     purge_memory();
@@ -613,7 +613,7 @@ void start_purge(call& k) {
     g = rt.make_group();
     made = true;
     for (unsigned w = 0; w < rt.workers(); ++w) {
-      auto* t = ctx.make_task_from([](tessera::context&) { purge_memory(); });
+      auto* t = ctx.make_task_from([](tessera::context&) { tessera::release_thread_cache(); });
       t->annotate(tessera::worker_id{static_cast<std::uint16_t>(w)}).annotate(g);
       ctx.spawn(t);
     }
