@@ -44,6 +44,36 @@ std::string check(const operation& op, const std::vector<kv::entry>& out,
 
 const std::vector<std::uint64_t> stable{10, 20, 30, 40, 50};
 
+// plainly_right is a filter: wherever it says right, the full check must find nothing wrong; and
+// it lets the common right answers through (else it would filter nothing).
+TEST(PlainlyRight, NeverPassesAWrongAnswer) {
+  const std::uint64_t key = ::ycsb::key_of(7);
+  const std::uint64_t values[] = {::ycsb::value_of(key), ::ycsb::updated_value_of(key), 0, 12345};
+  int passed = 0;
+  for (const op_type type : {op_type::insert, op_type::read, op_type::update, op_type::scan,
+                             op_type::read_modify_write, op_type::remove}) {
+    for (const expect e : {expect::absent, expect::present, expect::either}) {
+      for (const bool ok : {false, true}) {
+        for (const std::uint64_t value : values) {
+          const operation op{.type = type, .key = key, .value = value};
+          if (!plainly_right(op, e, ok, value)) continue;
+          ++passed;
+          const char* full = type == op_type::read       ? lookup_error(e, op, ok, value)
+                             : type == op_type::update   ? presence_error(e, ok)
+                             : type == op_type::insert   ? presence_error(e, !ok)
+                                                         : "passed a type it does not know";
+          EXPECT_EQ(full, nullptr) << ::ycsb::to_string(type) << " expect " << to_string(e)
+                                   << " ok " << ok << " value " << value;
+        }
+      }
+    }
+  }
+  // Reads and updates: found with a legal value where the key must be present (2 values each),
+  // missed where it must be absent or may be either (4 values, twice, each); inserts that
+  // inserted a key that must have been absent (4).
+  EXPECT_EQ(passed, 2 * (2 + 4 + 4) + 4);
+}
+
 TEST(ScanCompleteness, CompleteScanPasses) {
   EXPECT_EQ(check(scan(10, 3), entries({10, 20, 30}), stable, expect::present), "");
   // Non-stable keys (inserted during the run) may appear among them.
