@@ -12,7 +12,7 @@
 namespace server {
 namespace {
 
-enum class replay_kind : std::uint8_t { set, del, expire, incr, append };
+enum class replay_kind : std::uint8_t { set, del, expire, incr, append, setrange };
 
 enum expire_cond : unsigned { cond_nx = 1, cond_xx = 2, cond_gt = 4, cond_lt = 8 };
 
@@ -20,7 +20,7 @@ struct replay_op {
   replay_kind kind = replay_kind::set;
   std::string_view value;
   std::int64_t deadline = 0;  ///< steady ms; 0: none
-  long long by = 0;           ///< incr
+  long long by = 0;           ///< incr; setrange: the offset
   unsigned cond = 0;          ///< expire: expire_cond
   bool keep_ttl = false;
   bool nx = false;
@@ -36,8 +36,10 @@ std::int64_t unix_now_ms() {
 
 /// A Unix-time deadline in ms as a steady-clock one (never 0: 0 means none).
 std::int64_t to_steady(long long unix_ms) {
-  const std::int64_t d = steady_ms() + (unix_ms - unix_now_ms());
-  return d <= 0 ? 1 : d;
+  const std::int64_t offset = unix_offset_ms();  // (the same as the deadline was written with)
+  if (unix_ms <= offset) return 1;
+  if (offset < 0 && unix_ms > LLONG_MAX + offset) return LLONG_MAX;
+  return unix_ms - offset;
 }
 
 std::string upper_ascii(std::string_view s) {
@@ -94,6 +96,15 @@ void apply_op(key_op& op, leaf_access& a) {
       const slot* e = a.find(op.key);
       std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
       v.append(r.value);
+      a.put(op.key, std::move(v), 0, true);
+      return;
+    }
+    case replay_kind::setrange: {  // redis-server logs SETRANGE as itself (the server: a SET)
+      const slot* e = a.find(op.key);
+      std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
+      const auto offset = static_cast<std::size_t>(r.by);
+      if (v.size() < offset + r.value.size()) v.resize(offset + r.value.size(), '\0');
+      v.replace(offset, r.value.size(), r.value);
       a.put(op.key, std::move(v), 0, true);
       return;
     }
@@ -221,6 +232,17 @@ replay_outcome replay_record(string_tree& tree, std::span<const std::string_view
     r.value = args[2];
     return one(r);
   }
+  if (name == "SETRANGE") {
+    if (n != 4) return bad("wrong number of arguments");
+    // Redis logs only a SETRANGE that wrote something, within proto-max-bulk-len (512 MB).
+    if (!parse_integer(args[2], r.by) || r.by < 0 || r.by > (512LL << 20)) {
+      return bad("a bad offset");
+    }
+    if (args[3].empty()) return replay_outcome::no_effect;
+    r.kind = replay_kind::setrange;
+    r.value = args[3];
+    return one(r);
+  }
   if (name == "PEXPIREAT" || name == "EXPIREAT" || name == "PEXPIRE" || name == "EXPIRE") {
     if (n < 3) return bad("wrong number of arguments");
     long long v = 0;
@@ -265,7 +287,7 @@ replay_outcome replay_record(string_tree& tree, std::span<const std::string_view
   }
   why = "'" + name +
         "', which the server does not replay (it replays SET, SETNX, SETEX, PSETEX, GETSET, "
-        "MSET, DEL, UNLINK, GETDEL, INCR, DECR, INCRBY, DECRBY, APPEND, EXPIRE, PEXPIRE, "
+        "MSET, DEL, UNLINK, GETDEL, INCR, DECR, INCRBY, DECRBY, APPEND, SETRANGE, EXPIRE, PEXPIRE, "
         "EXPIREAT, PEXPIREAT, PERSIST, FLUSHALL, FLUSHDB, SELECT 0, MULTI and EXEC)";
   return replay_outcome::refused;
 }

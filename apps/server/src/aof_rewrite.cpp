@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <thread>
@@ -29,12 +28,6 @@ constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
 constexpr std::size_t chunk_leaves = 64;
 /// Tail bytes below which finish() takes the leader role and writes the rest.
 constexpr std::size_t tail_settle_bytes = std::size_t{256} * 1024;
-
-std::int64_t unix_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -122,7 +115,7 @@ rewrite_start aof_log::start_rewrite(std::string& error) {
     m_rewriting.store(false, std::memory_order_release);
     return rewrite_start::failed;
   }
-  st->unix_offset_ms = unix_now_ms() - steady_ms();
+  st->unix_offset_ms = unix_offset_ms();
   st->walk.writes = false;
   st->walk.visit = &rewrite_walk::visit;
   st->walk.on_done = &rewrite_walk::done;

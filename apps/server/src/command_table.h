@@ -67,7 +67,6 @@ const std::vector<command_spec>& server_commands();
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
-std::int64_t unix_ms() noexcept;
 /// A batch's tree request (or walk) finished: the last one finishes the batch.
 void op_done_count(connection& c, tessera::context& ctx);
 /// A key request's settle (under the leaf's latch: counts it done; true if it was the batch's

@@ -6,8 +6,12 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <chrono>
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -107,7 +111,7 @@ aof_log* log_of(const op_slot& s) { return s.conn->srv->aof(); }
 
 /// A steady-clock deadline as Unix ms, the form the log keeps (replays are deterministic).
 std::string_view unix_text(std::int64_t steady_deadline, char (&buf)[24]) {
-  const auto r = std::to_chars(buf, buf + sizeof(buf), steady_deadline + (unix_ms() - steady_ms()));
+  const auto r = std::to_chars(buf, buf + sizeof(buf), steady_deadline + unix_offset_ms());
   return {buf, static_cast<std::size_t>(r.ptr - buf)};
 }
 
@@ -208,7 +212,7 @@ void cmd_set(call& k) {
         }
         expire = steady_ms() + ms;
       } else {
-        expire = steady_ms() + (ms - unix_ms());
+        expire = ms - unix_offset_ms();
         if (expire <= 0) expire = 1;  // in the past: expired at once
       }
       has_expire = true;
@@ -224,6 +228,91 @@ void cmd_set(call& k) {
 
 void cmd_get(call& k) {
   add_op(k, k.args[1], false, &apply_get);
+  submit(k);
+}
+
+/// SETEX key seconds value, PSETEX key milliseconds value: SET key value EX|PX.
+void set_expiring(call& k, long long unit_ms) {
+  long long v = 0;
+  if (!parse_ll(k.args[2], v)) return k.error(err_not_integer);
+  const std::int64_t now = steady_ms();
+  if (v <= 0 || v > LLONG_MAX / unit_ms || v * unit_ms > LLONG_MAX - now) {
+    return k.error("ERR invalid expire time in '" + lower(k.args[0]) + "' command");
+  }
+  op_slot& s = add_op(k, k.args[1], true, &apply_set, k.args[3]);
+  s.flags = 0;
+  s.expire = now + v * unit_ms;
+  submit(k);
+}
+
+void cmd_setex(call& k) { set_expiring(k, 1000); }
+void cmd_psetex(call& k) { set_expiring(k, 1); }
+
+enum getex_flags : unsigned { getex_expire = 1, getex_persist = 2 };
+
+void apply_getex(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  slot* e = a.find(op.key);
+  count_hit(s, e != nullptr);
+  if (e == nullptr) {
+    writer(s).null();
+    return;
+  }
+  writer(s).bulk(e->value.view());  // copied: the key may go below
+  if ((s.flags & getex_expire) != 0) {
+    if (s.expire <= a.now_ms()) {  // a deadline in the past deletes the key, as in Redis
+      a.erase(op.key);
+      log_del(s, op.key);
+    } else {
+      a.set_expire(*e, s.expire);
+      log_deadline(s, *e);
+    }
+  } else if ((s.flags & getex_persist) != 0 && e->expire_ms != 0) {
+    a.set_expire(*e, 0);
+    log_deadline(s, *e);
+  }
+}
+
+/// GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST], parsed as Redis 7.0 does:
+/// the options first (one kind, which may repeat: the last counts), then the time.
+void cmd_getex(call& k) {
+  std::string kind;
+  std::string_view time;
+  for (std::size_t i = 2; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    const bool last = i + 1 == k.args.size();
+    if (!kind.empty() && opt != kind) return k.error(err_syntax);
+    if (opt == "PERSIST") {
+      kind = opt;
+    } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !last) {
+      kind = opt;
+      time = k.args[++i];
+    } else {
+      return k.error(err_syntax);
+    }
+  }
+  std::int64_t expire = 0;
+  if (!kind.empty() && kind != "PERSIST") {
+    long long v = 0;
+    if (!parse_ll(time, v)) return k.error(err_not_integer);
+    const bool seconds = kind == "EX" || kind == "EXAT";
+    const std::int64_t now = steady_ms();
+    if (v <= 0 || (seconds && v > LLONG_MAX / 1000)) {
+      return k.error("ERR invalid expire time in 'getex' command");
+    }
+    const long long ms = seconds ? v * 1000 : v;
+    if (kind == "EX" || kind == "PX") {
+      if (ms > LLONG_MAX - now) return k.error("ERR invalid expire time in 'getex' command");
+      expire = now + ms;
+    } else {
+      expire = ms - unix_offset_ms();
+      if (expire <= 0) expire = 1;  // in the past: the key goes
+    }
+  }
+  const unsigned flags = kind.empty() ? 0U : kind == "PERSIST" ? getex_persist : getex_expire;
+  op_slot& s = add_op(k, k.args[1], flags != 0, &apply_getex);
+  s.flags = flags;
+  s.expire = expire;
   submit(k);
 }
 
@@ -351,6 +440,15 @@ void cmd_exists(call& k) {
   submit_multi(k, false, nullptr);
 }
 
+void apply_type(key_op& op, leaf_access& a) {
+  writer(slot_of(op)).simple(a.find(op.key) != nullptr ? "string" : "none");  // the one type
+}
+
+void cmd_type(call& k) {
+  add_op(k, k.args[1], false, &apply_type);
+  submit(k);
+}
+
 // ---- INCR family, APPEND, STRLEN ----------------------------------------------------------
 
 void apply_incrby(key_op& op, leaf_access& a) {
@@ -393,6 +491,65 @@ void cmd_decrby(call& k) {
   incr_by(k, -by);
 }
 
+/// Redis's MAX_LONG_DOUBLE_CHARS: the longest float text it reads or writes, plus one.
+constexpr std::size_t max_float_chars = std::size_t{5} * 1024;
+
+/// Redis's string2ld: the whole text a finite or infinite number (no NaN), no leading space.
+bool parse_long_double(std::string_view text, long double& v) {
+  if (text.empty() || text.size() >= max_float_chars ||
+      std::isspace(static_cast<unsigned char>(text[0])) != 0) {
+    return false;
+  }
+  const std::string z(text);  // strtold needs the terminator
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtold(z.c_str(), &end);
+  if (end != z.c_str() + z.size() || std::isnan(v)) return false;
+  if (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || v == 0.0L)) return false;
+  return true;
+}
+
+/// As Redis writes a float it computed (ld2string, LD_STR_HUMAN): %.17Lf, trailing zeros and
+/// point dropped, "-0" as "0".
+std::string float_text(long double v) {
+  std::array<char, max_float_chars> buf{};
+  int n = std::snprintf(buf.data(), buf.size(), "%.17Lf", v);
+  if (n <= 0 || static_cast<std::size_t>(n) >= buf.size()) return "0";
+  if (std::memchr(buf.data(), '.', static_cast<std::size_t>(n)) != nullptr) {
+    while (buf[static_cast<std::size_t>(n) - 1] == '0') --n;
+    if (buf[static_cast<std::size_t>(n) - 1] == '.') --n;
+  }
+  if (n == 2 && buf[0] == '-' && buf[1] == '0') return "0";
+  return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+void apply_incrbyfloat(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  long double v = 0;
+  long double by = 0;
+  if ((e != nullptr && !parse_long_double(e->value.view(), v)) ||
+      !parse_long_double(op.arg, by)) {
+    writer(s).error("ERR value is not a valid float");
+    return;
+  }
+  v += by;
+  if (std::isnan(v) || std::isinf(v)) {
+    writer(s).error("ERR increment would produce NaN or Infinity");
+    return;
+  }
+  const slot& now = a.put(op.key, float_text(v), 0, true);
+  log_value(s, now);
+  writer(s).bulk(now.value.view());
+}
+
+void cmd_incrbyfloat(call& k) {
+  long double by = 0;
+  if (!parse_long_double(k.args[2], by)) return k.error("ERR value is not a valid float");
+  add_op(k, k.args[1], true, &apply_incrbyfloat, k.args[2]);
+  submit(k);
+}
+
 void apply_append(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   const slot* e = a.find(op.key);
@@ -428,6 +585,65 @@ void cmd_strlen(call& k) {
   submit(k);
 }
 
+void apply_getrange(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  const std::string_view v = e != nullptr ? e->value.view() : std::string_view();
+  const auto len = static_cast<long long>(v.size());
+  long long start = op.number;
+  long long end = s.expire;  // (the end index; GETRANGE has no deadline)
+  // Redis's getrangeCommand, step by step: negative indexes count from the end.
+  if (start < 0 && end < 0 && start > end) return writer(s).bulk({});
+  if (start < 0) start += len;
+  if (end < 0) end += len;
+  start = std::max(start, 0LL);
+  end = std::max(end, 0LL);
+  if (end >= len) end = len - 1;
+  if (start > end || len == 0) return writer(s).bulk({});
+  writer(s).bulk(v.substr(static_cast<std::size_t>(start), static_cast<std::size_t>(end - start + 1)));
+}
+
+/// GETRANGE key start end (and its old name SUBSTR)
+void cmd_getrange(call& k) {
+  long long start = 0;
+  long long end = 0;
+  if (!parse_ll(k.args[2], start) || !parse_ll(k.args[3], end)) return k.error(err_not_integer);
+  op_slot& s = add_op(k, k.args[1], false, &apply_getrange);
+  s.op.number = start;
+  s.expire = end;
+  submit(k);
+}
+
+void apply_setrange(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  const auto offset = static_cast<std::size_t>(op.number);
+  if (op.arg.empty()) {  // nothing written, nothing created: the length as it is
+    writer(s).integer(e != nullptr ? static_cast<long long>(e->value.view().size()) : 0);
+    return;
+  }
+  if (offset + op.arg.size() > s.conn->parser.limits().max_bulk_len) {
+    writer(s).error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    return;
+  }
+  std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
+  if (v.size() < offset + op.arg.size()) v.resize(offset + op.arg.size(), '\0');
+  v.replace(offset, op.arg.size(), op.arg);
+  const auto len = static_cast<long long>(v.size());
+  log_value(s, a.put(op.key, std::move(v), 0, true));
+  writer(s).integer(len);
+}
+
+/// SETRANGE key offset value: zero bytes pad the value up to `offset`; the deadline stays.
+void cmd_setrange(call& k) {
+  long long offset = 0;
+  if (!parse_ll(k.args[2], offset)) return k.error(err_not_integer);
+  if (offset < 0) return k.error("ERR offset is out of range");
+  op_slot& s = add_op(k, k.args[1], true, &apply_setrange, k.args[3]);
+  s.op.number = offset;
+  submit(k);
+}
+
 // ---- expiry ---------------------------------------------------------------------------------
 
 enum expire_flags : unsigned { exp_nx = 1, exp_xx = 2, exp_gt = 4, exp_lt = 8 };
@@ -458,14 +674,10 @@ void apply_expire(key_op& op, leaf_access& a) {
   writer(s).integer(1);
 }
 
-void expire_in(call& k, long long unit_ms) {
-  long long v = 0;
-  if (!parse_ll(k.args[2], v)) return k.error(err_not_integer);
-  const std::int64_t now = steady_ms();
-  if ((unit_ms > 1 && (v > LLONG_MAX / unit_ms || v < LLONG_MIN / unit_ms)) ||
-      (v > 0 && v * unit_ms > LLONG_MAX - now)) {
-    return k.error("ERR invalid expire time in '" + lower(k.args[0]) + "' command");
-  }
+/// EXPIRE and PEXPIRE (a time from now), EXPIREAT and PEXPIREAT (a Unix time), in units of
+/// `unit_ms`, with NX | XX | GT | LT.
+void expire_in(call& k, long long unit_ms, bool absolute = false) {
+  // The options first, then the time, as Redis 7.0 parses them.
   unsigned flags = 0;
   for (std::size_t i = 3; i < k.args.size(); ++i) {
     const std::string opt = upper(k.args[i]);
@@ -487,16 +699,32 @@ void expire_in(call& k, long long unit_ms) {
   if ((flags & exp_gt) != 0 && (flags & exp_lt) != 0) {
     return k.error("ERR GT and LT options at the same time are not compatible");
   }
+  long long v = 0;
+  if (!parse_ll(k.args[2], v)) return k.error(err_not_integer);
+  const std::int64_t now = steady_ms();
+  // A Unix time `at` is the steady deadline at - offset.
+  const std::int64_t offset = absolute ? unix_offset_ms() : 0;
+  if ((unit_ms > 1 && (v > LLONG_MAX / unit_ms || v < LLONG_MIN / unit_ms)) ||
+      (!absolute && v > 0 && v * unit_ms > LLONG_MAX - now) ||
+      (absolute && offset < 0 && v * unit_ms > LLONG_MAX + offset)) {
+    return k.error("ERR invalid expire time in '" + lower(k.args[0]) + "' command");
+  }
   op_slot& s = add_op(k, k.args[1], true, &apply_expire);
   s.flags = flags;
-  const long long delta = v * unit_ms;
-  s.expire = delta <= 0 ? now - 1 : now + delta;
+  const long long at = v * unit_ms;
+  if (absolute) {
+    s.expire = at <= now + offset ? now - 1 : at - offset;  // now or before: the key goes
+  } else {
+    s.expire = at <= 0 ? now - 1 : now + at;
+  }
   if (s.expire == 0) s.expire = -1;
   submit(k);
 }
 
 void cmd_expire(call& k) { expire_in(k, 1000); }
 void cmd_pexpire(call& k) { expire_in(k, 1); }
+void cmd_expireat(call& k) { expire_in(k, 1000, true); }
+void cmd_pexpireat(call& k) { expire_in(k, 1, true); }
 
 void apply_ttl(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
@@ -518,6 +746,30 @@ void cmd_ttl(call& k) {
 
 void cmd_pttl(call& k) {
   add_op(k, k.args[1], false, &apply_ttl).flags = 1;
+  submit(k);
+}
+
+void apply_expiretime(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  if (e == nullptr) {
+    writer(s).integer(-2);
+  } else if (e->expire_ms == 0) {
+    writer(s).integer(-1);
+  } else {
+    const std::int64_t at = e->expire_ms + unix_offset_ms();
+    writer(s).integer(s.flags != 0 ? at : at / 1000);
+  }
+}
+
+/// EXPIRETIME key, PEXPIRETIME key: the deadline as a Unix time (-1 none, -2 no key).
+void cmd_expiretime(call& k) {
+  add_op(k, k.args[1], false, &apply_expiretime).flags = 0;
+  submit(k);
+}
+
+void cmd_pexpiretime(call& k) {
+  add_op(k, k.args[1], false, &apply_expiretime).flags = 1;
   submit(k);
 }
 
@@ -701,12 +953,6 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-std::int64_t unix_ms() noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void op_done_count(connection& c, tessera::context& ctx) {
   // acq_rel: the last decrement sees every task's writes to the batch (connection.h).
   if (c.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) c.srv->batch_done(c, ctx);
@@ -752,21 +998,34 @@ const std::vector<command_spec>& key_commands() {
       {"setnx", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_setnx},
       {"getset", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_getset},
       {"getdel", 2, cmd_write | cmd_fast, 1, 1, 1, &cmd_getdel},
+      {"getex", -2, cmd_write | cmd_fast, 1, 1, 1, &cmd_getex},
+      {"setex", 4, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_setex},
+      {"psetex", 4, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_psetex},
       {"mget", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_mget},
       {"mset", -3, cmd_write | cmd_denyoom, 1, -1, 2, &cmd_mset},
       {"del", -2, cmd_write, 1, -1, 1, &cmd_del},
       {"unlink", -2, cmd_write | cmd_fast, 1, -1, 1, &cmd_del},
       {"exists", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_exists},
+      {"touch", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_exists},
+      {"type", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_type},
       {"incr", 2, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_incr},
       {"decr", 2, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_decr},
       {"incrby", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_incrby},
       {"decrby", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_decrby},
       {"append", 3, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_append},
       {"strlen", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_strlen},
+      {"incrbyfloat", 3, cmd_write | cmd_denyoom | cmd_fast, 1, 1, 1, &cmd_incrbyfloat},
+      {"getrange", 4, cmd_readonly, 1, 1, 1, &cmd_getrange},
+      {"substr", 4, cmd_readonly, 1, 1, 1, &cmd_getrange},
+      {"setrange", 4, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_setrange},
       {"expire", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_expire},
       {"pexpire", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_pexpire},
+      {"expireat", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_expireat},
+      {"pexpireat", -3, cmd_write | cmd_fast, 1, 1, 1, &cmd_pexpireat},
       {"ttl", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_ttl},
       {"pttl", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_pttl},
+      {"expiretime", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_expiretime},
+      {"pexpiretime", 2, cmd_readonly | cmd_fast, 1, 1, 1, &cmd_pexpiretime},
       {"persist", 2, cmd_write | cmd_fast, 1, 1, 1, &cmd_persist},
       {"keys", 2, cmd_readonly | cmd_whole_store, 0, 0, 0, &cmd_keys},
       {"scan", -2, cmd_readonly | cmd_whole_store, 0, 0, 0, &cmd_scan},

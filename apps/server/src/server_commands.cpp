@@ -1,6 +1,7 @@
 // The connection and server commands (PING ... SHUTDOWN), dispatch() and finalize().
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -71,6 +72,17 @@ void cmd_ping(call& k) {
 }
 
 void cmd_echo(call& k) { k.reply().bulk(k.args[1]); }
+
+/// TIME: the Unix time as seconds and microseconds, two bulk strings.
+void cmd_time(call& k) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  reply_writer w = k.reply();
+  w.array(2);
+  w.bulk(std::to_string(us / 1'000'000));
+  w.bulk(std::to_string(us % 1'000'000));
+}
 
 void cmd_quit(call& k) {
   k.reply().ok();
@@ -669,6 +681,7 @@ const std::vector<command_spec>& server_commands() {
   static const std::vector<command_spec> table = {
       {"ping", -1, cmd_fast, 0, 0, 0, &cmd_ping},
       {"echo", 2, cmd_fast, 0, 0, 0, &cmd_echo},
+      {"time", 1, cmd_fast, 0, 0, 0, &cmd_time},
       {"quit", -1, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_quit},
       {"select", 2, cmd_fast, 0, 0, 0, &cmd_select},
       {"auth", -2, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_auth},

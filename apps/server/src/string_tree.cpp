@@ -1093,6 +1093,15 @@ std::int64_t steady_ms() noexcept {
       .count();
 }
 
+std::int64_t unix_offset_ms() noexcept {
+  const auto steady = std::chrono::steady_clock::now().time_since_epoch();
+  const auto unix = std::chrono::system_clock::now().time_since_epoch();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(unix).count() -
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(steady).count();
+  // Rounded to the nearest ms (the two reads are a few hundred ns apart).
+  return (ns >= 0 ? ns + 500'000 : ns - 500'000) / 1'000'000;
+}
+
 // put()'s insert and split()'s moves into reserved room rely on slots moving without throwing
 // (the strong guarantee: a put or split that throws changed nothing).
 static_assert(std::is_nothrow_move_constructible_v<slot> &&

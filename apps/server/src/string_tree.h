@@ -570,5 +570,9 @@ static_assert(string_tree::leaf_capacity + 1 <= slot_array::max_slots);
 
 /// Milliseconds of the steady clock (expiry deadlines).
 std::int64_t steady_ms() noexcept;
+/// The Unix time minus the steady clock, in ms: a deadline given in Unix ms is that minus this,
+/// and back. Both clocks are read in ns and the difference rounded, so that two calls agree (a
+/// deadline set with EXPIREAT t reads back as t) unless the system clock was set in between.
+std::int64_t unix_offset_ms() noexcept;
 
 }  // namespace server

@@ -221,6 +221,22 @@ def test_basics():
     for k in range(300):
         r.set("over", str(k))  # 300 records for one key: the rewrite compacts them
     r.set("bin\x00key", "a\r\nb")
+    # The other write commands, each logged as the SET, PEXPIREAT, PERSIST or DEL it amounts to.
+    r.execute_command("SETEX", "setex", 1000, "x")
+    r.psetex("psetex", 100, "y")  # gone before the replay
+    r.set("range", "Hello World")
+    r.setrange("range", 6, "Redis")
+    r.setrange("padded", 2, "p")
+    r.incrbyfloat("float", "10.5")
+    r.incrbyfloat("float", "0.25")
+    r.set("getex", "g", ex=1000)
+    r.getex("getex", persist=True)
+    r.set("getex-at", "g")
+    r.getex("getex-at", exat=4102444800)
+    r.set("getex-gone", "g")
+    r.getex("getex-gone", exat=1)
+    r.set("at", "a")
+    r.pexpireat("at", 4102444800123)
     time.sleep(0.3)  # "short" expires
     with open(aof, "rb") as f:
         appends = f.read().count(b"*3\r\n$6\r\nAPPEND\r\n$5\r\ngrown\r\n$1\r\n")
@@ -264,6 +280,14 @@ def test_basics():
                  f"{elapsed:.1f} s after the SET")
         expect(r.get("over"), "299", when + ": the last of 300 SETs")
         expect(r.get("bin\x00key"), "a\r\nb", when + ": binary key and value")
+        expect((r.get("setex"), r.ttl("setex") > 900), ("x", True), when + ": SETEX replayed")
+        expect(r.exists("psetex", "getex-gone"), 0, when + ": PSETEX 100 and GETEX EXAT 1")
+        expect(r.get("range"), "Hello Redis", when + ": SETRANGE replayed")
+        expect(r.get("padded"), "\x00\x00p", when + ": SETRANGE past the end, zero-padded")
+        expect(r.get("float"), "10.75", when + ": INCRBYFLOAT replayed")
+        expect((r.get("getex"), r.ttl("getex")), ("g", -1), when + ": GETEX PERSIST replayed")
+        expect(r.expiretime("getex-at"), 4102444800, when + ": GETEX EXAT replayed")
+        expect(r.pexpiretime("at"), 4102444800123, when + ": PEXPIREAT replayed")
 
     srv = Server(*aof_flags(d, "always", "--auto-aof-rewrite-percentage", "0"))
     if "DB loaded from append only file" not in srv.output():
@@ -695,6 +719,13 @@ def test_redis_server_log():
     c.expire("keep", 1200, lt=True)
     c.expire("n2", 900, nx=True)
     c.incrbyfloat("float", 1.5)  # logged as SET ... KEEPTTL
+    c.set("range", "Hello World", ex=1000)
+    c.setrange("range", 6, "Redis")  # logged as itself; the deadline stays
+    c.setrange("range:new", 3, "x")  # zero-padded
+    c.set("getex", "g", ex=1000)
+    c.getex("getex", persist=True)  # logged as PERSIST
+    c.set("getex:px", "g")
+    c.getex("getex:px", px=1000000)  # logged as PEXPIREAT
     c.set("z", "1", px=1000)
     c.persist("z")  # expired by the replay, were it not for this
     tx = c.pipeline(transaction=True)
