@@ -74,6 +74,14 @@ std::uint64_t aof_log::append_delta(std::span<const std::string_view> delta,
   return m_appended;
 }
 
+std::uint64_t aof_log::append_encoded(std::string_view records) {
+  const std::lock_guard<std::mutex> lock(m_buf_mutex);
+  m_buf.append(records);
+  if (m_tail_active) m_tail.append(records);
+  m_appended += records.size();
+  return m_appended;
+}
+
 bool aof_log::is_safe(std::uint64_t lsn) const noexcept {
   switch (m_policy.load(std::memory_order_relaxed)) {
     case fsync_policy::always: return m_synced.load(std::memory_order_acquire) >= lsn;

@@ -122,6 +122,11 @@ class aof_log {
   std::uint64_t append_delta(std::span<const std::string_view> delta,
                              std::span<const std::string_view> assignment);
 
+  /// Appends records already encoded (encode_command) as one piece: no other writer's record
+  /// comes between them (a transaction's MULTI ... EXEC). Each must be an assignment (see
+  /// append_delta: it may also be in a rewrite's snapshot). Returns the LSN of its last byte.
+  std::uint64_t append_encoded(std::string_view records);
+
   /// Whether a reply that waits for `lsn` may go out under the current policy.
   [[nodiscard]] bool is_safe(std::uint64_t lsn) const noexcept;
   /// Holds `c`'s replies until its LSN (c.wait_lsn) is safe, then hands the connection back

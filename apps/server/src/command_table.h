@@ -26,6 +26,7 @@ enum command_flags : unsigned {
   cmd_whole_store = 16,   ///< sees every key: alone in its batch
   cmd_no_auth = 32,       ///< allowed before AUTH
   cmd_ends_batch = 64,    ///< the batch ends after it (QUIT, SHUTDOWN, HELLO, AUTH)
+  cmd_txn_control = 128,  ///< runs at once between MULTI and EXEC (MULTI, EXEC, DISCARD, ...)
 };
 
 inline constexpr std::string_view err_not_integer = "ERR value is not an integer or out of range";
@@ -64,6 +65,18 @@ struct command_spec {
 
 const std::vector<command_spec>& key_commands();
 const std::vector<command_spec>& server_commands();
+const std::vector<command_spec>& transaction_commands();
+
+/// Between MULTI and EXEC: queues the command `k` (checked already: it exists, its arity, auth,
+/// memory), or refuses one that cannot run in a transaction (transaction.cpp).
+void queue_command(call& k);
+/// EXEC: the requests its commands made (c.ops from first_op on) as one multi-key request,
+/// taking effect at one moment; their records are logged as one MULTI ... EXEC block.
+void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
+                        std::size_t first_op);
+/// Runs a queued command's handler (EXEC): no checks, no batch rules.
+void dispatch_queued(kv_server& srv, connection& c, tessera::context& ctx, std::size_t first_arg,
+                     std::size_t nargs);
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);

@@ -55,6 +55,7 @@ op_slot& add_op(call& k, std::string_view key, bool writes, void (*apply)(key_op
 /// independent of one another (dispatch), so their order does not matter.
 void submit(call& k) {
   connection& c = *k.conn;
+  if (c.txn_active) return;  // EXEC submits the transaction's requests together (transaction.cpp)
   // relaxed: the flow's own count (1) keeps `pending` above 0 until the flow's acq_rel
   // decrement, which publishes the slots to the task that finishes the batch.
   c.pending.fetch_add(static_cast<int>(k.cmd->nops), std::memory_order_relaxed);
@@ -76,6 +77,12 @@ void multi_done(void* user, tessera::context& ctx) {
 /// command on one key is one request, atomic as it is (it logs itself).
 void submit_multi(call& k, bool writes, void (*commit)(std::span<key_op* const>)) {
   connection& c = *k.conn;
+  if (c.txn_active) {
+    // Part of EXEC's one request: each key's write logs its own record there, in the order the
+    // writes took effect (a transaction's commands may write one key several times).
+    for (std::size_t i = 0; i < k.cmd->nops; ++i) c.ops[k.cmd->first_op + i].flags |= op_logs_itself;
+    return;
+  }
   if (k.cmd->nops == 1) {
     c.ops[k.cmd->first_op].flags |= op_logs_itself;
     return submit(k);
@@ -115,6 +122,19 @@ std::string_view unix_text(std::int64_t steady_deadline, char (&buf)[24]) {
   return {buf, static_cast<std::size_t>(r.ptr - buf)};
 }
 
+/// Logs a write's record: `assignment`, or `delta` where the log allows one
+/// (aof_log::append_delta). In a transaction the assignment goes to the transaction's block
+/// instead (commit_transaction writes the block in one piece).
+void record(op_slot& s, aof_log& log, std::span<const std::string_view> assignment,
+            std::span<const std::string_view> delta = {}) {
+  connection& c = *s.conn;
+  if (c.txn_active) {
+    encode_command(c.txn_records, assignment);
+    return;
+  }
+  s.lsn = delta.empty() ? log.append(assignment) : log.append_delta(delta, assignment);
+}
+
 /// SET key value [PXAT t]: the slot as the write left it; or `delta` (a record relative to the
 /// value before, e.g. APPEND key suffix) where the log allows one (aof_log::append_delta).
 void log_value(op_slot& s, const slot& e, std::span<const std::string_view> delta = {}) {
@@ -123,12 +143,14 @@ void log_value(op_slot& s, const slot& e, std::span<const std::string_view> delt
   char when[24];
   const std::string_view set[] = {"SET", e.key, e.value.view(), "PXAT",
                                   e.expire_ms != 0 ? unix_text(e.expire_ms, when) : ""};
-  const std::span<const std::string_view> assignment(set, e.expire_ms != 0 ? 5 : 3);
-  s.lsn = delta.empty() ? log->append(assignment) : log->append_delta(delta, assignment);
+  record(s, *log, std::span<const std::string_view>(set, e.expire_ms != 0 ? 5 : 3), delta);
 }
 
 void log_del(op_slot& s, std::string_view key) {
-  if (aof_log* log = log_of(s)) s.lsn = log->append({"DEL", key});
+  aof_log* log = log_of(s);
+  if (log == nullptr) return;
+  const std::string_view del[] = {"DEL", key};
+  record(s, *log, del);
 }
 
 /// PEXPIREAT key t, or PERSIST key: the slot's deadline as the write left it.
@@ -137,9 +159,11 @@ void log_deadline(op_slot& s, const slot& e) {
   if (log == nullptr) return;
   if (e.expire_ms != 0) {
     char when[24];
-    s.lsn = log->append({"PEXPIREAT", e.key, unix_text(e.expire_ms, when)});
+    const std::string_view at[] = {"PEXPIREAT", e.key, unix_text(e.expire_ms, when)};
+    record(s, *log, at);
   } else {
-    s.lsn = log->append({"PERSIST", e.key});
+    const std::string_view persist[] = {"PERSIST", e.key};
+    record(s, *log, persist);
   }
 }
 
@@ -976,6 +1000,41 @@ void failed_reply(op_slot& s, op_outcome o) {
 }
 
 }  // namespace
+
+void commit_transaction(std::span<key_op* const> ops) {
+  op_slot& first = slot_of(*ops[0]);
+  connection& c = *first.conn;
+  // An apply that threw: every op's outcome is the failure (string_tree.h), and the commands
+  // whose replies are their requests' parts answer with the error.
+  for (key_op* op : ops) {
+    if (op->outcome != op_outcome::applied) failed_reply(slot_of(*op), op->outcome);
+  }
+  aof_log* log = c.srv->aof();
+  if (log == nullptr || c.txn_records.empty()) return;
+  std::string block;
+  block.reserve(c.txn_records.size() + 32);
+  block.append("*1\r\n$5\r\nMULTI\r\n");
+  block.append(c.txn_records);
+  block.append("*1\r\n$4\r\nEXEC\r\n");
+  first.lsn = log->append_encoded(block);
+  c.txn_records.clear();
+}
+
+void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
+                        std::size_t first_op) {
+  const std::size_t n = c.ops.size() - first_op;
+  if (n == 0) return;
+  bool writes = false;
+  std::vector<key_op*> ops(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ops[i] = &c.ops[first_op + i].op;
+    writes = writes || ops[i]->writes;
+  }
+  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
+  const multi_request r{
+      .writes = writes, .commit = &commit_transaction, .on_done = &multi_done, .user = &c};
+  srv.tree().submit_multi(r, ops, ctx);  // (copies the list)
+}
 
 bool op_settle(key_op& op) {
   if (op.outcome != op_outcome::applied) [[unlikely]] return settle_failed(op);

@@ -288,6 +288,23 @@ class connection {
   char last_name[16] = {};
   /// The LSN the replies in `out` wait for (aof.h): the batch's last record; 0: none.
   std::uint64_t wait_lsn = 0;
+
+  // MULTI ... EXEC (transaction.cpp). Between MULTI and EXEC or DISCARD commands are checked
+  // and queued (their arguments copied); EXEC, alone in its batch, dispatches them at once, and
+  // their tree requests make one multi-key request: all take effect at one moment.
+  bool in_multi = false;
+  bool multi_failed = false;  ///< a queued command was refused: EXEC answers EXECABORT
+  std::vector<std::string> queued_args;   ///< the queued commands' arguments, in order
+  std::vector<std::size_t> queued_nargs;  ///< arguments of each queued command
+  std::size_t queued_bytes = 0;
+  /// The arguments of the transaction EXEC runs (the batch's args point into them), kept until
+  /// the batch is complete.
+  std::vector<std::string> exec_args;
+  /// From EXEC's dispatch to the batch's completion: the batch is a transaction, and its
+  /// requests' log records go to txn_records (commit_transaction writes them as one block).
+  /// Set before the multi-key request is spawned, read by its applies (the spawn publishes it).
+  bool txn_active = false;
+  std::string txn_records;
 };
 
 }  // namespace server

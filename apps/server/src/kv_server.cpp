@@ -796,6 +796,11 @@ void kv_server::complete_batch(connection& c) {
   c.batch_keys.clear();
   c.batch_writes = false;
   c.walk.reset();
+  if (c.txn_active) {  // EXEC's batch (transaction.cpp)
+    c.txn_active = false;
+    c.exec_args.clear();
+    c.txn_records.clear();
+  }
   c.parser.clear_owned();
   if (c.in_pos == c.in.size()) {
     c.in.clear();

@@ -190,6 +190,7 @@ std::vector<const command_spec*> all_specs() {
   std::vector<const command_spec*> r;
   for (const auto& s : key_commands()) r.push_back(&s);
   for (const auto& s : server_commands()) r.push_back(&s);
+  for (const auto& s : transaction_commands()) r.push_back(&s);
   return r;
 }
 
@@ -682,7 +683,7 @@ const std::vector<command_spec>& server_commands() {
       {"ping", -1, cmd_fast, 0, 0, 0, &cmd_ping},
       {"echo", 2, cmd_fast, 0, 0, 0, &cmd_echo},
       {"time", 1, cmd_fast, 0, 0, 0, &cmd_time},
-      {"quit", -1, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_quit},
+      {"quit", -1, cmd_fast | cmd_no_auth | cmd_ends_batch | cmd_txn_control, 0, 0, 0, &cmd_quit},
       {"select", 2, cmd_fast, 0, 0, 0, &cmd_select},
       {"auth", -2, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_auth},
       {"hello", -1, cmd_fast | cmd_no_auth | cmd_ends_batch, 0, 0, 0, &cmd_hello},
@@ -699,7 +700,9 @@ const std::vector<command_spec>& server_commands() {
   return table;
 }
 
-std::size_t command_count() noexcept { return key_commands().size() + server_commands().size(); }
+std::size_t command_count() noexcept {
+  return key_commands().size() + server_commands().size() + transaction_commands().size();
+}
 
 namespace {
 
@@ -750,10 +753,13 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
   const command_spec* spec = spec_for(c, args[0]);
   const bool first_in_batch = c.cmds.empty();
   const bool writes = spec != nullptr && (spec->flags & cmd_write) != 0;
+  // Between MULTI and EXEC a command is checked and queued (transaction.cpp): it touches no key
+  // now, so it neither ends the batch nor counts in its keys.
+  const bool queued = c.in_multi && (spec == nullptr || (spec->flags & cmd_txn_control) == 0);
   // Two requests on one key, one of them a write, never share a batch (connection.h). Reads
   // never conflict with reads, so a batch's keys are kept only from its first writing command
   // on (start_batch_keys: a batch of GETs hashes no key).
-  const bool keyed = spec != nullptr && spec->first_key > 0 &&
+  const bool keyed = spec != nullptr && !queued && spec->first_key > 0 &&
                      static_cast<std::size_t>(spec->first_key) < nargs;
   if (keyed && writes && !c.batch_writes) start_batch_keys(c);
   const bool track = keyed && c.batch_writes;
@@ -765,7 +771,7 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
   // the next batch); several keys are looked up here and added after the checks.
   const bool one_key = track && spec->last_key == spec->first_key;
   if (spec != nullptr) {
-    if ((spec->flags & cmd_whole_store) != 0 && !first_in_batch) {
+    if ((spec->flags & cmd_whole_store) != 0 && !first_in_batch && !queued) {
       return dispatch_outcome::end_before;
     }
     if (one_key) {
@@ -787,6 +793,9 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
   cmd.nargs = nargs;
   cmd.first_op = c.ops.size();
   call k{&srv, &c, &ctx, args, &cmd, spec};
+  // A command refused here inside MULTI fails the transaction (EXEC answers EXECABORT).
+  const bool multi_failed_before = c.multi_failed;
+  if (queued) c.multi_failed = true;  // put back below once the command passed the checks
   if (spec == nullptr) {
     std::string msg = "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
                       "', with args beginning with: ";
@@ -823,6 +832,11 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
       return dispatch_outcome::next;
     }
   }
+  if (queued) {
+    c.multi_failed = multi_failed_before;
+    queue_command(k);
+    return dispatch_outcome::next;
+  }
   if (track && !one_key) {
     for_each_key(*spec, nargs, [&](std::size_t i) { c.batch_keys.add(args[i], writes); });
   }
@@ -831,6 +845,19 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
     return dispatch_outcome::end_after;
   }
   return dispatch_outcome::next;
+}
+
+void dispatch_queued(kv_server& srv, connection& c, tessera::context& ctx, std::size_t first_arg,
+                     std::size_t nargs) {
+  const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
+  const command_spec* spec = find_spec(args[0]);  // (found when it was queued)
+  batch_command& cmd = c.cmds.emplace_back();
+  cmd.spec = spec;
+  cmd.first_arg = first_arg;
+  cmd.nargs = nargs;
+  cmd.first_op = c.ops.size();
+  call k{&srv, &c, &ctx, args, &cmd, spec};
+  spec->handler(k);
 }
 
 namespace {

@@ -449,6 +449,88 @@ def test_multi_key_atomic(srv):
     r.delete(*[f"atom:{k:05d}" for k in range(3000)])
 
 
+def test_transactions(srv):
+    """MULTI/EXEC as client libraries use it (redis-py's pipeline() is a transaction by
+    default): replies, what is refused, and atomicity under concurrent transfers whose sum a
+    reader must always see whole, over keys in many leaves."""
+    r = srv.client()
+    pipe = r.pipeline()  # transaction=True
+    pipe.set("txn:a", 1).incr("txn:a").get("txn:a").mget("txn:a", "txn:none")
+    expect(pipe.execute(), [True, 2, b"2", [b"2", None]], "redis-py pipeline() (MULTI/EXEC)")
+    pipe = r.pipeline()
+    pipe.set("txn:b", "x").incr("txn:b").set("txn:c", "y")
+    try:
+        pipe.execute()
+        fail("a transaction with an INCR of a non-number raised nothing")
+    except redis.ResponseError as e:
+        if "not an integer" not in str(e):
+            fail("the error of a command inside EXEC: " + str(e))
+    expect(r.get("txn:c"), b"y", "the other commands of a transaction with an error ran")
+    c = srv.client()
+    try:
+        c.execute_command("WATCH", "txn:a")
+        fail("WATCH was accepted")
+    except redis.ResponseError as e:
+        if "not supported" not in str(e):
+            fail("WATCH's refusal: " + str(e))
+    # A command that sees the whole store is refused at queue time, and EXEC then aborts.
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"MULTI\r\nKEYS *\r\nSET txn:d 1\r\nEXEC\r\n")
+        out = b""
+        while out.count(b"\r\n") < 4:
+            out += s.recv(65536)
+    if b"is not allowed in a transaction" not in out or b"EXECABORT" not in out:
+        fail("KEYS inside MULTI: " + repr(out))
+    expect(r.exists("txn:d"), 0, "a refused transaction wrote nothing")
+    # Transfers between accounts in different leaves: a reader sees the total whole, always.
+    accounts = [f"txn:acct:{k:05d}" for k in range(0, 3000, 300)]
+    r.mset({f"txn:fill:{k:05d}": "x" for k in range(3000)})  # many leaves
+    r.mset({a: 100 for a in accounts})
+    total = 100 * len(accounts)
+    rounds = 50 if SLOW else 300
+    errors = []
+    done = threading.Event()
+
+    def mover(seed):
+        try:
+            w = srv.client()
+            rnd = random.Random(seed)
+            for _ in range(rounds):
+                a, b = rnd.sample(accounts, 2)
+                p = w.pipeline()
+                p.decrby(a, 7).incrby(b, 7)
+                p.execute()
+        except Exception as e:  # noqa: BLE001
+            errors.append("mover: " + repr(e))
+
+    def auditor():
+        try:
+            c = srv.client()
+            while not done.is_set() and not errors:
+                p = c.pipeline()
+                for a in accounts:
+                    p.get(a)
+                got = sum(int(v) for v in p.execute())
+                if got != total:
+                    errors.append(f"a transaction's reads summed to {got}, not {total}")
+        except Exception as e:  # noqa: BLE001
+            errors.append("auditor: " + repr(e))
+
+    movers = [threading.Thread(target=mover, args=(i,)) for i in range(3)]
+    auditors = [threading.Thread(target=auditor) for _ in range(2)]
+    for t in movers + auditors:
+        t.start()
+    for t in movers:
+        t.join()
+    done.set()
+    for t in auditors:
+        t.join()
+    if errors:
+        fail("transactions: " + "; ".join(errors[:5]))
+    expect(sum(int(v) for v in r.mget(accounts)), total, "the total after the transfers")
+    r.delete(*accounts, *[f"txn:fill:{k:05d}" for k in range(3000)], "txn:a", "txn:b", "txn:c")
+
+
 def test_redis_benchmark(srv):
     r = srv.client()
     r.flushall()
@@ -826,7 +908,8 @@ def main():
     srv = Server()
     try:
         for test in (test_redis_cli, test_redis_py, test_pipelining, test_concurrent_clients,
-                     test_multi_key_atomic, test_redis_benchmark, test_distinct_sets, test_bad_input):
+                     test_multi_key_atomic, test_transactions, test_redis_benchmark,
+                     test_distinct_sets, test_bad_input):
             t0 = time.time()
             test(srv)
             print(f"ok {test.__name__} ({time.time() - t0:.1f} s)", flush=True)

@@ -237,7 +237,17 @@ def test_basics():
     r.getex("getex-gone", exat=1)
     r.set("at", "a")
     r.pexpireat("at", 4102444800123)
+    tx = r.pipeline()  # MULTI ... EXEC: its records as one MULTI ... EXEC block
+    tx.set("tx:1", "a").incr("tx:n").incr("tx:n").delete("tx:1").set("tx:2", "b", ex=1000)
+    tx.mset({"tx:3": "c", "tx:4": "d"}).append("tx:3", "+")
+    tx.execute()
     time.sleep(0.3)  # "short" expires
+    with open(aof, "rb") as f:
+        log = f.read()
+    block = log[log.find(b"*1\r\n$5\r\nMULTI\r\n"):]
+    block = block[:block.find(b"*1\r\n$4\r\nEXEC\r\n")]
+    if block.count(b"tx:") != 8 or b"tx:n" not in block:  # SET, SET, SET, DEL, SET, SET, SET, SET
+        fail("the transaction's records are not one MULTI ... EXEC block: " + repr(block[:400]))
     with open(aof, "rb") as f:
         appends = f.read().count(b"*3\r\n$6\r\nAPPEND\r\n$5\r\ngrown\r\n$1\r\n")
     expect(appends, 9, "APPEND records holding the suffix alone")
@@ -288,6 +298,10 @@ def test_basics():
         expect((r.get("getex"), r.ttl("getex")), ("g", -1), when + ": GETEX PERSIST replayed")
         expect(r.expiretime("getex-at"), 4102444800, when + ": GETEX EXAT replayed")
         expect(r.pexpiretime("at"), 4102444800123, when + ": PEXPIREAT replayed")
+        expect((r.get("tx:1"), r.get("tx:n"), r.get("tx:3"), r.get("tx:4")), (None, "2", "c+", "d"),
+               when + ": a transaction replayed")
+        if r.ttl("tx:2") <= 900:
+            fail(f"{when}: SET EX in a transaction replayed: TTL {r.ttl('tx:2')}")
 
     srv = Server(*aof_flags(d, "always", "--auto-aof-rewrite-percentage", "0"))
     if "DB loaded from append only file" not in srv.output():

@@ -99,6 +99,18 @@ SCRIPT = [
     ["TOUCH"], ["EXISTS", "t", "t", "nokey"], ["MSET", "m1", "a", "m2", "b"],
     ["MGET", "m1", "nokey", "m2"], ["MSET", "m1"], ["MSET", "m1", "a", "m2"],
     ["DEL", "m1", "m2", "nokey"], ["UNLINK", "t"], ["DBSIZE"],
+    # MULTI / EXEC / DISCARD (WATCH is refused by tessera-kv-server: integration_test.py)
+    ["MULTI"], ["SET", "tx", "1"], ["INCR", "tx"], ["GET", "tx"], ["EXEC"],
+    ["MULTI"], ["SET", "tx", "x"], ["INCR", "tx"], ["GET", "tx"], ["EXEC"],
+    ["MULTI"], ["EXEC"], ["EXEC"], ["DISCARD"], ["MULTI"], ["MULTI"], ["DISCARD"],
+    ["MULTI"], ["SET", "tx", "2"], ["DISCARD"], ["GET", "tx"],
+    ["MULTI"], ["NOSUCHCOMMAND"], ["SET", "tx", "3"], ["EXEC"], ["GET", "tx"],
+    ["MULTI"], ["GET"], ["EXEC"], ["MULTI"], ["WATCH", "tx"], ["EXEC"],
+    ["MULTI"], ["MSET", "t1", "a", "t2", "b"], ["DEL", "t1", "nokey"], ["MGET", "t1", "t2"],
+    ["EXISTS", "t1", "t2"], ["SET", "t1", "v", "FOO"], ["APPEND", "t2", "c"], ["EXEC"],
+    ["MULTI"], ["DEL", "tx"], ["SET", "tx", "5"], ["SET", "tx", "6", "GET"], ["INCRBYFLOAT", "tx", "1.5"],
+    ["GETEX", "tx", "PX", "100000"], ["GETDEL", "t2"], ["EXEC"], ["GET", "tx"], ["TTL", "tx"],
+    ["MULTI"], ["PING"], ["ECHO", "e"], ["SELECT", "0"], ["EXEC"], ["UNWATCH"],
     # the connection's commands and errors
     ["PING"], ["PING", "hi"], ["ECHO", "x"], ["ECHO"], ["SELECT", "0"], ["NOSUCHCOMMAND", "a", "b"],
     ["FLUSHALL", "BAD"], ["DBSIZE", "x"],
