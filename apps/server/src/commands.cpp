@@ -202,14 +202,50 @@ void apply_set(key_op& op, leaf_access& a) {
   } else {
     writer(s).ok();
   }
+  if (s.expire != 0 && s.expire <= a.now_ms()) {
+    // EXAT / PXAT in the past: the key is gone at once (stored, it would linger, counted by
+    // DBSIZE, until the sweep or a writer found it).
+    if (e != nullptr) {
+      a.erase(op.key);
+      log_del(s, op.key);
+    }
+    return;
+  }
   log_value(s, a.put(op.key, op.arg, s.expire, (s.flags & set_keepttl) != 0));
 }
 
-/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+/// Whether `opt` (upper case) is one of the options that give a deadline: EX, PX, EXAT, PXAT.
+bool is_deadline_option(std::string_view opt) {
+  return opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT";
+}
+
+enum class deadline_check : std::uint8_t { ok, not_integer, out_of_range };
+
+/// The steady deadline (>= 1) that the option `kind` (EX, PX, EXAT, PXAT) with `text` gives, as
+/// Redis's getExpireMillisecondsOrReply decides it; a time in the past is 1 (expired at once).
+deadline_check deadline_of(std::string_view kind, std::string_view text, std::int64_t& out) {
+  long long v = 0;
+  if (!parse_ll(text, v)) return deadline_check::not_integer;
+  const bool seconds = kind == "EX" || kind == "EXAT";
+  if (v <= 0 || (seconds && v > LLONG_MAX / 1000)) return deadline_check::out_of_range;
+  const long long ms = seconds ? v * 1000 : v;
+  if (kind == "EX" || kind == "PX") {
+    const std::int64_t now = steady_ms();
+    if (ms > LLONG_MAX - now) return deadline_check::out_of_range;
+    out = now + ms;
+  } else {
+    out = ms - unix_offset_ms();
+    if (out <= 0) out = 1;
+  }
+  return deadline_check::ok;
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL], parsed as Redis 7.0 does:
+/// every option first (one deadline kind, which may repeat: the last counts), then the time.
 void cmd_set(call& k) {
   unsigned flags = 0;
-  std::int64_t expire = 0;
-  bool has_expire = false;
+  std::string kind;
+  std::string_view time;
   for (std::size_t i = 3; i < k.args.size(); ++i) {
     const std::string opt = upper(k.args[i]);
     const bool last = i + 1 == k.args.size();
@@ -219,29 +255,23 @@ void cmd_set(call& k) {
       flags |= set_xx;
     } else if (opt == "GET") {
       flags |= set_get;
-    } else if (opt == "KEEPTTL" && !has_expire) {
+    } else if (opt == "KEEPTTL" && kind.empty()) {
       flags |= set_keepttl;
-    } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !last &&
-               !has_expire && (flags & set_keepttl) == 0) {
-      long long v = 0;
-      if (!parse_ll(k.args[++i], v)) return k.error(err_not_integer);
-      const bool seconds = opt == "EX" || opt == "EXAT";
-      if (v <= 0 || (seconds && v > LLONG_MAX / 1000)) {
-        return k.error("ERR invalid expire time in 'set' command");
-      }
-      const long long ms = seconds ? v * 1000 : v;
-      if (opt == "EX" || opt == "PX") {
-        if (ms > LLONG_MAX - steady_ms()) {
-          return k.error("ERR invalid expire time in 'set' command");
-        }
-        expire = steady_ms() + ms;
-      } else {
-        expire = ms - unix_offset_ms();
-        if (expire <= 0) expire = 1;  // in the past: expired at once
-      }
-      has_expire = true;
+    } else if (is_deadline_option(opt) && !last && (kind.empty() || kind == opt) &&
+               (flags & set_keepttl) == 0) {
+      kind = opt;
+      time = k.args[++i];
     } else {
       return k.error(err_syntax);
+    }
+  }
+  std::int64_t expire = 0;
+  if (!kind.empty()) {
+    switch (deadline_of(kind, time, expire)) {
+      case deadline_check::ok: break;
+      case deadline_check::not_integer: return k.error(err_not_integer);
+      case deadline_check::out_of_range:
+        return k.error("ERR invalid expire time in 'set' command");
     }
   }
   op_slot& s = add_op(k, k.args[1], true, &apply_set, k.args[2]);
@@ -272,7 +302,12 @@ void set_expiring(call& k, long long unit_ms) {
 void cmd_setex(call& k) { set_expiring(k, 1000); }
 void cmd_psetex(call& k) { set_expiring(k, 1); }
 
-enum getex_flags : unsigned { getex_expire = 1, getex_persist = 2 };
+enum getex_flags : unsigned {
+  getex_expire = 1,
+  getex_persist = 2,
+  getex_not_integer = 4,  ///< the time is not a number: an error, for a key that exists
+  getex_bad_time = 8,     ///< the time is out of range: an error, for a key that exists
+};
 
 void apply_getex(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
@@ -281,6 +316,10 @@ void apply_getex(key_op& op, leaf_access& a) {
   if (e == nullptr) {
     writer(s).null();
     return;
+  }
+  if ((s.flags & getex_not_integer) != 0) return writer(s).error(err_not_integer);
+  if ((s.flags & getex_bad_time) != 0) {
+    return writer(s).error("ERR invalid expire time in 'getex' command");
   }
   writer(s).bulk(e->value.view());  // copied: the key may go below
   if ((s.flags & getex_expire) != 0) {
@@ -297,8 +336,9 @@ void apply_getex(key_op& op, leaf_access& a) {
   }
 }
 
-/// GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST], parsed as Redis 7.0 does:
-/// the options first (one kind, which may repeat: the last counts), then the time.
+/// GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST], as Redis 7.0 runs it: the
+/// options first (one kind, which may repeat: the last counts), then the key (a missing key is
+/// answered nil whatever the time says), then the time.
 void cmd_getex(call& k) {
   std::string kind;
   std::string_view time;
@@ -308,32 +348,22 @@ void cmd_getex(call& k) {
     if (!kind.empty() && opt != kind) return k.error(err_syntax);
     if (opt == "PERSIST") {
       kind = opt;
-    } else if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && !last) {
+    } else if (is_deadline_option(opt) && !last) {
       kind = opt;
       time = k.args[++i];
     } else {
       return k.error(err_syntax);
     }
   }
+  unsigned flags = kind.empty() ? 0U : kind == "PERSIST" ? getex_persist : getex_expire;
   std::int64_t expire = 0;
-  if (!kind.empty() && kind != "PERSIST") {
-    long long v = 0;
-    if (!parse_ll(time, v)) return k.error(err_not_integer);
-    const bool seconds = kind == "EX" || kind == "EXAT";
-    const std::int64_t now = steady_ms();
-    if (v <= 0 || (seconds && v > LLONG_MAX / 1000)) {
-      return k.error("ERR invalid expire time in 'getex' command");
-    }
-    const long long ms = seconds ? v * 1000 : v;
-    if (kind == "EX" || kind == "PX") {
-      if (ms > LLONG_MAX - now) return k.error("ERR invalid expire time in 'getex' command");
-      expire = now + ms;
-    } else {
-      expire = ms - unix_offset_ms();
-      if (expire <= 0) expire = 1;  // in the past: the key goes
+  if (flags == getex_expire) {
+    switch (deadline_of(kind, time, expire)) {
+      case deadline_check::ok: break;
+      case deadline_check::not_integer: flags |= getex_not_integer; break;
+      case deadline_check::out_of_range: flags |= getex_bad_time; break;
     }
   }
-  const unsigned flags = kind.empty() ? 0U : kind == "PERSIST" ? getex_persist : getex_expire;
   op_slot& s = add_op(k, k.args[1], flags != 0, &apply_getex);
   s.flags = flags;
   s.expire = expire;
