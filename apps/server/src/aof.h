@@ -142,6 +142,10 @@ class aof_log {
   /// releases the parked connections, abandons a rewrite in progress.
   void shutdown();
 
+  /// Unix seconds of the last rewrite that completed, 0 if none did (LASTSAVE).
+  [[nodiscard]] std::int64_t last_save_unix_s() const noexcept {
+    return m_last_save_unix_s.load(std::memory_order_relaxed);
+  }
   /// -MISCONF text for writes while the log cannot be written, or "" when writes may go on.
   [[nodiscard]] std::string refusal() const;
   rewrite_start start_rewrite(std::string& error);
@@ -242,6 +246,8 @@ class aof_log {
   std::atomic<bool> m_last_rewrite_ok{true};
   std::atomic<std::int64_t> m_rewrite_started_ms{0};
   std::atomic<std::int64_t> m_last_rewrite_ms{-1};
+  /// Unix seconds of the last rewrite that completed (LASTSAVE); 0: none yet.
+  std::atomic<std::int64_t> m_last_save_unix_s{0};
   /// A failed rewrite's retry (steady ms; 0: none) and the wait before the next one after it
   /// fails again (relaxed: the rewrite's tasks and the poller's tick, one after the other).
   std::atomic<std::int64_t> m_retry_at_ms{0};

@@ -238,6 +238,7 @@ void aof_log::rewrite_finish() {
   m_retry_at_ms.store(0, std::memory_order_relaxed);
   m_retry_wait_ms.store(0, std::memory_order_relaxed);
   m_rewrites.fetch_add(1, std::memory_order_relaxed);
+  m_last_save_unix_s.store((steady_ms() + unix_offset_ms()) / 1000, std::memory_order_relaxed);
   m_rw.reset();
   // release: the next rewrite's claim sees this one's state gone.
   m_rewriting.store(false, std::memory_order_release);

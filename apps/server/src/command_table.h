@@ -87,5 +87,7 @@ void op_done_count(connection& c, tessera::context& ctx);
 bool op_settle(key_op& op);
 void op_done_last(key_op& op, tessera::context& ctx);
 std::string encode_scan_cursor(std::string_view key);
+/// MEMORY USAGE key [SAMPLES count]: a tree request for the key (commands.cpp).
+void memory_usage(call& k);
 
 }  // namespace server

@@ -494,6 +494,14 @@ void cmd_exists(call& k) {
   submit_multi(k, false, nullptr);
 }
 
+void apply_memory_usage(key_op& op, leaf_access& a) {
+  const slot* e = a.find(op.key);
+  if (e == nullptr) return writer(slot_of(op)).null();
+  // As used_memory counts a key (leaf_access::put): its bytes, its value's, the slot's share.
+  writer(slot_of(op)).integer(static_cast<long long>(e->key.size() + e->value.size()) +
+                              string_tree::slot_overhead);
+}
+
 void apply_type(key_op& op, leaf_access& a) {
   writer(slot_of(op)).simple(a.find(op.key) != nullptr ? "string" : "none");  // the one type
 }
@@ -1126,5 +1134,18 @@ const std::vector<command_spec>& key_commands() {
 }
 
 std::string encode_scan_cursor(std::string_view key) { return encode_cursor(key); }
+
+void memory_usage(call& k) {
+  // MEMORY USAGE key [SAMPLES count]: the count is checked as Redis does, and not needed (a
+  // value is one string).
+  for (std::size_t i = 3; i < k.args.size(); i += 2) {
+    if (upper(k.args[i]) != "SAMPLES" || i + 1 == k.args.size()) return k.error(err_syntax);
+    long long samples = 0;
+    if (!parse_ll(k.args[i + 1], samples)) return k.error(err_not_integer);
+    if (samples < 0) return k.error(err_syntax);
+  }
+  add_op(k, k.args[2], false, &apply_memory_usage);
+  submit(k);
+}
 
 }  // namespace server

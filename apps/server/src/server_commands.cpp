@@ -497,6 +497,14 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
     }
     r += "\r\n";
   }
+  if (want("replication")) {  // a primary without replicas (no replication)
+    r += "# Replication\r\n";
+    line("role", "master");
+    line("connected_slaves", "0");
+    line("master_repl_offset", "0");
+    line("repl_backlog_active", "0");
+    r += "\r\n";
+  }
   if (want("persistence")) {
     r += "# Persistence\r\n";
     line("loading", "0");
@@ -649,9 +657,13 @@ void cmd_memory(call& k) {
   if (sub == "PURGE" && k.args.size() == 2) {
     start_purge(k);
     w.ok();
+  } else if (sub == "USAGE" && k.args.size() >= 3) {
+    memory_usage(k);
   } else if (sub == "HELP" && k.args.size() == 2) {
     static constexpr std::string_view lines[] = {
         "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "USAGE <key> [SAMPLES <count>]",
+        "    Return the bytes a key and its value take, as used_memory counts them.",
         "PURGE",
         "    Return the memory no key, value or node uses to the system.",
         "HELP",
@@ -663,6 +675,22 @@ void cmd_memory(call& k) {
     k.error("ERR unknown subcommand or wrong number of arguments for '" +
             std::string(k.args[1]) + "'. Try MEMORY HELP.");
   }
+}
+
+/// ROLE: a primary without replicas, as a standalone redis-server answers.
+void cmd_role(call& k) {
+  reply_writer w = k.reply();
+  w.array(3);
+  w.bulk("master");
+  w.integer(0);
+  w.array(0);
+}
+
+/// LASTSAVE: when the log was last rewritten (the server's only save), else when it started.
+void cmd_lastsave(call& k) {
+  const aof_log* log = k.srv->aof();
+  const std::int64_t saved = log != nullptr ? log->last_save_unix_s() : 0;
+  k.reply().integer(saved != 0 ? saved : (k.srv->start_ms() + unix_offset_ms()) / 1000);
 }
 
 void cmd_shutdown(call& k) {
@@ -690,7 +718,10 @@ const std::vector<command_spec>& server_commands() {
       {"command", -1, 0, 0, 0, 0, &cmd_command},
       {"client", -2, 0, 0, 0, 0, &cmd_client},
       {"config", -2, 0, 0, 0, 0, &cmd_config},
-      {"memory", -2, 0, 0, 0, 0, &cmd_memory},
+      // (alone in its batch: MEMORY USAGE reads a key the batch's rules do not see)
+      {"memory", -2, cmd_whole_store, 0, 0, 0, &cmd_memory},
+      {"role", 1, cmd_fast, 0, 0, 0, &cmd_role},
+      {"lastsave", 1, cmd_fast, 0, 0, 0, &cmd_lastsave},
       {"info", -1, cmd_whole_store, 0, 0, 0, &cmd_info},
       {"shutdown", -1, cmd_ends_batch, 0, 0, 0, &cmd_shutdown},
       {"bgrewriteaof", 1, 0, 0, 0, 0, &cmd_bgrewriteaof},

@@ -248,6 +248,13 @@ def test_redis_py(srv):
         resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     if not 0.5 * resident <= info["used_memory_rss"] <= 2 * resident:
         fail(f"INFO used_memory_rss {info['used_memory_rss']} is not the resident set {resident}")
+    expect(r.info("replication").get("role"), "master", "INFO replication")
+    r.set("usage", "v" * 1000)
+    if not 1000 < r.memory_usage("usage") < 2000:
+        fail("MEMORY USAGE of a 1000-byte value: %r" % r.memory_usage("usage"))
+    expect(r.memory_usage("usage-none"), None, "MEMORY USAGE of a missing key")
+    if abs(r.lastsave().timestamp() - time.time()) > 3600:
+        fail("LASTSAVE: %r" % r.lastsave())
     if "worker0" not in r.info("tessera"):
         fail("INFO tessera lacks the workers' statistics")
     # MEMORY PURGE after many values were written and deleted: OK, and nothing stored is lost.

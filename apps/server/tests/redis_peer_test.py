@@ -115,7 +115,11 @@ SCRIPT = [
     # the connection's commands and errors
     ["PING"], ["PING", "hi"], ["ECHO", "x"], ["ECHO"], ["SELECT", "0"], ["NOSUCHCOMMAND", "a", "b"],
     ["FLUSHALL", "BAD"], ["DBSIZE", "x"],
-    ("shape", ["TIME"]),
+    ["ROLE"], ["ROLE", "x"],
+    ("shape", ["TIME"]), ("shape", ["LASTSAVE"]), ("shape", ["MEMORY", "USAGE", "s"]),
+    ["MEMORY", "USAGE", "nokey"], ["MEMORY", "USAGE", "s", "SAMPLES", "x"],
+    ["MEMORY", "USAGE", "s", "FOO", "1"], ["MEMORY", "USAGE", "s", "SAMPLES", "-1"],
+    ["MEMORY", "USAGE", "s", "SAMPLES"], ["MEMORY", "USAGE", "nokey", "SAMPLES", "5", "SAMPLES", "0"],
 ]
 
 
@@ -176,7 +180,8 @@ def start(cmd, port, ready, log):
 
 
 def shape(reply):
-    return reply[:1] + reply.split(b"\r\n", 1)[0][1:]  # type and count
+    """The reply's type, and for an aggregate its count."""
+    return reply[:1] if reply[:1] in b":$+," else reply[:1] + reply.split(b"\r\n", 1)[0][1:]
 
 
 KEYS = [f"k{i}" for i in range(6)] + ["", "long:" + "x" * 40]
