@@ -27,6 +27,7 @@ enum command_flags : unsigned {
   cmd_no_auth = 32,       ///< allowed before AUTH
   cmd_ends_batch = 64,    ///< the batch ends after it (QUIT, SHUTDOWN, HELLO, AUTH)
   cmd_txn_control = 128,  ///< runs at once between MULTI and EXEC (MULTI, EXEC, DISCARD, ...)
+  cmd_two_phase = 256,    ///< checks every key before it writes one (RENAME, MSETNX, COPY)
 };
 
 inline constexpr std::string_view err_not_integer = "ERR value is not an integer or out of range";
@@ -70,6 +71,9 @@ const std::vector<command_spec>& transaction_commands();
 /// Between MULTI and EXEC: queues the command `k` (checked already: it exists, its arity, auth,
 /// memory), or refuses one that cannot run in a transaction (transaction.cpp).
 void queue_command(call& k);
+/// A multi-key request's commit whose records went to a buffer (op_slot::block, in its first
+/// op's slot): written as one MULTI ... EXEC block; a failed op's reply part is the error.
+void commit_block(std::span<key_op* const> ops);
 /// EXEC: the requests its commands made (c.ops from first_op on) as one multi-key request,
 /// taking effect at one moment; their records are logged as one MULTI ... EXEC block.
 void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,

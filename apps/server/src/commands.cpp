@@ -124,12 +124,11 @@ std::string_view unix_text(std::int64_t steady_deadline, char (&buf)[24]) {
 
 /// Logs a write's record: `assignment`, or `delta` where the log allows one
 /// (aof_log::append_delta). In a transaction the assignment goes to the transaction's block
-/// instead (commit_transaction writes the block in one piece).
+/// instead (commit_block writes the block in one piece).
 void record(op_slot& s, aof_log& log, std::span<const std::string_view> assignment,
             std::span<const std::string_view> delta = {}) {
-  connection& c = *s.conn;
-  if (c.txn_active) {
-    encode_command(c.txn_records, assignment);
+  if (s.block != nullptr) {
+    encode_command(*s.block, assignment);
     return;
   }
   s.lsn = delta.empty() ? log.append(assignment) : log.append_delta(delta, assignment);
@@ -852,6 +851,168 @@ void cmd_persist(call& k) {
   submit(k);
 }
 
+// ---- MSETNX, RENAME, RENAMENX, COPY: every key checked before any is written ---------------
+
+/// Submits the running command's requests as one two-phase request (string_tree.h,
+/// multi_request::decide), its records written as one block (commit_block). Not inside a
+/// transaction: queue_command refuses such commands (cmd_two_phase).
+void submit_two_phase(call& k, bool (*decide)(std::span<key_op* const>)) {
+  connection& c = *k.conn;
+  const std::size_t n = k.cmd->nops;
+  op_slot& first = c.ops[k.cmd->first_op];
+  std::array<key_op*, 16> few{};
+  std::vector<key_op*> many;
+  std::span<key_op*> ops(few.data(), std::min(n, few.size()));
+  if (n > few.size()) {
+    many.resize(n);
+    ops = std::span<key_op*>(many);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    op_slot& s = c.ops[k.cmd->first_op + i];
+    s.block = &first.records;
+    ops[i] = &s.op;
+  }
+  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
+  const multi_request r{.writes = true,
+                        .commit = &commit_block,
+                        .decide = decide,
+                        .on_done = &multi_done,
+                        .user = &c};
+  k.srv->tree().submit_multi(r, ops, *k.ctx);
+}
+
+void check_exists(key_op& op, leaf_access& a) {
+  slot_of(op).result = a.find(op.key) != nullptr ? 1 : 0;
+}
+
+/// MSETNX: all keys absent, or nothing is written; the reply (a sum) is 1 or 0.
+bool decide_msetnx(std::span<key_op* const> ops) {
+  bool any = false;
+  for (key_op* op : ops) any = any || slot_of(*op).result != 0;
+  for (key_op* op : ops) slot_of(*op).result = 0;
+  if (any) return false;
+  slot_of(*ops[0]).result = 1;
+  return true;
+}
+
+void apply_msetnx_one(key_op& op, leaf_access& a) {
+  log_value(slot_of(op), a.put(op.key, op.arg, 0, false));
+}
+
+void cmd_msetnx(call& k) {
+  if (k.args.size() % 2 == 0) return k.arity_error();
+  for (std::size_t i = 1; i < k.args.size(); i += 2) {
+    add_op(k, k.args[i], true, &apply_msetnx_one, k.args[i + 1]).op.check = &check_exists;
+  }
+  k.cmd_reply_kind(reply_kind::sum);
+  submit_two_phase(k, &decide_msetnx);
+}
+
+enum rename_flags : unsigned {
+  rename_source = 1,   ///< the source's request (else the destination's)
+  rename_nx = 2,       ///< RENAMENX: not onto an existing key
+  rename_copy = 4,     ///< COPY: the source stays
+  rename_replace = 8,  ///< COPY ... REPLACE
+};
+
+/// The source's value and deadline, to the request's stash and expire.
+void check_source(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const slot* e = a.find(op.key);
+  s.result = e != nullptr ? 1 : 0;
+  if (e != nullptr) {
+    s.stash.assign(e->value.view());
+    s.expire = e->expire_ms;
+  }
+}
+
+/// RENAME, RENAMENX, COPY, as Redis 7.0 decides them; the reply is the source request's part.
+bool decide_rename(std::span<key_op* const> ops) {
+  op_slot* src = nullptr;
+  op_slot* dst = nullptr;
+  for (key_op* op : ops) ((slot_of(*op).flags & rename_source) != 0 ? src : dst) = &slot_of(*op);
+  const unsigned f = src->flags;
+  const bool copy = (f & rename_copy) != 0;
+  if (src->result == 0) {
+    if (copy) {
+      writer(*src).integer(0);
+    } else {
+      writer(*src).error("ERR no such key");
+    }
+    return false;
+  }
+  if (dst == nullptr) {  // RENAME / RENAMENX of a key onto itself
+    if ((f & rename_nx) != 0) {
+      writer(*src).integer(0);
+    } else {
+      writer(*src).ok();
+    }
+    return false;
+  }
+  if (dst->result != 0 && ((f & rename_nx) != 0 || (copy && (f & rename_replace) == 0))) {
+    writer(*src).integer(0);
+    return false;
+  }
+  dst->stash = std::move(src->stash);
+  dst->expire = src->expire;
+  if ((f & (rename_nx | rename_copy)) != 0) {
+    writer(*src).integer(1);
+  } else {
+    writer(*src).ok();
+  }
+  return true;
+}
+
+void apply_rename_source(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  if ((s.flags & rename_copy) != 0) return;  // COPY keeps it
+  a.erase(op.key);
+  log_del(s, op.key);
+}
+
+void apply_rename_destination(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  log_value(s, a.put(op.key, std::move(s.stash), s.expire, false));
+}
+
+void rename_like(call& k, unsigned flags) {
+  const bool same = k.args[1] == k.args[2];
+  if (same && (flags & rename_copy) != 0) {
+    return k.error("ERR source and destination objects are the same");
+  }
+  op_slot& src = add_op(k, k.args[1], true, &apply_rename_source);
+  src.op.check = &check_source;
+  src.flags = flags | rename_source;
+  if (!same) {
+    op_slot& dst = add_op(k, k.args[2], true, &apply_rename_destination);
+    dst.op.check = &check_exists;
+    dst.flags = flags;
+  }
+  k.cmd_reply_kind(reply_kind::first_part);
+  submit_two_phase(k, &decide_rename);
+}
+
+void cmd_rename(call& k) { rename_like(k, 0); }
+void cmd_renamenx(call& k) { rename_like(k, rename_nx); }
+
+/// COPY source destination [DB 0] [REPLACE] (one database: DB other than 0 is refused).
+void cmd_copy(call& k) {
+  unsigned flags = rename_copy;
+  for (std::size_t i = 3; i < k.args.size(); ++i) {
+    const std::string opt = upper(k.args[i]);
+    if (opt == "REPLACE") {
+      flags |= rename_replace;
+    } else if (opt == "DB" && i + 1 < k.args.size()) {
+      long long db = 0;
+      if (!parse_ll(k.args[++i], db)) return k.error(err_not_integer);
+      if (db != 0) return k.error("ERR DB index is out of range");
+    } else {
+      return k.error(err_syntax);
+    }
+  }
+  rename_like(k, flags);
+}
+
 // ---- the whole keyspace: KEYS, SCAN, FLUSHALL ---------------------------------------------
 
 void walk_done(leaf_walk& w, tessera::context& ctx) {
@@ -1039,23 +1200,23 @@ void failed_reply(op_slot& s, op_outcome o) {
 
 }  // namespace
 
-void commit_transaction(std::span<key_op* const> ops) {
+void commit_block(std::span<key_op* const> ops) {
   op_slot& first = slot_of(*ops[0]);
-  connection& c = *first.conn;
   // An apply that threw: every op's outcome is the failure (string_tree.h), and the commands
   // whose replies are their requests' parts answer with the error.
   for (key_op* op : ops) {
     if (op->outcome != op_outcome::applied) failed_reply(slot_of(*op), op->outcome);
   }
-  aof_log* log = c.srv->aof();
-  if (log == nullptr || c.txn_records.empty()) return;
+  aof_log* log = first.conn->srv->aof();
+  std::string* records = first.block;
+  if (log == nullptr || records == nullptr || records->empty()) return;
   std::string block;
-  block.reserve(c.txn_records.size() + 32);
+  block.reserve(records->size() + 32);
   block.append("*1\r\n$5\r\nMULTI\r\n");
-  block.append(c.txn_records);
+  block.append(*records);
   block.append("*1\r\n$4\r\nEXEC\r\n");
   first.lsn = log->append_encoded(block);
-  c.txn_records.clear();
+  records->clear();
 }
 
 void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
@@ -1066,11 +1227,12 @@ void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
   std::vector<key_op*> ops(n);
   for (std::size_t i = 0; i < n; ++i) {
     ops[i] = &c.ops[first_op + i].op;
+    c.ops[first_op + i].block = &c.txn_records;
     writes = writes || ops[i]->writes;
   }
   c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
   const multi_request r{
-      .writes = writes, .commit = &commit_transaction, .on_done = &multi_done, .user = &c};
+      .writes = writes, .commit = &commit_block, .on_done = &multi_done, .user = &c};
   srv.tree().submit_multi(r, ops, ctx);  // (copies the list)
 }
 
@@ -1100,6 +1262,10 @@ const std::vector<command_spec>& key_commands() {
       {"psetex", 4, cmd_write | cmd_denyoom, 1, 1, 1, &cmd_psetex},
       {"mget", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_mget},
       {"mset", -3, cmd_write | cmd_denyoom, 1, -1, 2, &cmd_mset},
+      {"msetnx", -3, cmd_write | cmd_denyoom | cmd_two_phase, 1, -1, 2, &cmd_msetnx},
+      {"rename", 3, cmd_write | cmd_two_phase, 1, 2, 1, &cmd_rename},
+      {"renamenx", 3, cmd_write | cmd_fast | cmd_two_phase, 1, 2, 1, &cmd_renamenx},
+      {"copy", -3, cmd_write | cmd_denyoom | cmd_two_phase, 1, 2, 1, &cmd_copy},
       {"del", -2, cmd_write, 1, -1, 1, &cmd_del},
       {"unlink", -2, cmd_write | cmd_fast, 1, -1, 1, &cmd_del},
       {"exists", -2, cmd_readonly | cmd_fast, 1, -1, 1, &cmd_exists},

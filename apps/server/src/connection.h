@@ -55,6 +55,11 @@ struct op_slot {
   std::int64_t expire = 0;   ///< SET / EXPIRE: the deadline (steady ms) or 0
   unsigned flags = 0;        ///< the command's options
   std::uint64_t lsn = 0;     ///< the LSN of the record this request logged (aof.h), or 0
+  /// Where this request's log records go instead of the log: a buffer its command (RENAME, a
+  /// transaction) writes as one MULTI ... EXEC block when all of it took effect; nullptr: the log.
+  std::string* block = nullptr;
+  std::string records;       ///< such a buffer, in the command's first request
+  std::string stash;         ///< a value carried from one request of a command to another (RENAME)
 };
 
 /// The op slots of the batch in flight: addresses stay put while the batch grows (tree tasks
@@ -81,6 +86,9 @@ class op_slots {
     s.expire = 0;
     s.flags = 0;
     s.lsn = 0;
+    s.block = nullptr;
+    s.records.clear();
+    s.stash.clear();
     return s;
   }
   op_slot& operator[](std::size_t i) noexcept { return m_chunks[i / chunk][i % chunk]; }
@@ -198,6 +206,7 @@ enum class reply_kind : std::uint8_t {
   parts,           ///< `reply` then each request's part (one-key commands, direct replies)
   array_of_parts,  ///< an array of the parts (MGET)
   sum,             ///< an integer, the sum of the requests' results (DEL, EXISTS)
+  first_part,      ///< the first request's part (RENAME, COPY)
   ok,              ///< +OK (MSET, FLUSHALL)
   walk_keys,       ///< the keys a walk collected (KEYS)
   walk_scan,       ///< the next cursor and the keys (SCAN)
@@ -300,9 +309,9 @@ class connection {
   /// The arguments of the transaction EXEC runs (the batch's args point into them), kept until
   /// the batch is complete.
   std::vector<std::string> exec_args;
-  /// From EXEC's dispatch to the batch's completion: the batch is a transaction, and its
-  /// requests' log records go to txn_records (commit_transaction writes them as one block).
-  /// Set before the multi-key request is spawned, read by its applies (the spawn publishes it).
+  /// From EXEC's dispatch to the batch's completion: the batch is a transaction (its commands'
+  /// requests are collected, not submitted; submit_transaction makes them one request whose
+  /// records go to txn_records, op_slot::block).
   bool txn_active = false;
   std::string txn_records;
 };

@@ -939,6 +939,7 @@ void finalize(kv_server& /*srv*/, connection& c, batch_command& cmd) {
       break;
     }
     case reply_kind::ok: w.ok(); break;
+    case reply_kind::first_part: c.out.append(c.ops[cmd.first_op].out); break;
     case reply_kind::walk_keys:
       w.array(c.walk->keys.size());
       for (const auto& key : c.walk->keys) w.bulk(key);

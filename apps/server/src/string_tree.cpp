@@ -728,13 +728,17 @@ class multi_task final : public leaf_task {
   /// The copy of `from` (its state moved out), blocked at leaf `l`, that parks there.
   multi_task(multi_task& from, leaf* l)
       : leaf_task(from, l, from.mode()), m_req(from.m_req), m_ops(std::move(from.m_ops)),
-        m_held(std::move(from.m_held)), m_found(std::move(from.m_found)), m_next(from.m_next),
-        m_now(from.m_now), m_prefetched(from.m_prefetched) {}
+        m_held(std::move(from.m_held)), m_found(std::move(from.m_found)),
+        m_held_from(std::move(from.m_held_from)), m_next(from.m_next), m_now(from.m_now),
+        m_prefetched(from.m_prefetched) {}
 
   tessera::task* execute(tessera::context& ctx) override {
     if (m_done) {
       m_req.on_done(m_req.user, ctx);
       return nullptr;
+    }
+    if (m_second_pass) {  // a two-phase request's held leaf, latched for this run
+      return second_pass(static_cast<leaf*>(const_cast<void*>(data())), ctx);
     }
     const std::string_view key = m_ops[m_next]->key;
     if (m_route.level > 0) {
@@ -793,6 +797,7 @@ class multi_task final : public leaf_task {
     }
     m_mark = mark::none;
     if (!last) m_held.push_back(l);  // (reserved)
+    if (m_req.decide != nullptr) return first_pass_at(*l, last, ctx);
     leaf* end = l;
     try {
       end = apply_in(*l, !last, ctx);
@@ -817,6 +822,77 @@ class multi_task final : public leaf_task {
 
   [[nodiscard]] access mode() const noexcept {
     return m_req.writes ? access::write : access::read;
+  }
+
+  /// A two-phase request's first pass at leaf `l` (latched; held unless `last`): its ops'
+  /// checks; at the last leaf the decision, then that leaf's ops applied and the second pass.
+  tessera::task* first_pass_at(leaf& l, bool last, tessera::context& ctx) {
+    const std::size_t from = m_next;
+    bool applying = false;
+    try {
+      if (!last) m_held_from.reserve(m_held.capacity());
+      while (m_next < m_ops.size() &&
+             (l.high_infinite || compare_bytes(m_ops[m_next]->key, std::string_view(l.high)) < 0)) {
+        key_op& op = *m_ops[m_next];
+        if (op.check != nullptr) {
+          leaf_access a(*m_tree, l, false, m_now);
+          op.check(op, a);
+        }
+        ++m_next;
+      }
+      if (!last) {
+        m_held_from.push_back(from);  // (reserved: aligned with m_held)
+        to_next_leaf(l);
+        m_moved_on = true;
+        return this;
+      }
+      if (!m_req.decide(m_ops)) return finish(ctx);
+      m_next = from;
+      applying = true;
+      apply_in(l, false, ctx);  // the last leaf's ops, in this run
+    } catch (...) {
+      return fail(ctx, applying);
+    }
+    spawn_links(ctx);
+    m_second_pass = true;
+    m_pass_at = 0;
+    return second_pass(nullptr, ctx);
+  }
+
+  /// The second pass over the held leaves, in key order, from m_pass_at: `latched` is that
+  /// leaf, latched by this run (nullptr: none yet). Each next one is taken at once where its
+  /// latch is free (tessera/coupled_write.h), else the task returns annotated with it.
+  tessera::task* second_pass(leaf* latched, tessera::context& ctx) {
+    const std::size_t pass_leaves = m_held_from.size();
+    while (m_pass_at < pass_leaves) {
+      leaf* const h = m_held[m_pass_at];
+      const bool coupled = h != latched;
+      if (coupled && !tessera::coupled_write_begin(h)) {
+        visit(*this, m_route, h, 0, 0, access::write);
+        return this;
+      }
+      m_next = m_held_from[m_pass_at];
+      // A split's link task finds the parent from the root: the route's parent is the last
+      // leaf's (the first pass ended there), right of h's.
+      m_route.parent = nullptr;
+      try {
+        apply_in(*h, true, ctx);
+      } catch (...) {
+        if (coupled) tessera::coupled_write_end(h);
+        return fail(ctx, true);
+      }
+      if (coupled) tessera::coupled_write_end(h);
+      spawn_links(ctx);
+      ++m_pass_at;
+      latched = nullptr;
+    }
+    if (m_req.commit != nullptr) {
+      try {
+        m_req.commit(m_ops);
+      } catch (...) {
+      }
+    }
+    return finish(ctx);
   }
 
   /// Orders the ops by key, equal keys in the order given (stable): an insertion sort for a
@@ -862,6 +938,15 @@ class multi_task final : public leaf_task {
   tessera::task* fail(tessera::context& ctx, bool log_applied) {
     const op_outcome o = current_failure();
     for (key_op* op : m_ops) op->outcome = o;
+    if (m_req.decide != nullptr) {  // two passes: the applies were not in key order
+      if (log_applied && m_req.commit != nullptr) {
+        try {
+          m_req.commit(m_ops);
+        } catch (...) {
+        }
+      }
+      return finish(ctx);
+    }
     if (log_applied && m_req.commit != nullptr && m_next > 0) {
       try {
         m_req.commit(std::span<key_op* const>(m_ops).first(m_next));
@@ -1014,6 +1099,11 @@ class multi_task final : public leaf_task {
     std::size_t position = no_position;
   };
   std::vector<found_leaf> m_found;
+  /// A two-phase request: the first op of each leaf held in the first pass (m_held's first
+  /// entries; the second pass adds the leaves its splits make after them).
+  std::vector<std::size_t> m_held_from;
+  std::size_t m_pass_at = 0;   ///< the second pass: the next held leaf (index into m_held)
+  bool m_second_pass = false;
   std::vector<tessera::task*> m_links;  ///< made in this run, spawned at its end
   std::size_t m_next = 0;               ///< the first op not applied yet
   std::int64_t m_now;

@@ -432,6 +432,9 @@ struct key_op {
   /// padding after `writes`.)
   op_outcome outcome = op_outcome::applied;
   void (*apply)(key_op&, leaf_access&) = nullptr;  ///< under the leaf's latch
+  /// Optional, in a two-phase multi-key request (multi_request::decide): called under the leaf's
+  /// latch in the first pass, before any op of the request is applied; it only reads.
+  void (*check)(key_op&, leaf_access&) = nullptr;
   void (*on_done)(key_op&, tessera::context&) = nullptr;  ///< after, latch released
   /// Optional, with on_done: called under the latch right after apply; false when the request
   /// needs nothing more (on_done is skipped, and the op must not be touched once it returned:
@@ -455,6 +458,17 @@ struct multi_request {
   /// that apply's latch, holds still held, with the ops applied before it (none: not called),
   /// every op's outcome already set to the failure.
   void (*commit)(std::span<key_op* const> ops) = nullptr;
+  /// Optional: the request runs in two passes. The first visits every key's leaf in key order as
+  /// above, holding each leaf but the last and calling each op's `check` (if any) under its
+  /// latch; nothing is applied. Then, under the last leaf's latch with every other leaf held,
+  /// `decide`: false, and nothing is applied, commit is not called and the holds are dropped;
+  /// true, and every op is applied: the last leaf's ops in that run, then each held leaf's,
+  /// under its latch (taken while the hold keeps every other task out: a wait only for a task
+  /// looking at the hold), then commit, with every op. What check and decide learn goes into
+  /// the ops (their users), so that an op's apply may depend on keys after it in key order
+  /// (RENAME's destination on its source, MSETNX's keys on one another). A failure (an apply
+  /// that throws) gives commit every op, each with the failure as its outcome.
+  bool (*decide)(std::span<key_op* const> ops) = nullptr;
   /// After, every hold released; also after a failure (the ops' outcome says which).
   void (*on_done)(void* user, tessera::context&) = nullptr;
   void* user = nullptr;

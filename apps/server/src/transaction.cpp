@@ -90,7 +90,7 @@ void cmd_unwatch(call& k) { k.reply().ok(); }  // nothing is ever watched
 
 void queue_command(call& k) {
   connection& c = *k.conn;
-  if ((k.spec->flags & (cmd_whole_store | cmd_ends_batch)) != 0) {
+  if ((k.spec->flags & (cmd_whole_store | cmd_ends_batch | cmd_two_phase)) != 0) {
     c.multi_failed = true;
     return k.error("ERR '" + std::string(k.spec->name) +
                    "' is not allowed in a transaction by tessera-kv-server");

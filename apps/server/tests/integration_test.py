@@ -538,6 +538,85 @@ def test_transactions(srv):
     r.delete(*accounts, *[f"txn:fill:{k:05d}" for k in range(3000)], "txn:a", "txn:b", "txn:c")
 
 
+def test_check_then_write(srv):
+    """RENAME, RENAMENX, COPY and MSETNX, which check every key before they write one, under
+    concurrency over keys in many leaves: a token moved by RENAME between ten keys is always on
+    exactly one of them (EXISTS of all ten is atomic), and of clients racing MSETNX over the same
+    keys exactly one wins, whole."""
+    r = srv.client()
+    r.mset({f"tw:fill:{k:05d}": "x" for k in range(3000)})  # many leaves
+    tokens = [f"tw:fill:{k:05d}:tok" for k in range(0, 3000, 300)]
+    r.set(tokens[0], "T", ex=100000)
+    rounds = 40 if SLOW else 300
+    errors = []
+    done = threading.Event()
+
+    def mover(seed):
+        try:
+            w = srv.client()
+            rnd = random.Random(seed)
+            for _ in range(rounds):
+                a, b = rnd.sample(tokens, 2)
+                try:
+                    if rnd.random() < 0.5:
+                        w.rename(a, b)
+                    else:
+                        w.renamenx(a, b)
+                except redis.ResponseError as e:
+                    if "no such key" not in str(e):
+                        raise
+        except Exception as e:  # noqa: BLE001
+            errors.append("mover: " + repr(e))
+
+    def auditor():
+        try:
+            c = srv.client()
+            while not done.is_set() and not errors:
+                n = c.exists(*tokens)
+                if n != 1:
+                    errors.append(f"the token on {n} keys at once")
+        except Exception as e:  # noqa: BLE001
+            errors.append("auditor: " + repr(e))
+
+    threads = [threading.Thread(target=mover, args=(i,)) for i in range(3)]
+    threads += [threading.Thread(target=auditor) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads[:3]:
+        t.join()
+    done.set()
+    for t in threads[3:]:
+        t.join()
+    if errors:
+        fail("RENAME under concurrency: " + "; ".join(errors[:5]))
+    where = [t for t in tokens if r.get(t) == b"T"]
+    if len(where) != 1 or r.ttl(where[0]) < 90000:
+        fail(f"the token after the moves: on {where}, TTL {r.ttl(where[0]) if where else None}")
+    expect(r.copy(where[0], "tw:copy"), True, "COPY")
+    expect((r.get("tw:copy"), r.get(where[0])), (b"T", b"T"), "COPY keeps the source")
+    # MSETNX races: exactly one client's values, all of them.
+    for trial in range(5 if SLOW else 20):
+        keys = [f"tw:fill:{k:05d}:nx{trial}" for k in range(0, 3000, 500)]
+        wins = []
+
+        def racer(i):
+            try:
+                if srv.client().msetnx({key: f"c{i}" for key in keys}):
+                    wins.append(i)
+            except Exception as e:  # noqa: BLE001
+                errors.append("MSETNX: " + repr(e))
+
+        racers = [threading.Thread(target=racer, args=(i,)) for i in range(4)]
+        for t in racers:
+            t.start()
+        for t in racers:
+            t.join()
+        if errors or len(wins) != 1:
+            fail(f"MSETNX race {trial}: winners {wins}; " + "; ".join(errors[:3]))
+        expect(r.mget(keys), [f"c{wins[0]}".encode()] * len(keys), f"MSETNX race {trial}'s keys")
+    r.flushall()
+
+
 def test_redis_benchmark(srv):
     r = srv.client()
     r.flushall()
@@ -915,7 +994,8 @@ def main():
     srv = Server()
     try:
         for test in (test_redis_cli, test_redis_py, test_pipelining, test_concurrent_clients,
-                     test_multi_key_atomic, test_transactions, test_redis_benchmark,
+                     test_multi_key_atomic, test_transactions, test_check_then_write,
+                     test_redis_benchmark,
                      test_distinct_sets, test_bad_input):
             t0 = time.time()
             test(srv)

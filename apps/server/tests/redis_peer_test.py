@@ -100,6 +100,17 @@ SCRIPT = [
     ["TOUCH"], ["EXISTS", "t", "t", "nokey"], ["MSET", "m1", "a", "m2", "b"],
     ["MGET", "m1", "nokey", "m2"], ["MSET", "m1"], ["MSET", "m1", "a", "m2"],
     ["DEL", "m1", "m2", "nokey"], ["UNLINK", "t"], ["DBSIZE"],
+    # MSETNX, RENAME, RENAMENX, COPY
+    ["FLUSHALL"], ["MSETNX", "n1", "a", "n2", "b"], ["MGET", "n1", "n2"], ["MSETNX", "n2", "x", "n3", "y"],
+    ["EXISTS", "n3"], ["MSETNX", "n4", "1", "n4", "2"], ["GET", "n4"], ["MSETNX", "n5"], ["MSETNX", "n5", "1", "n6"],
+    ["SET", "r1", "v1", "EX", "1000"], ["RENAME", "r1", "r2"], ["EXISTS", "r1"], ["GET", "r2"], ["TTL", "r2"],
+    ["RENAME", "r1", "r2"], ["RENAME", "r2", "r2"], ["RENAME", "nokey", "nokey"], ["RENAMENX", "r2", "r2"],
+    ["SET", "r3", "v3"], ["RENAMENX", "r2", "r3"], ["GET", "r2"], ["RENAMENX", "r2", "r4"], ["GET", "r4"],
+    ["RENAME", "r4", "r3"], ["GET", "r3"], ["TTL", "r3"], ["RENAMENX", "nokey", "r5"], ["RENAME", "r3"],
+    ["COPY", "r3", "c1"], ["GET", "c1"], ["TTL", "c1"], ["COPY", "r3", "c1"], ["COPY", "n1", "c1", "REPLACE"],
+    ["GET", "c1"], ["COPY", "nokey", "c2"], ["COPY", "c1", "c1"], ["COPY", "c1", "c3", "FOO"],
+    ["COPY", "c1", "c3", "DB", "0", "REPLACE"], ["COPY", "c1", "c4", "DB", "x"], ["COPY", "c1"],
+    ["MULTI"], ["SET", "r5", "1"], ["EXEC"],
     # MULTI / EXEC / DISCARD (WATCH is refused by tessera-kv-server: integration_test.py)
     ["MULTI"], ["SET", "tx", "1"], ["INCR", "tx"], ["GET", "tx"], ["EXEC"],
     ["MULTI"], ["SET", "tx", "x"], ["INCR", "tx"], ["GET", "tx"], ["EXEC"],
@@ -276,7 +287,7 @@ def random_command(rng):
     if c == 23:
         return ["PERSIST", k()]
     if c == 24:
-        return ["DBSIZE"]
+        return ["DBSIZE"] if rng.random() < 0.3 else rename_family(rng, k, v)
     if c in (25, 26):
         return ["MULTI"]
     if c in (27, 28):
@@ -291,6 +302,22 @@ def random_command(rng):
     if c == 32:
         return ["ECHO", v()]
     return ["SET", k(), v()]
+
+
+def rename_family(rng, k, v):
+    """MSETNX, RENAME, RENAMENX, COPY (refused inside MULTI by tessera-kv-server: the caller
+    skips them there)."""
+    c = rng.randrange(4)
+    if c == 0:
+        cmd = ["MSETNX"]
+        for _ in range(rng.randrange(1, 4)):
+            cmd += [k(), v()]
+        return cmd
+    if c == 1:
+        return ["RENAME", k(), k()]
+    if c == 2:
+        return ["RENAMENX", k(), k()]
+    return ["COPY", k(), k()] + (["REPLACE"] if rng.random() < 0.5 else [])
 
 
 def compare(t, r, cmd, mismatches, label):
@@ -335,8 +362,8 @@ def run(protocol):
         in_multi = False
         for i in range(count):
             cmd = random_command(rng)
-            if in_multi and cmd[0] == "DBSIZE":
-                continue  # refused inside MULTI by tessera-kv-server (it sees the whole store)
+            if in_multi and cmd[0] in ("DBSIZE", "MSETNX", "RENAME", "RENAMENX", "COPY"):
+                continue  # refused inside MULTI by tessera-kv-server (see transaction.cpp)
             in_multi = cmd == ["MULTI"] or (in_multi and cmd[0] not in ("EXEC", "DISCARD"))
             compare(t, r, cmd, mismatches, f"random #{i}")
             if len(mismatches) >= 10:
