@@ -12,7 +12,7 @@
 namespace server {
 namespace {
 
-enum class replay_kind : std::uint8_t { set, del, expire, incr, append, setrange };
+enum class replay_kind : std::uint8_t { set, del, expire, incr, append, setrange, read };
 
 enum expire_cond : unsigned { cond_nx = 1, cond_xx = 2, cond_gt = 4, cond_lt = 8 };
 
@@ -26,6 +26,8 @@ struct replay_op {
   bool nx = false;
   bool xx = false;
   bool no_effect = false;     ///< out: Redis would have answered an error
+  bool found = false;         ///< read: out, the key is live (its value in `copy`)
+  std::string copy;           ///< read: out
 };
 
 std::int64_t unix_now_ms() {
@@ -97,6 +99,15 @@ void apply_op(key_op& op, leaf_access& a) {
       std::string v = e != nullptr ? std::string(e->value.view()) : std::string();
       v.append(r.value);
       a.put(op.key, std::move(v), 0, true);
+      return;
+    }
+    case replay_kind::read: {  // RENAME, COPY and MSETNX look before they write
+      const slot* e = a.find(op.key);
+      r.found = e != nullptr;
+      if (e != nullptr) {
+        r.copy.assign(e->value.view());
+        r.deadline = e->expire_ms;
+      }
       return;
     }
     case replay_kind::setrange: {  // redis-server logs SETRANGE as itself (the server: a SET)
@@ -232,6 +243,55 @@ replay_outcome replay_record(string_tree& tree, std::span<const std::string_view
     r.value = args[2];
     return one(r);
   }
+  // RENAME, RENAMENX, COPY and MSETNX, as redis-server logs them (the server logs their effects).
+  if (name == "RENAME" || name == "RENAMENX" || name == "COPY") {
+    const bool copy = name == "COPY";
+    bool replace = false;
+    if (n < 3 || (!copy && n != 3)) return bad("wrong number of arguments");
+    for (std::size_t i = 3; i < n; ++i) {
+      const std::string opt = upper_ascii(args[i]);
+      if (opt == "REPLACE") {
+        replace = true;
+      } else if (opt == "DB" && i + 1 < n && args[i + 1] == "0") {
+        ++i;
+      } else {
+        return bad("an option other than REPLACE and DB 0");
+      }
+    }
+    replay_op src;
+    src.kind = replay_kind::read;
+    apply_one(tree, args[1], src);
+    if (!src.found || args[1] == args[2]) return replay_outcome::no_effect;
+    replay_op dst;
+    dst.kind = replay_kind::read;
+    apply_one(tree, args[2], dst);
+    if (dst.found && (name == "RENAMENX" || (copy && !replace))) return replay_outcome::no_effect;
+    replay_op put;
+    put.value = src.copy;
+    put.deadline = src.deadline;
+    apply_one(tree, args[2], put);
+    if (!copy) {
+      replay_op del;
+      del.kind = replay_kind::del;
+      apply_one(tree, args[1], del);
+    }
+    return replay_outcome::applied;
+  }
+  if (name == "MSETNX") {
+    if (n < 3 || n % 2 == 0) return bad("wrong number of arguments");
+    for (std::size_t i = 1; i + 1 < n; i += 2) {
+      replay_op check;
+      check.kind = replay_kind::read;
+      apply_one(tree, args[i], check);
+      if (check.found) return replay_outcome::no_effect;
+    }
+    for (std::size_t i = 1; i + 1 < n; i += 2) {
+      replay_op m;
+      m.value = args[i + 1];
+      apply_one(tree, args[i], m);
+    }
+    return replay_outcome::applied;
+  }
   if (name == "SETRANGE") {
     if (n != 4) return bad("wrong number of arguments");
     // Redis logs only a SETRANGE that wrote something, within proto-max-bulk-len (512 MB).
@@ -287,7 +347,8 @@ replay_outcome replay_record(string_tree& tree, std::span<const std::string_view
   }
   why = "'" + name +
         "', which the server does not replay (it replays SET, SETNX, SETEX, PSETEX, GETSET, "
-        "MSET, DEL, UNLINK, GETDEL, INCR, DECR, INCRBY, DECRBY, APPEND, SETRANGE, EXPIRE, PEXPIRE, "
+        "MSET, MSETNX, DEL, UNLINK, GETDEL, RENAME, RENAMENX, COPY, INCR, DECR, INCRBY, DECRBY, "
+        "APPEND, SETRANGE, EXPIRE, PEXPIRE, "
         "EXPIREAT, PEXPIREAT, PERSIST, FLUSHALL, FLUSHDB, SELECT 0, MULTI and EXEC)";
   return replay_outcome::refused;
 }

@@ -1220,7 +1220,7 @@ void commit_block(std::span<key_op* const> ops) {
 }
 
 void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
-                        std::size_t first_op) {
+                        std::size_t first_op, bool (*decide)(std::span<key_op* const>)) {
   const std::size_t n = c.ops.size() - first_op;
   if (n == 0) return;
   bool writes = false;
@@ -1231,8 +1231,11 @@ void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
     writes = writes || ops[i]->writes;
   }
   c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
-  const multi_request r{
-      .writes = writes, .commit = &commit_block, .on_done = &multi_done, .user = &c};
+  const multi_request r{.writes = writes,
+                        .commit = &commit_block,
+                        .decide = decide,
+                        .on_done = &multi_done,
+                        .user = &c};
   srv.tree().submit_multi(r, ops, ctx);  // (copies the list)
 }
 
@@ -1300,6 +1303,61 @@ const std::vector<command_spec>& key_commands() {
 }
 
 std::string encode_scan_cursor(std::string_view key) { return encode_cursor(key); }
+
+namespace {
+
+/// A key's state as WATCH compares it: exists, deadline, and the value's size and hash (a
+/// value rewritten with the same bytes and deadline counts as unchanged).
+void snapshot(op_slot& s, const slot* e) {
+  s.result = e != nullptr ? 1 : 0;
+  s.expire = e != nullptr ? e->expire_ms : 0;
+  const std::string_view v = e != nullptr ? e->value.view() : std::string_view();
+  s.op.number = static_cast<std::int64_t>(std::hash<std::string_view>{}(v));
+  s.op.index = v.size();
+}
+
+void apply_watch(key_op& op, leaf_access& a) { snapshot(slot_of(op), a.find(op.key)); }
+
+void apply_watch_check(key_op& /*op*/, leaf_access& /*a*/) {}  // checked in the first pass
+
+void check_watched(key_op& op, leaf_access& a) {
+  op_slot& s = slot_of(op);
+  const connection::watched_key& w = s.conn->exec_watched[op.index];
+  const slot* e = a.find(op.key);
+  const std::string_view v = e != nullptr ? e->value.view() : std::string_view();
+  const bool same = (e != nullptr) == w.exists && (e == nullptr || e->expire_ms == w.expire_ms) &&
+                    v.size() == w.value_size &&
+                    std::hash<std::string_view>{}(v) == w.value_hash;
+  s.result = same ? 0 : 1;
+}
+
+}  // namespace
+
+void watch_keys(call& k) {
+  for (std::size_t i = 1; i < k.args.size(); ++i) add_op(k, k.args[i], false, &apply_watch);
+  k.cmd_reply_kind(reply_kind::watch);
+  submit_multi(k, false, nullptr);
+}
+
+void add_watch_checks(call& k) {
+  connection& c = *k.conn;
+  for (std::size_t i = 0; i < c.exec_watched.size(); ++i) {
+    op_slot& s = add_op(k, c.exec_watched[i].key, false, &apply_watch_check);
+    s.op.check = &check_watched;
+    s.op.index = i;
+  }
+}
+
+bool decide_watched(std::span<key_op* const> ops) {
+  bool changed = false;
+  for (key_op* op : ops) {
+    if (op->apply == &apply_watch_check) {
+      changed = changed || slot_of(*op).result != 0;
+    }
+  }
+  if (changed) slot_of(*ops[0]).conn->txn_aborted = true;
+  return !changed;
+}
 
 void memory_usage(call& k) {
   // MEMORY USAGE key [SAMPLES count]: the count is checked as Redis does, and not needed (a

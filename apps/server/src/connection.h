@@ -207,6 +207,7 @@ enum class reply_kind : std::uint8_t {
   array_of_parts,  ///< an array of the parts (MGET)
   sum,             ///< an integer, the sum of the requests' results (DEL, EXISTS)
   first_part,      ///< the first request's part (RENAME, COPY)
+  watch,           ///< +OK, the requests' snapshots added to the connection's watched keys
   ok,              ///< +OK (MSET, FLUSHALL)
   walk_keys,       ///< the keys a walk collected (KEYS)
   walk_scan,       ///< the next cursor and the keys (SCAN)
@@ -314,6 +315,17 @@ class connection {
   /// records go to txn_records, op_slot::block).
   bool txn_active = false;
   std::string txn_records;
+  /// A watched key as WATCH saw it (transaction.cpp): EXEC runs only if each still is so.
+  struct watched_key {
+    std::string key;
+    bool exists = false;
+    std::int64_t expire_ms = 0;
+    std::uint64_t value_hash = 0;
+    std::size_t value_size = 0;
+  };
+  std::vector<watched_key> watched;
+  std::vector<watched_key> exec_watched;  ///< EXEC's, kept until the batch is complete
+  bool txn_aborted = false;  ///< EXEC's check found a watched key changed: the reply is nil
 };
 
 }  // namespace server

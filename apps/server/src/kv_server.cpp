@@ -779,7 +779,12 @@ bool kv_server::run_batch(connection& c, tessera::context& ctx) {
 }
 
 void kv_server::complete_batch(connection& c) {
-  for (batch_command& cmd : c.cmds) finalize(*this, c, cmd);
+  if (c.txn_aborted) [[unlikely]] {  // EXEC whose watched keys changed: nil, nothing ran
+    reply_writer(c.out, c.proto).null_array();
+    c.txn_aborted = false;
+  } else {
+    for (batch_command& cmd : c.cmds) finalize(*this, c, cmd);
+  }
   if (m_aof) {
     for (std::size_t i = 0; i < c.ops.size(); ++i) c.wait_lsn = std::max(c.wait_lsn, c.ops[i].lsn);
     if (c.walk) c.wait_lsn = std::max(c.wait_lsn, c.walk->lsn);
@@ -799,6 +804,7 @@ void kv_server::complete_batch(connection& c) {
   if (c.txn_active) {  // EXEC's batch (transaction.cpp)
     c.txn_active = false;
     c.exec_args.clear();
+    c.exec_watched.clear();
     c.txn_records.clear();
   }
   c.parser.clear_owned();

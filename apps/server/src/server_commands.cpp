@@ -940,6 +940,15 @@ void finalize(kv_server& /*srv*/, connection& c, batch_command& cmd) {
     }
     case reply_kind::ok: w.ok(); break;
     case reply_kind::first_part: c.out.append(c.ops[cmd.first_op].out); break;
+    case reply_kind::watch:
+      // Here, once the batch is complete, not in the requests' tasks (which may run at once).
+      for (std::size_t i = 0; i < cmd.nops; ++i) {
+        const op_slot& s = c.ops[cmd.first_op + i];
+        c.watched.push_back({std::string(s.op.key), s.result != 0, s.expire,
+                             static_cast<std::uint64_t>(s.op.number), s.op.index});
+      }
+      w.ok();
+      break;
     case reply_kind::walk_keys:
       w.array(c.walk->keys.size());
       for (const auto& key : c.walk->keys) w.bulk(key);

@@ -14,9 +14,17 @@
 // txn_records and are written as one MULTI ... EXEC block (commit_transaction), so a replay
 // applies all of it or, cut off by a crash, none.
 //
+// WATCH takes each key's state (exists, deadline, the value's size and 64-bit hash) when its
+// batch completes; EXEC then adds a request per watched key that compares it again in the first
+// pass of a two-phase request (string_tree.h, multi_request::decide), under the same holds as
+// the transaction's own keys, and if one changed nothing is applied and the reply is nil. A key
+// rewritten with the same bytes and deadline counts as unchanged (Redis would abort).
+//
 // Not supported, refused at queue time (the transaction then fails at EXEC): commands that see
-// the whole store or end a batch (KEYS, SCAN, DBSIZE, FLUSHALL, INFO, AUTH, HELLO, SHUTDOWN...).
-// WATCH is refused: the tree keeps no per-key versions to check at EXEC.
+// the whole store or end a batch (KEYS, SCAN, DBSIZE, FLUSHALL, INFO, AUTH, HELLO, SHUTDOWN...),
+// those that check keys before they write (RENAME, MSETNX, COPY: their checks would run before
+// the commands queued ahead of them), and the server's commands with effects (CONFIG, CLIENT,
+// MEMORY, BGREWRITEAOF).
 #include <string>
 #include <string_view>
 
@@ -38,6 +46,9 @@ void reset_transaction(connection& c) {
   c.queued_bytes = 0;
 }
 
+/// DISCARD, EXEC and UNWATCH forget the watched keys.
+void unwatch(connection& c) { c.watched.clear(); }
+
 void cmd_multi(call& k) {
   connection& c = *k.conn;
   if (c.in_multi) return k.error("ERR MULTI calls can not be nested");
@@ -50,6 +61,7 @@ void cmd_discard(call& k) {
   connection& c = *k.conn;
   if (!c.in_multi) return k.error("ERR DISCARD without MULTI");
   reset_transaction(c);
+  unwatch(c);
   k.reply().ok();
 }
 
@@ -58,6 +70,7 @@ void cmd_exec(call& k) {
   if (!c.in_multi) return k.error("ERR EXEC without MULTI");
   if (c.multi_failed) {
     reset_transaction(c);
+    unwatch(c);
     return k.error("EXECABORT Transaction discarded because of previous errors.");
   }
   // The arguments stay where they are until the batch is complete (the requests point into
@@ -69,28 +82,40 @@ void cmd_exec(call& k) {
   c.txn_active = true;  // cleared when the batch is complete (kv_server::complete_batch)
   c.txn_records.clear();
   const std::size_t first_op = c.ops.size();
+  // The watched keys' checks: requests of EXEC's own command (its reply is the header).
+  c.exec_watched = std::move(c.watched);
+  unwatch(c);
+  add_watch_checks(k);
   std::size_t next = 0;
   for (const std::size_t n : nargs) {
     const std::size_t first_arg = c.args.size();
     for (std::size_t i = 0; i < n; ++i) c.args.emplace_back(c.exec_args[next++]);
     dispatch_queued(*k.srv, c, *k.ctx, first_arg, n);
   }
-  submit_transaction(*k.srv, c, *k.ctx, first_op);
+  submit_transaction(*k.srv, c, *k.ctx, first_op,
+                     c.exec_watched.empty() ? nullptr : &decide_watched);
 }
 
 void cmd_watch(call& k) {
   if (k.conn->in_multi) return k.error("ERR WATCH inside MULTI is not allowed");
-  k.error("ERR WATCH is not supported by tessera-kv-server: MULTI/EXEC transactions are, "
-          "without optimistic checks of watched keys");
+  watch_keys(k);
 }
 
-void cmd_unwatch(call& k) { k.reply().ok(); }  // nothing is ever watched
+void cmd_unwatch(call& k) {
+  unwatch(*k.conn);
+  k.reply().ok();
+}
 
 }  // namespace
 
 void queue_command(call& k) {
   connection& c = *k.conn;
-  if ((k.spec->flags & (cmd_whole_store | cmd_ends_batch | cmd_two_phase)) != 0) {
+  // Also refused: the server's commands that change something at once (CONFIG, CLIENT,
+  // MEMORY, BGREWRITEAOF...: not `fast`), which EXEC runs as it dispatches, so that a
+  // transaction whose watched keys changed would not be undone by the nil reply.
+  const bool server_side_effect = k.spec->first_key == 0 && (k.spec->flags & cmd_fast) == 0;
+  if ((k.spec->flags & (cmd_whole_store | cmd_ends_batch | cmd_two_phase)) != 0 ||
+      server_side_effect) {
     c.multi_failed = true;
     return k.error("ERR '" + std::string(k.spec->name) +
                    "' is not allowed in a transaction by tessera-kv-server");

@@ -237,6 +237,11 @@ def test_basics():
     r.getex("getex-gone", exat=1)
     r.set("at", "a")
     r.pexpireat("at", 4102444800123)
+    r.set("rn:src", "s", ex=1000)
+    r.rename("rn:src", "rn:dst")  # DEL and SET in one MULTI ... EXEC block
+    r.msetnx({"nx:1": "a", "nx:2": "b"})
+    r.msetnx({"nx:2": "x", "nx:3": "y"})  # refused whole: nothing logged
+    r.copy("nx:1", "nx:copy")
     tx = r.pipeline()  # MULTI ... EXEC: its records as one MULTI ... EXEC block
     tx.set("tx:1", "a").incr("tx:n").incr("tx:n").delete("tx:1").set("tx:2", "b", ex=1000)
     tx.mset({"tx:3": "c", "tx:4": "d"}).append("tx:3", "+")
@@ -244,7 +249,13 @@ def test_basics():
     time.sleep(0.3)  # "short" expires
     with open(aof, "rb") as f:
         log = f.read()
-    block = log[log.find(b"*1\r\n$5\r\nMULTI\r\n"):]
+    rename = log[log.find(b"*1\r\n$5\r\nMULTI\r\n"):]
+    rename = rename[:rename.find(b"*1\r\n$4\r\nEXEC\r\n")]
+    if b"$3\r\nDEL\r\n$6\r\nrn:src" not in rename or b"$6\r\nrn:dst" not in rename:
+        fail("RENAME's records are not one MULTI ... EXEC block: " + repr(rename[:300]))
+    if b"nx:3" in log:
+        fail("a refused MSETNX was logged")
+    block = log[log.rfind(b"*1\r\n$5\r\nMULTI\r\n", 0, log.find(b"$4\r\ntx:1")):]
     block = block[:block.find(b"*1\r\n$4\r\nEXEC\r\n")]
     if block.count(b"tx:") != 8 or b"tx:n" not in block:  # SET, SET, SET, DEL, SET, SET, SET, SET
         fail("the transaction's records are not one MULTI ... EXEC block: " + repr(block[:400]))
@@ -298,6 +309,10 @@ def test_basics():
         expect((r.get("getex"), r.ttl("getex")), ("g", -1), when + ": GETEX PERSIST replayed")
         expect(r.expiretime("getex-at"), 4102444800, when + ": GETEX EXAT replayed")
         expect(r.pexpiretime("at"), 4102444800123, when + ": PEXPIREAT replayed")
+        expect((r.exists("rn:src"), r.get("rn:dst"), r.ttl("rn:dst") > 900), (0, "s", True),
+               when + ": RENAME replayed")
+        expect((r.get("nx:1"), r.get("nx:2"), r.exists("nx:3"), r.get("nx:copy")),
+               ("a", "b", 0, "a"), when + ": MSETNX and COPY replayed")
         expect((r.get("tx:1"), r.get("tx:n"), r.get("tx:3"), r.get("tx:4")), (None, "2", "c+", "d"),
                when + ": a transaction replayed")
         if r.ttl("tx:2") <= 900:
@@ -740,6 +755,15 @@ def test_redis_server_log():
     c.getex("getex", persist=True)  # logged as PERSIST
     c.set("getex:px", "g")
     c.getex("getex:px", px=1000000)  # logged as PEXPIREAT
+    c.set("rn:a", "ra", ex=1000)
+    c.rename("rn:a", "rn:b")  # logged as itself, as are RENAMENX, COPY and MSETNX
+    c.set("rn:c", "rc")
+    c.renamenx("rn:b", "rn:c")  # refused: no record
+    c.renamenx("rn:c", "rn:d")
+    c.copy("rn:b", "rn:e")
+    c.copy("rn:d", "rn:e", replace=True)
+    c.msetnx({"mnx:1": "1", "mnx:2": "2"})
+    c.msetnx({"mnx:2": "x", "mnx:3": "3"})  # refused
     c.set("z", "1", px=1000)
     c.persist("z")  # expired by the replay, were it not for this
     tx = c.pipeline(transaction=True)
