@@ -529,6 +529,36 @@ std::string kv_server::client_list() const {
   return r;
 }
 
+std::size_t kv_server::kill_clients(const kill_filter& f, const connection& self,
+                                    bool skip_self, bool& self_matched) {
+  self_matched = false;
+  if (f.none) return 0;
+  std::size_t n = 0;
+  // Under the registry's mutex: a connection is removed from it before its socket is closed
+  // (close_connection), so every fd seen here is still the connection's.
+  const std::lock_guard<std::mutex> lock(m_clients_mutex);
+  for (const auto& [id, c] : m_clients) {
+    if (f.id != 0 && id != f.id) continue;
+    if (!f.addr.empty() && c->addr != f.addr) continue;
+    if (!f.laddr.empty()) {
+      sockaddr_storage local{};
+      socklen_t len = sizeof(local);
+      if (::getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+          peer_name(local) != f.laddr) {
+        continue;
+      }
+    }
+    if (c == &self && skip_self) continue;
+    ++n;
+    if (c == &self) {
+      self_matched = true;
+    } else {
+      ::shutdown(c->fd, SHUT_RDWR);  // as the idle timeout does (tick)
+    }
+  }
+  return n;
+}
+
 // ---- the connection flow ----------------------------------------------------------------------
 
 kv_server::flush_outcome kv_server::flush(connection& c) {

@@ -90,6 +90,18 @@ class kv_server {
   std::size_t client_count() const;
   /// CLIENT LIST's text.
   std::string client_list() const;
+  /// CLIENT KILL's filters (0 / empty: any).
+  struct kill_filter {
+    std::uint64_t id = 0;
+    std::string addr;
+    std::string laddr;
+    bool none = false;  ///< a type or user no client has (master, replica, pubsub)
+  };
+  /// Closes the clients `f` matches (each by its own flow: the socket is shut down, and the
+  /// flow's next read ends it), except `self`: skipped if `skip_self`, else counted and reported
+  /// in `self_matched` (its flow closes it after the reply). Returns how many it closed.
+  std::size_t kill_clients(const kill_filter& f, const connection& self, bool skip_self,
+                           bool& self_matched);
   void set_client_name(connection& c, std::string name);
   std::string client_name(const connection& c) const;
   /// The connection's flow: after a readiness event (serve task) and after a batch's last task.

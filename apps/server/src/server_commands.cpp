@@ -305,6 +305,59 @@ void cmd_command(call& k) {
 
 // ---- CLIENT ---------------------------------------------------------------------------------
 
+/// CLIENT KILL ip:port, or CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE type]
+/// [USER name] [SKIPME yes|no], as Redis 7.0 parses and answers them.
+void client_kill(call& k) {
+  kv_server::kill_filter f;
+  bool skipme = true;
+  const bool old_form = k.args.size() == 3;
+  if (old_form) {
+    f.addr = std::string(k.args[2]);
+    skipme = false;
+  } else {
+    if (k.args.size() % 2 != 0) return k.error(err_syntax);
+    for (std::size_t i = 2; i + 1 < k.args.size(); i += 2) {
+      const std::string opt = upper(k.args[i]);
+      const std::string_view v = k.args[i + 1];
+      if (opt == "ID") {
+        long long id = 0;
+        if (!parse_integer(v, id) || id < 1) {
+          return k.error("ERR client-id should be greater than 0");
+        }
+        f.id = static_cast<std::uint64_t>(id);
+      } else if (opt == "TYPE") {
+        const std::string type = lower(v);
+        if (type != "normal" && type != "master" && type != "slave" && type != "replica" &&
+            type != "pubsub") {
+          return k.error("ERR Unknown client type '" + std::string(v) + "'");
+        }
+        f.none = f.none || type != "normal";  // every client here is a normal one
+      } else if (opt == "ADDR") {
+        f.addr = std::string(v);
+      } else if (opt == "LADDR") {
+        f.laddr = std::string(v);
+      } else if (opt == "USER") {
+        if (v != "default") return k.error("ERR No such user '" + std::string(v) + "'");
+      } else if (opt == "SKIPME") {
+        const std::string yn = lower(v);
+        if (yn != "yes" && yn != "no") return k.error(err_syntax);
+        skipme = yn == "yes";
+      } else {
+        return k.error(err_syntax);
+      }
+    }
+  }
+  bool self = false;
+  const std::size_t n = k.srv->kill_clients(f, *k.conn, skipme, self);
+  if (old_form) {
+    if (n == 0) return k.error("ERR No such client");
+    k.reply().ok();
+  } else {
+    k.reply().integer(static_cast<long long>(n));
+  }
+  if (self) k.conn->close_after_reply = true;
+}
+
 void cmd_client(call& k) {
   const std::string sub = upper(k.args[1]);
   reply_writer w = k.reply();
@@ -327,6 +380,25 @@ void cmd_client(call& k) {
     w.ok();
   } else if (sub == "LIST") {
     w.verbatim(k.srv->client_list());
+  } else if (sub == "KILL" && k.args.size() >= 3) {
+    client_kill(k);
+  } else if (sub == "HELP" && k.args.size() == 2) {
+    static constexpr std::string_view lines[] = {
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ID", "    Return the ID of the current connection.",
+        "GETNAME", "    Return the name of the current connection.",
+        "SETNAME <name>", "    Assign the name <name> to the current connection.",
+        "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted, not kept.",
+        "LIST", "    Return information about client connections.",
+        "INFO", "    Return information about the current client connection.",
+        "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are ID, ADDR, LADDR, TYPE (normal, and master, replica,",
+        "    pubsub: none here), USER (default) and SKIPME <yes|no> (default yes).",
+        "HELP", "    Print this help.",
+    };
+    w.array(std::size(lines));
+    for (const std::string_view line : lines) w.simple(line);
   } else if (sub == "SETINFO" && k.args.size() == 4) {
     w.ok();
   } else if (sub == "INFO" && k.args.size() == 2) {

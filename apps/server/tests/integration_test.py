@@ -235,6 +235,31 @@ def test_redis_py(srv):
         fail("CLIENT ID")
     if not any(c.get("name") == "py" for c in r.client_list()):
         fail("CLIENT LIST does not show the named client")
+    # CLIENT KILL: another client by ID (its next command finds the connection closed), then
+    # this one's own with SKIPME no (closed after the reply), as an operator would.
+    victim = srv.client()
+    victim_id = victim.client_id()
+    expect(r.client_kill_filter(_id=victim_id), 1, "CLIENT KILL ID")
+    for _ in range(100):  # its flow closes it at the socket's shutdown
+        if not any(int(c["id"]) == victim_id for c in r.client_list()):
+            break
+        time.sleep(0.05)
+    else:
+        fail("a killed client is still in CLIENT LIST")
+    if victim.client_id() == victim_id:  # (redis-py reconnects: a new connection, a new ID)
+        fail("a killed client's connection still answered")
+    self_kill = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    self_kill.sendall(b"CLIENT ID\r\n")
+    own_id = int(self_kill.recv(100)[1:].split(b"\r\n")[0])
+    self_kill.sendall(b"CLIENT KILL ID %d SKIPME no\r\n" % own_id)
+    got = b""
+    while True:
+        chunk = self_kill.recv(100)
+        if not chunk:
+            break
+        got += chunk
+    expect(got, b":1\r\n", "CLIENT KILL of itself: the reply, then the connection closed")
+    self_kill.close()
     expect(r.config_set("maxmemory", "100mb"), True, "CONFIG SET maxmemory")
     expect(r.config_get("maxmemory"), {"maxmemory": str(100 << 20)}, "CONFIG GET maxmemory")
     r.config_set("maxmemory", "0")
