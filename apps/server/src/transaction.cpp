@@ -11,7 +11,7 @@
 // all as one multi-key request (string_tree.h, "Multi-key requests"), which applies them in key
 // order, equal keys in command order, under its leaves' holds, so the transaction takes effect
 // at one moment and no other client sees part of it. Its log records go to the connection's
-// txn_records and are written as one MULTI ... EXEC block (commit_transaction), so a replay
+// txn_records and are written as one MULTI ... EXEC block (commit_block), so a replay
 // applies all of it or, cut off by a crash, none.
 //
 // WATCH takes each key's state (exists, deadline, the value's size and 64-bit hash) when its
