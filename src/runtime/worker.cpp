@@ -640,7 +640,15 @@ TESSERA_ALWAYS_INLINE task* worker::finish(task* t, task* follow, const void* ra
       if (m_step_hold != hold_none && hdr(t).m_priority == stack_priority) {
         if (m_step_hold == hold_direct) [[likely]] {
           // hold_stepping's test that m_step_hold does not answer.
-          if (!more_urgent_queued(stack_priority)) return t;
+          if (!more_urgent_queued(stack_priority)) {
+            // Runs next, with no window ahead of it: its next object's header and first line
+            // are requested now, while the loop's own steps stand between here and its run.
+            if (const void* d = hdr(t).m_data; d != nullptr) {
+              if (hdr(t).m_is_resource != 0) __builtin_prefetch(resource_header::of(d));
+              __builtin_prefetch(d);
+            }
+            return t;
+          }
         } else if (hold_stepping(t, ran_on)) {
           return t;
         }
