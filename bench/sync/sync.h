@@ -50,9 +50,14 @@ struct read_result {
   bool torn = false;
 };
 
+// The two loops below are unrolled whole: as loops of 32 short iterations their speed hung on
+// where the linker put them (a loop across a 64-byte boundary of the instruction cache ran the
+// threads baseline's write-only mix at 33 ns an operation in one build and 24 in another,
+// docs/performance-notes.md), and every implementation of the benchmark runs them.
 inline read_result read_object(const counters& c) noexcept {
   read_result r;
   const std::int64_t first = racy_load(c.field[0]);
+#pragma GCC unroll 32
   for (unsigned i = 0; i < fields_per_object; ++i) {
     const std::int64_t v = racy_load(c.field[i]);
     r.sum += v;
@@ -62,6 +67,7 @@ inline read_result read_object(const counters& c) noexcept {
 }
 
 inline void write_object(counters& c) noexcept {
+#pragma GCC unroll 32
   for (unsigned i = 0; i < fields_per_object; ++i) {
     racy_store(c.field[i], racy_load(c.field[i]) + 1);
   }
