@@ -100,7 +100,8 @@ enum class expect : std::uint8_t { absent, present, either };
 /// answer. False says nothing; the caller then runs the full check.
 [[nodiscard]] constexpr bool plainly_right(const ::ycsb::operation& op, expect e, bool ok,
                                            std::uint64_t value) noexcept {
-  const bool read_or_update = (op.type == ::ycsb::op_type::read) | (op.type == ::ycsb::op_type::update);
+  const bool read_or_update =
+      (op.type == ::ycsb::op_type::read) | (op.type == ::ycsb::op_type::update);
   const bool insert = op.type == ::ycsb::op_type::insert;
   return (read_or_update & (ok == (e == expect::present)) &
           (!ok | ::ycsb::is_legal_value(op.key, value))) |

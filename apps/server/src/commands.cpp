@@ -80,7 +80,9 @@ void submit_multi(call& k, bool writes, void (*commit)(std::span<key_op* const>)
   if (c.txn_active) {
     // Part of EXEC's one request: each key's write logs its own record there, in the order the
     // writes took effect (a transaction's commands may write one key several times).
-    for (std::size_t i = 0; i < k.cmd->nops; ++i) c.ops[k.cmd->first_op + i].flags |= op_logs_itself;
+    for (std::size_t i = 0; i < k.cmd->nops; ++i) {
+      c.ops[k.cmd->first_op + i].flags |= op_logs_itself;
+    }
     return;
   }
   if (k.cmd->nops == 1) {
@@ -661,7 +663,8 @@ void apply_getrange(key_op& op, leaf_access& a) {
   end = std::max(end, 0LL);
   if (end >= len) end = len - 1;
   if (start > end || len == 0) return writer(s).bulk({});
-  writer(s).bulk(v.substr(static_cast<std::size_t>(start), static_cast<std::size_t>(end - start + 1)));
+  writer(s).bulk(
+      v.substr(static_cast<std::size_t>(start), static_cast<std::size_t>(end - start + 1)));
 }
 
 /// GETRANGE key start end (and its old name SUBSTR)

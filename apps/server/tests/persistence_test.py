@@ -313,7 +313,8 @@ def test_basics():
                when + ": RENAME replayed")
         expect((r.get("nx:1"), r.get("nx:2"), r.exists("nx:3"), r.get("nx:copy")),
                ("a", "b", 0, "a"), when + ": MSETNX and COPY replayed")
-        expect((r.get("tx:1"), r.get("tx:n"), r.get("tx:3"), r.get("tx:4")), (None, "2", "c+", "d"),
+        expect((r.get("tx:1"), r.get("tx:n"), r.get("tx:3"), r.get("tx:4")),
+               (None, "2", "c+", "d"),
                when + ": a transaction replayed")
         if r.ttl("tx:2") <= 900:
             fail(f"{when}: SET EX in a transaction replayed: TTL {r.ttl('tx:2')}")

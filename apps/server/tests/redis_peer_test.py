@@ -47,7 +47,8 @@ SCRIPT = [
     # GETRANGE / SUBSTR
     ["GETRANGE", "s", "0", "-1"], ["GETRANGE", "s", "1", "3"], ["GETRANGE", "s", "-3", "-1"],
     ["GETRANGE", "s", "5", "10"], ["GETRANGE", "s", "-1", "-5"], ["GETRANGE", "s", "10", "20"],
-    ["GETRANGE", "s", "-100", "100"], ["GETRANGE", "s", "3", "1"], ["GETRANGE", "nokey", "0", "-1"],
+    ["GETRANGE", "s", "-100", "100"], ["GETRANGE", "s", "3", "1"],
+    ["GETRANGE", "nokey", "0", "-1"],
     ["GETRANGE", "s", "a", "1"], ["GETRANGE", "s", "0"], ["SUBSTR", "s", "0", "1"],
     # SETRANGE
     ["SETRANGE", "s", "6", "world"], ["GET", "s"], ["SETRANGE", "s", "0", "J"], ["GET", "s"],
@@ -59,7 +60,8 @@ SCRIPT = [
     # APPEND, STRLEN, INCR family
     ["APPEND", "a", "12"], ["APPEND", "a", "3"], ["STRLEN", "a"], ["INCR", "a"], ["DECR", "a"],
     ["INCRBY", "a", "-200"], ["DECRBY", "a", "x"], ["INCR", "s"], ["INCRBY", "a"],
-    ["SET", "max", "9223372036854775807"], ["INCR", "max"], ["DECRBY", "a", "-9223372036854775808"],
+    ["SET", "max", "9223372036854775807"], ["INCR", "max"],
+    ["DECRBY", "a", "-9223372036854775808"],
     # INCRBYFLOAT
     ["INCRBYFLOAT", "f", "10.5"], ["INCRBYFLOAT", "f", "0.1"], ["INCRBYFLOAT", "f", "-5"],
     ["INCRBYFLOAT", "f", "5.0e3"], ["INCRBYFLOAT", "f", "-5005.6"], ["GET", "f"],
@@ -101,13 +103,20 @@ SCRIPT = [
     ["MGET", "m1", "nokey", "m2"], ["MSET", "m1"], ["MSET", "m1", "a", "m2"],
     ["DEL", "m1", "m2", "nokey"], ["UNLINK", "t"], ["DBSIZE"],
     # MSETNX, RENAME, RENAMENX, COPY
-    ["FLUSHALL"], ["MSETNX", "n1", "a", "n2", "b"], ["MGET", "n1", "n2"], ["MSETNX", "n2", "x", "n3", "y"],
-    ["EXISTS", "n3"], ["MSETNX", "n4", "1", "n4", "2"], ["GET", "n4"], ["MSETNX", "n5"], ["MSETNX", "n5", "1", "n6"],
-    ["SET", "r1", "v1", "EX", "1000"], ["RENAME", "r1", "r2"], ["EXISTS", "r1"], ["GET", "r2"], ["TTL", "r2"],
-    ["RENAME", "r1", "r2"], ["RENAME", "r2", "r2"], ["RENAME", "nokey", "nokey"], ["RENAMENX", "r2", "r2"],
-    ["SET", "r3", "v3"], ["RENAMENX", "r2", "r3"], ["GET", "r2"], ["RENAMENX", "r2", "r4"], ["GET", "r4"],
-    ["RENAME", "r4", "r3"], ["GET", "r3"], ["TTL", "r3"], ["RENAMENX", "nokey", "r5"], ["RENAME", "r3"],
-    ["COPY", "r3", "c1"], ["GET", "c1"], ["TTL", "c1"], ["COPY", "r3", "c1"], ["COPY", "n1", "c1", "REPLACE"],
+    ["FLUSHALL"], ["MSETNX", "n1", "a", "n2", "b"], ["MGET", "n1", "n2"],
+    ["MSETNX", "n2", "x", "n3", "y"],
+    ["EXISTS", "n3"], ["MSETNX", "n4", "1", "n4", "2"], ["GET", "n4"], ["MSETNX", "n5"],
+    ["MSETNX", "n5", "1", "n6"],
+    ["SET", "r1", "v1", "EX", "1000"], ["RENAME", "r1", "r2"], ["EXISTS", "r1"], ["GET", "r2"],
+    ["TTL", "r2"],
+    ["RENAME", "r1", "r2"], ["RENAME", "r2", "r2"], ["RENAME", "nokey", "nokey"],
+    ["RENAMENX", "r2", "r2"],
+    ["SET", "r3", "v3"], ["RENAMENX", "r2", "r3"], ["GET", "r2"], ["RENAMENX", "r2", "r4"],
+    ["GET", "r4"],
+    ["RENAME", "r4", "r3"], ["GET", "r3"], ["TTL", "r3"], ["RENAMENX", "nokey", "r5"],
+    ["RENAME", "r3"],
+    ["COPY", "r3", "c1"], ["GET", "c1"], ["TTL", "c1"], ["COPY", "r3", "c1"],
+    ["COPY", "n1", "c1", "REPLACE"],
     ["GET", "c1"], ["COPY", "nokey", "c2"], ["COPY", "c1", "c1"], ["COPY", "c1", "c3", "FOO"],
     ["COPY", "c1", "c3", "DB", "0", "REPLACE"], ["COPY", "c1", "c4", "DB", "x"], ["COPY", "c1"],
     ["MULTI"], ["SET", "r5", "1"], ["EXEC"],
@@ -124,28 +133,34 @@ SCRIPT = [
     ["WATCH", "w", "nokey"], ["UNWATCH"], ["SET", "w", "6"], ["MULTI"], ["GET", "w"], ["EXEC"],
     ["WATCH", "w"], ["DEL", "w"], ["MULTI"], ["GET", "w"], ["EXEC"],
     ["WATCH", "w2"], ["MULTI"], ["SET", "w2", "x"], ["EXEC"], ["WATCH", "w3"], ["SET", "w3", "y"],
-    ["MULTI"], ["GET", "w3"], ["EXEC"], ["WATCH", "w2"], ["MULTI"], ["DISCARD"], ["SET", "w2", "z"],
+    ["MULTI"], ["GET", "w3"], ["EXEC"], ["WATCH", "w2"], ["MULTI"], ["DISCARD"],
+    ["SET", "w2", "z"],
     ["MULTI"], ["GET", "w2"], ["EXEC"], ["WATCH", "w2"], ["EXPIRE", "w2", "1000"], ["MULTI"],
-    ["GET", "w2"], ["EXEC"], ["WATCH"], ["WATCH", "w2", "w3"], ["MULTI"], ["SET", "w3", "1"], ["EXEC"],
+    ["GET", "w2"], ["EXEC"], ["WATCH"], ["WATCH", "w2", "w3"], ["MULTI"], ["SET", "w3", "1"],
+    ["EXEC"],
     ["MULTI"], ["MSET", "t1", "a", "t2", "b"], ["DEL", "t1", "nokey"], ["MGET", "t1", "t2"],
     ["EXISTS", "t1", "t2"], ["SET", "t1", "v", "FOO"], ["APPEND", "t2", "c"], ["EXEC"],
-    ["MULTI"], ["DEL", "tx"], ["SET", "tx", "5"], ["SET", "tx", "6", "GET"], ["INCRBYFLOAT", "tx", "1.5"],
+    ["MULTI"], ["DEL", "tx"], ["SET", "tx", "5"], ["SET", "tx", "6", "GET"],
+    ["INCRBYFLOAT", "tx", "1.5"],
     ["GETEX", "tx", "PX", "100000"], ["GETDEL", "t2"], ["EXEC"], ["GET", "tx"], ["TTL", "tx"],
     ["MULTI"], ["PING"], ["ECHO", "e"], ["SELECT", "0"], ["EXEC"], ["UNWATCH"],
     # the connection's commands and errors
-    ["PING"], ["PING", "hi"], ["ECHO", "x"], ["ECHO"], ["SELECT", "0"], ["NOSUCHCOMMAND", "a", "b"],
+    ["PING"], ["PING", "hi"], ["ECHO", "x"], ["ECHO"], ["SELECT", "0"],
+    ["NOSUCHCOMMAND", "a", "b"],
     ["FLUSHALL", "BAD"], ["DBSIZE", "x"],
     ["ROLE"], ["ROLE", "x"],
     ["CLIENT", "KILL", "1.2.3.4:5"], ["CLIENT", "KILL", "ID", "0"], ["CLIENT", "KILL", "ID", "x"],
     ["CLIENT", "KILL", "FOO", "bar"], ["CLIENT", "KILL", "ID", "99999"],
     ["CLIENT", "KILL", "ADDR", "1.2.3.4:5"], ["CLIENT", "KILL", "TYPE", "foo"],
-    ["CLIENT", "KILL", "SKIPME", "maybe"], ["CLIENT", "KILL", "ID"], ["CLIENT", "KILL", "USER", "nobody"],
+    ["CLIENT", "KILL", "SKIPME", "maybe"], ["CLIENT", "KILL", "ID"],
+    ["CLIENT", "KILL", "USER", "nobody"],
     ["CLIENT", "KILL", "LADDR", "1.2.3.4:5"], ["CLIENT", "KILL", "TYPE", "master"],
     ["CLIENT", "KILL", "ID", "1", "ADDR"], ["CLIENT", "KILL", "USER", "default", "ID", "99999"],
     ("shape", ["TIME"]), ("shape", ["LASTSAVE"]), ("shape", ["MEMORY", "USAGE", "s"]),
     ["MEMORY", "USAGE", "nokey"], ["MEMORY", "USAGE", "s", "SAMPLES", "x"],
     ["MEMORY", "USAGE", "s", "FOO", "1"], ["MEMORY", "USAGE", "s", "SAMPLES", "-1"],
-    ["MEMORY", "USAGE", "s", "SAMPLES"], ["MEMORY", "USAGE", "nokey", "SAMPLES", "5", "SAMPLES", "0"],
+    ["MEMORY", "USAGE", "s", "SAMPLES"],
+    ["MEMORY", "USAGE", "nokey", "SAMPLES", "5", "SAMPLES", "0"],
 ]
 
 
@@ -274,7 +289,8 @@ def random_command(rng):
             cmd.pop()
         return cmd
     if c == 9:
-        return [rng.choice(["DEL", "UNLINK", "EXISTS", "TOUCH"])] + [k() for _ in range(rng.randrange(1, 4))]
+        name = rng.choice(["DEL", "UNLINK", "EXISTS", "TOUCH"])
+        return [name] + [k() for _ in range(rng.randrange(1, 4))]
     if c == 10:
         return ["TYPE", k()]
     if c in (11, 12):
