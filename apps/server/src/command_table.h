@@ -77,8 +77,8 @@ void commit_block(std::span<key_op* const> ops);
 /// EXEC: the requests its commands made (c.ops from first_op on) as one multi-key request,
 /// taking effect at one moment; their records are logged as one MULTI ... EXEC block.
 /// `decide`: EXEC's check of the watched keys (two passes, string_tree.h), or nullptr.
-void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
-                        std::size_t first_op, bool (*decide)(std::span<key_op* const>) = nullptr);
+void submit_transaction(connection& c, tessera::context& ctx, std::size_t first_op,
+                        bool (*decide)(std::span<key_op* const>) = nullptr);
 /// WATCH key...: each key's state, for EXEC (transaction.cpp).
 void watch_keys(call& k);
 /// EXEC's requests that check the watched keys (c.exec_watched), before the queued commands'.

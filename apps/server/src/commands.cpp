@@ -72,6 +72,31 @@ void multi_done(void* user, tessera::context& ctx) {
   op_done_count(*static_cast<connection*>(user), ctx);
 }
 
+/// Submits the requests c.ops[first, first + n) as one multi-key request `r` (string_tree.h;
+/// its on_done and user are set here), counted in the batch's pending requests. `block`: where
+/// their log records go instead of the log (op_slot::block), or nullptr.
+void submit_as_one(connection& c, tessera::context& ctx, std::size_t first, std::size_t n,
+                   multi_request r, std::string* block) {
+  // The request copies the list (string_tree::submit_multi): a few keys' pointers are made on
+  // the stack, more in a vector.
+  std::array<key_op*, 16> few{};
+  std::vector<key_op*> many;
+  std::span<key_op*> ops(few.data(), std::min(n, few.size()));
+  if (n > few.size()) {
+    many.resize(n);
+    ops = std::span<key_op*>(many);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    op_slot& s = c.ops[first + i];
+    if (block != nullptr) s.block = block;
+    ops[i] = &s.op;
+  }
+  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
+  r.on_done = &multi_done;
+  r.user = &c;
+  c.srv->tree().submit_multi(r, ops, ctx);
+}
+
 /// Submits the running command's requests as one multi-key request (string_tree.h): it takes
 /// effect at one moment, whichever leaves its keys lie in; `commit` writes its log record. A
 /// command on one key is one request, atomic as it is (it logs itself).
@@ -89,20 +114,8 @@ void submit_multi(call& k, bool writes, void (*commit)(std::span<key_op* const>)
     c.ops[k.cmd->first_op].flags |= op_logs_itself;
     return submit(k);
   }
-  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
-  // The request copies the list (string_tree::submit_multi): a few keys' pointers are made on
-  // the stack, more in a vector.
-  const std::size_t n = k.cmd->nops;
-  std::array<key_op*, 16> few{};
-  std::vector<key_op*> many;
-  std::span<key_op*> ops(few.data(), std::min(n, few.size()));
-  if (n > few.size()) {
-    many.resize(n);
-    ops = std::span<key_op*>(many);
-  }
-  for (std::size_t i = 0; i < n; ++i) ops[i] = &c.ops[k.cmd->first_op + i].op;
-  const multi_request r{.writes = writes, .commit = commit, .on_done = &multi_done, .user = &c};
-  k.srv->tree().submit_multi(r, ops, *k.ctx);
+  submit_as_one(c, *k.ctx, k.cmd->first_op, k.cmd->nops,
+                multi_request{.writes = writes, .commit = commit}, nullptr);
 }
 
 bool parse_ll(std::string_view s, long long& v) { return parse_integer(s, v); }
@@ -790,52 +803,37 @@ void cmd_pexpire(call& k) { expire_in(k, 1); }
 void cmd_expireat(call& k) { expire_in(k, 1000, true); }
 void cmd_pexpireat(call& k) { expire_in(k, 1, true); }
 
-void apply_ttl(key_op& op, leaf_access& a) {
+enum deadline_flags : unsigned {
+  deadline_ms = 1,        ///< PTTL, PEXPIRETIME: in ms, else in seconds
+  deadline_absolute = 2,  ///< EXPIRETIME, PEXPIRETIME: as a Unix time, else the time left
+};
+
+/// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 no key, -1 no deadline, else the deadline.
+void apply_deadline(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
   const slot* e = a.find(op.key);
   if (e == nullptr) {
     writer(s).integer(-2);
   } else if (e->expire_ms == 0) {
     writer(s).integer(-1);
+  } else if ((s.flags & deadline_absolute) != 0) {
+    const std::int64_t at = e->expire_ms + unix_offset_ms();
+    writer(s).integer((s.flags & deadline_ms) != 0 ? at : at / 1000);
   } else {
     const std::int64_t left = std::max<std::int64_t>(e->expire_ms - a.now_ms(), 0);
-    writer(s).integer(s.flags != 0 ? left : (left + 500) / 1000);
+    writer(s).integer((s.flags & deadline_ms) != 0 ? left : (left + 500) / 1000);
   }
 }
 
-void cmd_ttl(call& k) {
-  add_op(k, k.args[1], false, &apply_ttl).flags = 0;
+void deadline_of_key(call& k, unsigned flags) {
+  add_op(k, k.args[1], false, &apply_deadline).flags = flags;
   submit(k);
 }
 
-void cmd_pttl(call& k) {
-  add_op(k, k.args[1], false, &apply_ttl).flags = 1;
-  submit(k);
-}
-
-void apply_expiretime(key_op& op, leaf_access& a) {
-  op_slot& s = slot_of(op);
-  const slot* e = a.find(op.key);
-  if (e == nullptr) {
-    writer(s).integer(-2);
-  } else if (e->expire_ms == 0) {
-    writer(s).integer(-1);
-  } else {
-    const std::int64_t at = e->expire_ms + unix_offset_ms();
-    writer(s).integer(s.flags != 0 ? at : at / 1000);
-  }
-}
-
-/// EXPIRETIME key, PEXPIRETIME key: the deadline as a Unix time (-1 none, -2 no key).
-void cmd_expiretime(call& k) {
-  add_op(k, k.args[1], false, &apply_expiretime).flags = 0;
-  submit(k);
-}
-
-void cmd_pexpiretime(call& k) {
-  add_op(k, k.args[1], false, &apply_expiretime).flags = 1;
-  submit(k);
-}
+void cmd_ttl(call& k) { deadline_of_key(k, 0); }
+void cmd_pttl(call& k) { deadline_of_key(k, deadline_ms); }
+void cmd_expiretime(call& k) { deadline_of_key(k, deadline_absolute); }
+void cmd_pexpiretime(call& k) { deadline_of_key(k, deadline_absolute | deadline_ms); }
 
 void apply_persist(key_op& op, leaf_access& a) {
   op_slot& s = slot_of(op);
@@ -861,27 +859,9 @@ void cmd_persist(call& k) {
 /// transaction: queue_command refuses such commands (cmd_two_phase).
 void submit_two_phase(call& k, bool (*decide)(std::span<key_op* const>)) {
   connection& c = *k.conn;
-  const std::size_t n = k.cmd->nops;
-  op_slot& first = c.ops[k.cmd->first_op];
-  std::array<key_op*, 16> few{};
-  std::vector<key_op*> many;
-  std::span<key_op*> ops(few.data(), std::min(n, few.size()));
-  if (n > few.size()) {
-    many.resize(n);
-    ops = std::span<key_op*>(many);
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    op_slot& s = c.ops[k.cmd->first_op + i];
-    s.block = &first.records;
-    ops[i] = &s.op;
-  }
-  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
-  const multi_request r{.writes = true,
-                        .commit = &commit_block,
-                        .decide = decide,
-                        .on_done = &multi_done,
-                        .user = &c};
-  k.srv->tree().submit_multi(r, ops, *k.ctx);
+  submit_as_one(c, *k.ctx, k.cmd->first_op, k.cmd->nops,
+                multi_request{.writes = true, .commit = &commit_block, .decide = decide},
+                &c.ops[k.cmd->first_op].records);
 }
 
 void check_exists(key_op& op, leaf_access& a) {
@@ -1222,24 +1202,15 @@ void commit_block(std::span<key_op* const> ops) {
   records->clear();
 }
 
-void submit_transaction(kv_server& srv, connection& c, tessera::context& ctx,
-                        std::size_t first_op, bool (*decide)(std::span<key_op* const>)) {
+void submit_transaction(connection& c, tessera::context& ctx, std::size_t first_op,
+                        bool (*decide)(std::span<key_op* const>)) {
   const std::size_t n = c.ops.size() - first_op;
   if (n == 0) return;
   bool writes = false;
-  std::vector<key_op*> ops(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    ops[i] = &c.ops[first_op + i].op;
-    c.ops[first_op + i].block = &c.txn_records;
-    writes = writes || ops[i]->writes;
-  }
-  c.pending.fetch_add(1, std::memory_order_relaxed);  // see submit()
-  const multi_request r{.writes = writes,
-                        .commit = &commit_block,
-                        .decide = decide,
-                        .on_done = &multi_done,
-                        .user = &c};
-  srv.tree().submit_multi(r, ops, ctx);  // (copies the list)
+  for (std::size_t i = 0; i < n; ++i) writes = writes || c.ops[first_op + i].op.writes;
+  submit_as_one(c, ctx, first_op, n,
+                multi_request{.writes = writes, .commit = &commit_block, .decide = decide},
+                &c.txn_records);
 }
 
 bool op_settle(key_op& op) {

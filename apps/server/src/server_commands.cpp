@@ -826,6 +826,22 @@ const command_spec* spec_for(connection& c, std::string_view name) {
 
 }  // namespace
 
+namespace {
+
+/// The batch's next command, c.args[first_arg, first_arg + nargs), as its handler gets it.
+call begin_command(kv_server& srv, connection& c, tessera::context& ctx, const command_spec* spec,
+                   std::size_t first_arg, std::size_t nargs) {
+  batch_command& cmd = c.cmds.emplace_back();
+  cmd.spec = spec;
+  cmd.first_arg = first_arg;
+  cmd.nargs = nargs;
+  cmd.first_op = c.ops.size();
+  const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
+  return call{&srv, &c, &ctx, args, &cmd, spec};
+}
+
+}  // namespace
+
 /// Calls f(i) for the index of every key argument of a request of `spec` with `nargs`
 /// arguments (none when it has none, or too few arguments for its first).
 template <class F>
@@ -890,12 +906,7 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
       if (conflict) return dispatch_outcome::end_before;
     }
   }
-  batch_command& cmd = c.cmds.emplace_back();
-  cmd.spec = spec;
-  cmd.first_arg = first_arg;
-  cmd.nargs = nargs;
-  cmd.first_op = c.ops.size();
-  call k{&srv, &c, &ctx, args, &cmd, spec};
+  call k = begin_command(srv, c, ctx, spec, first_arg, nargs);
   // A command refused here inside MULTI fails the transaction (EXEC answers EXECABORT).
   const bool multi_failed_before = c.multi_failed;
   if (queued) c.multi_failed = true;  // put back below once the command passed the checks
@@ -952,14 +963,8 @@ dispatch_outcome dispatch(kv_server& srv, connection& c, tessera::context& ctx,
 
 void dispatch_queued(kv_server& srv, connection& c, tessera::context& ctx, std::size_t first_arg,
                      std::size_t nargs) {
-  const std::span<const std::string_view> args(c.args.data() + first_arg, nargs);
-  const command_spec* spec = find_spec(args[0]);  // (found when it was queued)
-  batch_command& cmd = c.cmds.emplace_back();
-  cmd.spec = spec;
-  cmd.first_arg = first_arg;
-  cmd.nargs = nargs;
-  cmd.first_op = c.ops.size();
-  call k{&srv, &c, &ctx, args, &cmd, spec};
+  const command_spec* spec = find_spec(c.args[first_arg]);  // (found when it was queued)
+  call k = begin_command(srv, c, ctx, spec, first_arg, nargs);
   spec->handler(k);
 }
 

@@ -92,8 +92,7 @@ void cmd_exec(call& k) {
     for (std::size_t i = 0; i < n; ++i) c.args.emplace_back(c.exec_args[next++]);
     dispatch_queued(*k.srv, c, *k.ctx, first_arg, n);
   }
-  submit_transaction(*k.srv, c, *k.ctx, first_op,
-                     c.exec_watched.empty() ? nullptr : &decide_watched);
+  submit_transaction(c, *k.ctx, first_op, c.exec_watched.empty() ? nullptr : &decide_watched);
 }
 
 void cmd_watch(call& k) {

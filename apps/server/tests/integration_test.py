@@ -108,6 +108,41 @@ def raw(port, data, read_until_close=False, timeout=10):
         return out
 
 
+def concurrently(srv, writers, readers=()):
+    """Runs each writer(client) once and each reader(client) over and over until every writer
+    ended, each in a thread of its own with a client of its own. A reader returns what it found
+    wrong in a round, or None. Returns the errors: the readers' findings and any exception."""
+    errors = []
+    writers_done = threading.Event()
+
+    def run_writer(write):
+        try:
+            write(srv.client())
+        except Exception as e:  # noqa: BLE001
+            errors.append("writer: " + repr(e))
+
+    def run_reader(read):
+        try:
+            c = srv.client()
+            while not writers_done.is_set() and not errors:
+                wrong = read(c)
+                if wrong:
+                    errors.append(wrong)
+        except Exception as e:  # noqa: BLE001
+            errors.append("reader: " + repr(e))
+
+    writing = [threading.Thread(target=run_writer, args=(w,)) for w in writers]
+    reading = [threading.Thread(target=run_reader, args=(r,)) for r in readers]
+    for t in writing + reading:
+        t.start()
+    for t in writing:
+        t.join()
+    writers_done.set()
+    for t in reading:
+        t.join()
+    return errors
+
+
 def test_redis_cli(srv):
     cases = [
         (["ping"], "PONG"),
@@ -415,12 +450,9 @@ def test_multi_key_atomic(srv):
     r = srv.client()
     r.mset({f"atom:{k:05d}": "0" for k in range(3000)})  # a dozen leaves and more
     groups = [[f"atom:{g * 7 + j * 500:05d}" for j in range(6)] for g in range(3)]
-    errors = []
-    writers_done = threading.Event()
 
     def writer(keys, deletes):
-        try:
-            w = srv.client()
+        def write(w):
             order = list(keys)
             for i in range(1, rounds + 1):
                 random.shuffle(order)
@@ -428,53 +460,39 @@ def test_multi_key_atomic(srv):
                     w.delete(*order)
                 else:
                     w.mset({k: str(i) for k in order})
-        except Exception as e:  # noqa: BLE001
-            errors.append("writer: " + repr(e))
+        return write
 
     def mget_reader(keys):
-        try:
-            c = srv.client()
-            while not writers_done.is_set() and not errors:
-                got = c.mget(keys)
-                if len(set(got)) != 1:
-                    errors.append(f"MGET returned a mix: {got}")
-                n = c.exists(*keys)
-                if n not in (0, len(keys)):
-                    errors.append(f"EXISTS counted {n} of {len(keys)}")
-        except Exception as e:  # noqa: BLE001
-            errors.append("MGET reader: " + repr(e))
+        def read(c):
+            got = c.mget(keys)
+            if len(set(got)) != 1:
+                return f"MGET returned a mix: {got}"
+            n = c.exists(*keys)
+            if n not in (0, len(keys)):
+                return f"EXISTS counted {n} of {len(keys)}"
+            return None
+        return read
 
     def seq_reader(keys):
-        try:
-            c = srv.client()
-            while not writers_done.is_set() and not errors:
-                seen = 0
-                for k in keys:
-                    v = c.get(k)
-                    g = int(v) if v is not None else 0
-                    if g < seen:
-                        errors.append(f"GET {k} returned MSET {g} after MSET {seen}")
-                    seen = max(seen, g)
-        except Exception as e:  # noqa: BLE001
-            errors.append("GET reader: " + repr(e))
+        def read(c):
+            seen = 0
+            for k in keys:
+                v = c.get(k)
+                g = int(v) if v is not None else 0
+                if g < seen:
+                    return f"GET {k} returned MSET {g} after MSET {seen}"
+                seen = max(seen, g)
+            return None
+        return read
 
-    writers = [threading.Thread(target=writer, args=(groups[0], False)),
-               threading.Thread(target=writer, args=(groups[1], True))]
-    readers = [threading.Thread(target=mget_reader, args=(g,)) for g in groups[:2]]
-    readers += [threading.Thread(target=seq_reader, args=(sorted(groups[0]),)),
-                threading.Thread(target=seq_reader, args=(sorted(groups[0], reverse=True),))]
-    # Two writers of the same keys, named in opposite orders: neither waits for ever.
+    # Two writers of the same keys, named in opposite orders (groups[2]): neither waits for ever.
     crossed = list(groups[2])
-    writers += [threading.Thread(target=writer, args=(crossed, False)),
-                threading.Thread(target=writer, args=(crossed[::-1], False))]
-    readers.append(threading.Thread(target=mget_reader, args=(groups[2],)))
-    for t in writers + readers:
-        t.start()
-    for t in writers:
-        t.join()
-    writers_done.set()
-    for t in readers:
-        t.join()
+    errors = concurrently(
+        srv,
+        [writer(groups[0], False), writer(groups[1], True), writer(crossed, False),
+         writer(crossed[::-1], False)],
+        [mget_reader(groups[0]), mget_reader(groups[1]), seq_reader(sorted(groups[0])),
+         seq_reader(sorted(groups[0], reverse=True)), mget_reader(groups[2])])
     if errors:
         fail("multi-key commands: " + "; ".join(errors[:5]))
     expect(r.mget(groups[0]), [str(rounds).encode()] * 6, "the last MSET everywhere")
@@ -502,27 +520,17 @@ def test_transactions(srv):
     # WatchError; concurrent clients lose no increment.
     r.set("txn:counter", 0)
     per_client = 20 if SLOW else 100
-    watch_errors = []
 
-    def incrementer():
-        try:
-            c = srv.client()
+    def incrementer(c):
+        def step(pipe):
+            v = int(pipe.get("txn:counter"))
+            pipe.multi()
+            pipe.set("txn:counter", v + 1)
 
-            def step(pipe):
-                v = int(pipe.get("txn:counter"))
-                pipe.multi()
-                pipe.set("txn:counter", v + 1)
+        for _ in range(per_client):
+            c.transaction(step, "txn:counter")
 
-            for _ in range(per_client):
-                c.transaction(step, "txn:counter")
-        except Exception as e:  # noqa: BLE001
-            watch_errors.append(repr(e))
-
-    workers = [threading.Thread(target=incrementer) for _ in range(4)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
+    watch_errors = concurrently(srv, [incrementer] * 4)
     if watch_errors:
         fail("WATCH/MULTI/EXEC increments: " + "; ".join(watch_errors[:3]))
     expect(r.get("txn:counter"), str(4 * per_client).encode(), "increments under WATCH")
@@ -541,43 +549,25 @@ def test_transactions(srv):
     r.mset({a: 100 for a in accounts})
     total = 100 * len(accounts)
     rounds = 50 if SLOW else 300
-    errors = []
-    done = threading.Event()
 
     def mover(seed):
-        try:
-            w = srv.client()
+        def move(w):
             rnd = random.Random(seed)
             for _ in range(rounds):
                 a, b = rnd.sample(accounts, 2)
                 p = w.pipeline()
                 p.decrby(a, 7).incrby(b, 7)
                 p.execute()
-        except Exception as e:  # noqa: BLE001
-            errors.append("mover: " + repr(e))
+        return move
 
-    def auditor():
-        try:
-            c = srv.client()
-            while not done.is_set() and not errors:
-                p = c.pipeline()
-                for a in accounts:
-                    p.get(a)
-                got = sum(int(v) for v in p.execute())
-                if got != total:
-                    errors.append(f"a transaction's reads summed to {got}, not {total}")
-        except Exception as e:  # noqa: BLE001
-            errors.append("auditor: " + repr(e))
+    def audit(c):
+        p = c.pipeline()
+        for a in accounts:
+            p.get(a)
+        got = sum(int(v) for v in p.execute())
+        return f"a transaction's reads summed to {got}, not {total}" if got != total else None
 
-    movers = [threading.Thread(target=mover, args=(i,)) for i in range(3)]
-    auditors = [threading.Thread(target=auditor) for _ in range(2)]
-    for t in movers + auditors:
-        t.start()
-    for t in movers:
-        t.join()
-    done.set()
-    for t in auditors:
-        t.join()
+    errors = concurrently(srv, [mover(i) for i in range(3)], [audit, audit])
     if errors:
         fail("transactions: " + "; ".join(errors[:5]))
     expect(sum(int(v) for v in r.mget(accounts)), total, "the total after the transfers")
@@ -595,12 +585,9 @@ def test_check_then_write(srv):
     tokens = [f"tw:fill:{k:05d}:tok" for k in range(0, 3000, 300)]
     r.set(tokens[0], "T", ex=100000)
     rounds = 40 if SLOW else 300
-    errors = []
-    done = threading.Event()
 
     def mover(seed):
-        try:
-            w = srv.client()
+        def move(w):
             rnd = random.Random(seed)
             for _ in range(rounds):
                 a, b = rnd.sample(tokens, 2)
@@ -612,28 +599,13 @@ def test_check_then_write(srv):
                 except redis.ResponseError as e:
                     if "no such key" not in str(e):
                         raise
-        except Exception as e:  # noqa: BLE001
-            errors.append("mover: " + repr(e))
+        return move
 
-    def auditor():
-        try:
-            c = srv.client()
-            while not done.is_set() and not errors:
-                n = c.exists(*tokens)
-                if n != 1:
-                    errors.append(f"the token on {n} keys at once")
-        except Exception as e:  # noqa: BLE001
-            errors.append("auditor: " + repr(e))
+    def audit(c):
+        n = c.exists(*tokens)
+        return f"the token on {n} keys at once" if n != 1 else None
 
-    threads = [threading.Thread(target=mover, args=(i,)) for i in range(3)]
-    threads += [threading.Thread(target=auditor) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads[:3]:
-        t.join()
-    done.set()
-    for t in threads[3:]:
-        t.join()
+    errors = concurrently(srv, [mover(i) for i in range(3)], [audit, audit])
     if errors:
         fail("RENAME under concurrency: " + "; ".join(errors[:5]))
     where = [t for t in tokens if r.get(t) == b"T"]
@@ -646,18 +618,13 @@ def test_check_then_write(srv):
         keys = [f"tw:fill:{k:05d}:nx{trial}" for k in range(0, 3000, 500)]
         wins = []
 
-        def racer(i):
-            try:
-                if srv.client().msetnx({key: f"c{i}" for key in keys}):
+        def racer(i, keys=keys, wins=wins):
+            def race(c):
+                if c.msetnx({key: f"c{i}" for key in keys}):
                     wins.append(i)
-            except Exception as e:  # noqa: BLE001
-                errors.append("MSETNX: " + repr(e))
+            return race
 
-        racers = [threading.Thread(target=racer, args=(i,)) for i in range(4)]
-        for t in racers:
-            t.start()
-        for t in racers:
-            t.join()
+        errors = concurrently(srv, [racer(i) for i in range(4)])
         if errors or len(wins) != 1:
             fail(f"MSETNX race {trial}: winners {wins}; " + "; ".join(errors[:3]))
         expect(r.mget(keys), [f"c{wins[0]}".encode()] * len(keys), f"MSETNX race {trial}'s keys")
