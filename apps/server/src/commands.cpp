@@ -864,10 +864,6 @@ void submit_two_phase(call& k, bool (*decide)(std::span<key_op* const>)) {
                 &c.ops[k.cmd->first_op].records);
 }
 
-void check_exists(key_op& op, leaf_access& a) {
-  slot_of(op).result = a.find(op.key) != nullptr ? 1 : 0;
-}
-
 /// MSETNX: all keys absent, or nothing is written; the reply (a sum) is 1 or 0.
 bool decide_msetnx(std::span<key_op* const> ops) {
   bool any = false;
@@ -885,7 +881,7 @@ void apply_msetnx_one(key_op& op, leaf_access& a) {
 void cmd_msetnx(call& k) {
   if (k.args.size() % 2 == 0) return k.arity_error();
   for (std::size_t i = 1; i < k.args.size(); i += 2) {
-    add_op(k, k.args[i], true, &apply_msetnx_one, k.args[i + 1]).op.check = &check_exists;
+    add_op(k, k.args[i], true, &apply_msetnx_one, k.args[i + 1]).op.check = &apply_exists_one;
   }
   k.cmd_reply_kind(reply_kind::sum);
   submit_two_phase(k, &decide_msetnx);
@@ -968,7 +964,7 @@ void rename_like(call& k, unsigned flags) {
   src.flags = flags | rename_source;
   if (!same) {
     op_slot& dst = add_op(k, k.args[2], true, &apply_rename_destination);
-    dst.op.check = &check_exists;
+    dst.op.check = &apply_exists_one;
     dst.flags = flags;
   }
   k.cmd_reply_kind(reply_kind::first_part);
