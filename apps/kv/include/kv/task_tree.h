@@ -35,7 +35,8 @@
 //
 // Upper levels (tree_options::coupled_bytes) are read in the run of the node above them, by
 // optimistic lock coupling (tessera/coupled_read.h); submit() from a task reads them before the
-// operation's first spawn. While the whole tree fits tree_options::coupled_leaf_bytes (by
+// operation's first spawn, and submit(span) reads every level above the leaves so, for groups
+// of requests level by level (their prefetches overlapping the misses). While the whole tree fits tree_options::coupled_leaf_bytes (by
 // default the last-level cache), every level above the leaves is read so, a lookup submitted
 // from a task reads its leaf the same way and completes inside submit(): no task, and any other
 // request but a scan (update, insert, upsert, remove) submitted from a task takes its leaf's
@@ -106,11 +107,14 @@ struct tree_options {
   /// default covers the metadata and the key array (what the binary search reads); the value or
   /// child slot is one more line read on demand. sizeof(node) prefetches whole nodes.
   std::size_t visit_bytes = node_search_bytes;
-  /// Upper levels a descent reads in the run of the node above them (a coupled read,
-  /// tessera/coupled_read.h) instead of one run per node: every level whose nodes, together
-  /// with those of the levels above it, take at most this many bytes. Such nodes are read by
-  /// every operation and stay in the caches, where a trip through the queue and the prefetch
-  /// window costs more than the read. 0: one run per node on every level.
+  /// Upper levels a single request's descent (submit(request&), a task's restart from the
+  /// root) reads in the run of the node above them (a coupled read, tessera/coupled_read.h)
+  /// instead of one run per node: every level whose nodes, together with those of the levels
+  /// above it, take at most this many bytes. Such nodes are read by every operation and stay in
+  /// the caches, where a trip through the queue and the prefetch window costs more than the
+  /// read. A batch (submit(span)) reads every level above the leaves so, whatever the size,
+  /// level by level for groups of requests whose prefetches overlap each level's misses.
+  /// 0: one run per node on every level, batches too.
   std::size_t coupled_bytes = std::size_t{256} * 1024;
   /// The whole tree: while every level (the leaves too) takes at most this many bytes, a
   /// descent reads every level above its target coupled, whatever coupled_bytes says (unless it
@@ -192,6 +196,9 @@ class task_tree {
   std::uint8_t coupled_level() const noexcept {
     return m_coupled_level.load(std::memory_order_relaxed);
   }
+  /// Whether submit(span) reads every level above the leaves coupled (tree_options::coupled_bytes
+  /// not 0), level by level for groups of requests.
+  bool couples_batches() const noexcept { return m_options.coupled_bytes != 0; }
   node* load_root() const noexcept { return m_root.load(std::memory_order_acquire); }
   bool replace_root(node* expected, node* desired) noexcept {
     // acq_rel: the new root's contents are published with it; a failed CAS sees the winner's.
