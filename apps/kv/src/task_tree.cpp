@@ -97,26 +97,6 @@ void visit(const task_tree& tree, tessera::task& t, node* n, access mode) noexce
     descend_coupled_from(coupled, next, next_level, k, level, parent);
 }
 
-/// Where a coupled descent from the root stopped (descend_coupled_to_leaf).
-struct coupled_descent {
-  node* at;            ///< the leaf covering the key, or the node whose read stopped the descent
-  node* parent;        ///< the branch node read on level 1, if the descent went down from it
-  std::uint8_t level;  ///< `at`'s level: 0 unless a read did not validate (or the key lies
-                       ///< beyond a node's high key)
-};
-
-/// descend_coupled_from from the root to the leaf level, inline and in registers: for callers
-/// that read every level coupled (the tree within coupled_leaf_bytes), once per request.
-[[gnu::always_inline]] inline coupled_descent descend_coupled_to_leaf(node* root,
-                                                                    key_type k) noexcept {
-  node* n = root;
-  std::uint8_t at = root->level();
-  node* above = nullptr;
-  while (descend_coupled_once(n, at, k, 0, above)) {
-  }
-  return {n, above, at};
-}
-
 /// Issues prefetches for `leaf`'s header and the lines a search reads (metadata and keys), so
 /// that the misses of one leaf overlap: a search's probes depend on each other. A constant
 /// count: the loop unrolls (a bound read from the options cost four instructions a line). A
@@ -610,57 +590,65 @@ class op_task final : public tessera::task {
   return ctx.make_task<op_task>(&tree, &r, leaf, mode, parent);
 }
 
+/// Where each of a group of requests' descents stopped (descend_group).
+struct group_descent {
+  static constexpr std::size_t size = 32;
+  std::array<node*, size> at;
+  std::array<std::uint8_t, size> level;
+  std::array<node*, size> parents;  ///< the branch node above each of `at`, if it is a leaf
+};
+
+/// Descends the first g.size (at most) of `requests` from the root through every level above
+/// `stop`, level by level for the whole group: each request reads its node of the level and
+/// prefetches the child it goes to (header and keys), which it reads a round later, after the
+/// other requests' reads of the level. Read one request after another, every level waited for
+/// its misses: those levels stay in the caches but not in L1, behind the leaves' traffic (perf
+/// at 10 M records: the descent ~15 % of a lookup, stalled on each node's header and keys).
+/// A request whose read did not validate (or whose key is at or beyond a node's high key) stays
+/// on that node, above `stop`: its task reads it under the node's primitive. Returns how many.
+std::size_t descend_group(const task_tree& tree, std::span<request> requests, std::uint8_t stop,
+                          group_descent& g) noexcept {
+  const std::size_t m = std::min(group_descent::size, requests.size());
+  node* const root = tree.load_root();
+  const std::uint8_t top = root->level();
+  for (std::size_t j = 0; j < m; ++j) {
+    g.at[j] = root;
+    g.level[j] = top;
+    g.parents[j] = nullptr;
+  }
+  for (std::uint8_t level = top; level > stop; --level) {
+    for (std::size_t j = 0; j < m; ++j) {
+      if (g.level[j] != level) continue;
+      node* above = nullptr;
+      if (!descend_coupled_once(g.at[j], g.level[j], requests[j].key, stop, above)) continue;
+      if (above != nullptr) g.parents[j] = above;
+      if (g.level[j] > stop) prefetch_leaf(g.at[j]);  // header and keys, read next round
+    }
+  }
+  return m;
+}
+
 /// submit(requests, ctx) for a tree larger than coupled_leaf_bytes: starts the first (up to 32) of
 /// `requests`, one task each, their coupled levels read level by level for the whole group;
 /// returns how many it started.
 std::size_t descend_together(task_tree& tree, std::span<request> requests,
                              tessera::context& ctx) {
-  // Level by level for the whole group: each request reads its node of the level and prefetches
-  // the child it goes to (header and keys), which it reads a round later, after the other
-  // requests' reads of the level. Read one request after another, every level waited for its
-  // misses: those levels stay in the caches but not in L1, behind the leaves' traffic (perf at
-  // 10 M records: the descent ~15 % of a lookup, stalled on each node's header and keys).
-  constexpr std::size_t group = 32;
-  const std::size_t m = std::min(group, requests.size());
-  std::array<node*, group> at;
-  std::array<std::uint8_t, group> at_level;
-  std::array<node*, group> parents;  // the branch node above each of `at`, if it is a leaf
-  node* const root = tree.load_root();
-  const std::uint8_t top = root->level();
   // Every inner level, whatever tree_options::coupled_bytes says (0: none, as for single
   // requests): the group's prefetches overlap a level's misses, as the prefetch window does for
   // tasks, without a queued run a node. At 10 M records (a branch level of ~6 MiB) and at 50 M
   // (~31 MiB, beyond this VM's last-level cache) YCSB C's run went 10-50 % faster so
   // (docs/performance-notes.md, "A batch descends every inner level").
   const std::uint8_t coupled = tree.couples_batches() ? 1 : tree.coupled_level();
+  group_descent g;
+  const std::size_t m = descend_group(tree, requests, coupled_stop(coupled, 0), g);
+  std::array<tessera::task*, group_descent::size> made;
   for (std::size_t j = 0; j < m; ++j) {
     request& r = requests[j];
     r.scanned = 0;
     r.scan_from = r.key;
-    at[j] = root;
-    at_level[j] = top;
-    parents[j] = nullptr;
-  }
-  if (top > 0 && top >= coupled) {
-    const std::uint8_t stop = coupled_stop(coupled, 0);
-    for (std::uint8_t level = top; level > stop; --level) {
-      for (std::size_t j = 0; j < m; ++j) {
-        // A request whose read did not validate (or whose key is at or beyond the node's high
-        // key) stays on its node, above `level`: its task reads it under the node's primitive.
-        if (at_level[j] != level) continue;
-        node* above = nullptr;
-        if (!descend_coupled_once(at[j], at_level[j], requests[j].key, stop, above)) continue;
-        if (above != nullptr) parents[j] = above;
-        if (at_level[j] > stop) prefetch_leaf(at[j]);  // header and keys, read next round
-      }
-    }
-  }
-  std::array<tessera::task*, group> made;
-  for (std::size_t j = 0; j < m; ++j) {
-    request& r = requests[j];
     const bool writes = r.type != request_type::lookup && r.type != request_type::scan;
-    const access mode = writes && at_level[j] == 0 ? access::write : access::read;
-    made[j] = ctx.make_task<op_task>(&tree, &r, at[j], mode, parents[j]);
+    const access mode = writes && g.level[j] == 0 ? access::write : access::read;
+    made[j] = ctx.make_task<op_task>(&tree, &r, g.at[j], mode, g.parents[j]);
   }
   ctx.spawn(std::span<tessera::task* const>(made.data(), m));
   return m;
@@ -668,7 +656,7 @@ std::size_t descend_together(task_tree& tree, std::span<request> requests,
 
 /// Up to submit_coupled's chunk of requests between its two passes.
 struct coupled_chunk {
-  static constexpr std::size_t size = 32;
+  static constexpr std::size_t size = group_descent::size;
   std::array<tessera::task*, size> made;  ///< tasks to spawn (made[0, tasks))
   std::array<request*, size> at_leaf;     ///< requests done coupled at their leaf (second pass)
   std::array<node*, size> leaves;
@@ -677,16 +665,20 @@ struct coupled_chunk {
   std::size_t coupled = 0;  ///< at_leaf[0, coupled)
 };
 
-/// submit_coupled's first pass over `requests` (at most coupled_chunk::size): descends the
-/// coupled levels of each request, prefetches the leaf of each one that will be done coupled and
-/// records it in `c`, makes the task of every other one. Out of line: apart from the second pass
-/// the descent's search keeps its values in registers.
+/// submit_coupled's first pass over `requests` (at most coupled_chunk::size): descends every
+/// level above the leaves for the chunk as one group (descend_group), prefetches the leaf of each
+/// request that will be done coupled and records it in `c`, makes the task of every other one.
 [[gnu::noinline]] void descend_chunk(task_tree& tree, std::span<request> requests,
                                      tessera::context& ctx, coupled_chunk& c) {
   std::size_t tasks = 0;
   std::size_t coupled = 0;
-  for (request& r : requests) {
-    const auto [n, parent, level] = descend_coupled_to_leaf(tree.load_root(), r.key);
+  group_descent g;
+  const std::size_t m = descend_group(tree, requests, 0, g);
+  for (std::size_t j = 0; j < m; ++j) {
+    request& r = requests[j];
+    node* const n = g.at[j];
+    node* const parent = g.parents[j];
+    const std::uint8_t level = g.level[j];
     if (level == 0 && completes_coupled(r.type)) {
       prefetch_leaf(n, r.type != request_type::lookup);
       c.at_leaf[coupled] = &r;
