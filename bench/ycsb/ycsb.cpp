@@ -272,19 +272,24 @@ void run(const run_context& ctx) {
                  s.write_load_file.c_str(), s.write_run_file.c_str());
     return;
   }
-  if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch"))
+  if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch")) {
+    const std::size_t leaf_bytes = s.tessera.coupled_leaf_bytes.value_or(
+        tessera::last_level_cache_bytes() != 0 ? tessera::last_level_cache_bytes()
+                                               : kv::coupled_leaf_fallback_bytes);
+    const std::string coupled =
+        s.tessera.coupled_bytes == 0
+            ? std::string("no level read coupled")
+            : "a batch's levels above the leaves read coupled (a single descent's up to " +
+                  std::to_string(s.tessera.coupled_bytes / 1024) +
+                  " KiB), every level up to a tree of " + std::to_string(leaf_bytes / 1024) +
+                  " KiB" + (s.tessera.coupled_leaf_bytes ? "" : " (the last-level cache)");
     std::fprintf(stderr,
                  "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
-                 "batches of %u, %u in flight per worker, upper levels read coupled up to "
-                 "%zu KiB, every level up to a tree of %zu KiB%s, %s\n",
+                 "batches of %u, %u in flight per worker, %s, %s\n",
                  ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
-                 s.tessera.batches_per_worker, s.tessera.coupled_bytes / 1024,
-                 s.tessera.coupled_leaf_bytes.value_or(tessera::last_level_cache_bytes() != 0
-                                                           ? tessera::last_level_cache_bytes()
-                                                           : kv::coupled_leaf_fallback_bytes) /
-                     1024,
-                 s.tessera.coupled_leaf_bytes ? "" : " (the last-level cache)",
+                 s.tessera.batches_per_worker, coupled.c_str(),
                  s.tessera.runtime.pin ? "pinned" : "not pinned");
+  }
 
   // Rows are added phase by phase at the end (also when a configuration fails), so that the
   // table reads load, then run, each with its workers and implementations together.
@@ -386,8 +391,10 @@ const registration ycsb_benchmark({
          int_flag("batch", 500, "requests handed out per batch (chunk) to a worker", 1, 1 << 16),
          int_flag("batches-per-worker", 2, "tessera: batches in flight per worker", 1, 64),
          int_flag("coupled-kib", static_cast<std::int64_t>(kv::tree_options{}.coupled_bytes / 1024),
-                  "tessera: KiB of the tree's upper levels a descent reads in one run (coupled "
-                  "reads, kv::tree_options::coupled_bytes; 0: one run per node)",
+                  "tessera: KiB of the tree's upper levels a single descent (a task's restart "
+                  "from the root) reads in one run (coupled reads, kv::tree_options::coupled_bytes; "
+                  "a batch reads every level above the leaves so; 0: one run per node, batches "
+                  "too)",
                   0, 1 << 20),
          int_flag("visit-bytes", static_cast<std::int64_t>(kv::tree_options{}.visit_bytes),
                   "tessera: bytes of a node each visit annotates and so prefetches, from its start "
