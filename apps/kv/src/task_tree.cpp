@@ -636,7 +636,7 @@ std::size_t descend_together(task_tree& tree, std::span<request> requests,
   // Every inner level, whatever tree_options::coupled_bytes says (0: none, as for single
   // requests): the group's prefetches overlap a level's misses, as the prefetch window does for
   // tasks, without a queued run a node. At 10 M records (a branch level of ~6 MiB) and at 50 M
-  // (~31 MiB, beyond this VM's last-level cache) YCSB C's run went 10-50 % faster so
+  // (~31 MiB, as large as the 2-core VM's last-level cache) YCSB's runs went 3-30 % faster so
   // (docs/performance-notes.md, "A batch descends every inner level").
   const std::uint8_t coupled = tree.couples_batches() ? 1 : tree.coupled_level();
   group_descent g;
