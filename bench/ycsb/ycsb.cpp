@@ -392,9 +392,9 @@ const registration ycsb_benchmark({
          int_flag("batches-per-worker", 2, "tessera: batches in flight per worker", 1, 64),
          int_flag("coupled-kib", static_cast<std::int64_t>(kv::tree_options{}.coupled_bytes / 1024),
                   "tessera: KiB of the tree's upper levels a single descent (a task's restart "
-                  "from the root) reads in one run (coupled reads, kv::tree_options::coupled_bytes; "
-                  "a batch reads every level above the leaves so; 0: one run per node, batches "
-                  "too)",
+                  "from the root) reads in one run (coupled reads, "
+                  "kv::tree_options::coupled_bytes; a batch reads every level above the leaves "
+                  "so; 0: one run per node, batches too)",
                   0, 1 << 20),
          int_flag("visit-bytes", static_cast<std::int64_t>(kv::tree_options{}.visit_bytes),
                   "tessera: bytes of a node each visit annotates and so prefetches, from its start "

@@ -36,12 +36,13 @@
 // Upper levels (tree_options::coupled_bytes) are read in the run of the node above them, by
 // optimistic lock coupling (tessera/coupled_read.h); submit() from a task reads them before the
 // operation's first spawn, and submit(span) reads every level above the leaves so, for groups
-// of requests level by level (their prefetches overlapping the misses). While the whole tree fits tree_options::coupled_leaf_bytes (by
-// default the last-level cache), every level above the leaves is read so, a lookup submitted
-// from a task reads its leaf the same way and completes inside submit(): no task, and any other
-// request but a scan (update, insert, upsert, remove) submitted from a task takes its leaf's
-// writers' side there without waiting (tessera/coupled_write.h) where the leaf's primitive
-// allows it, and completes inside submit() too; a split or an unlink it needs is spawned there.
+// of requests level by level (their prefetches overlapping the misses). While the whole tree
+// fits tree_options::coupled_leaf_bytes (by default the last-level cache), every level above
+// the leaves is read so, a lookup submitted from a task reads its leaf the same way and
+// completes inside submit(): no task, and any other request but a scan (update, insert, upsert,
+// remove) submitted from a task takes its leaf's writers' side there without waiting
+// (tessera/coupled_write.h) where the leaf's primitive allows it, and completes inside submit()
+// too; a split or an unlink it needs is spawned there.
 //
 // Completion: each operation is described by a kv::request the caller owns until its
 // `on_done` callback ran (on some worker, possibly inside submit()), or, for a request that
@@ -125,10 +126,12 @@ struct tree_options {
   /// the leaf's primitive lets the submitting task take its writers' side at once
   /// (tessera/coupled_write.h: spinlock, rwlatch, optimistic_latch, none); a full leaf is split
   /// there and the separator's link task spawned, an emptied leaf's unlink task likewise; a held
-  /// latch, or a leaf serialized through its pool (scheduling), takes the ordinary task. Such a tree stays in the last-level cache, where a task's run through the queue and
-  /// the prefetch window costs more than the misses it overlaps; a larger tree keeps one task per
-  /// operation on its leaf (and on each level below coupled_bytes), whose misses to DRAM the
-  /// window overlaps with other operations'. Scans always take a task at the leaf. Empty (the default): tessera::last_level_cache_bytes(), the cache the runtime's first
+  /// latch, or a leaf serialized through its pool (scheduling), takes the ordinary task. Such a
+  /// tree stays in the last-level cache, where a task's run through the queue and the prefetch
+  /// window costs more than the misses it overlaps; a larger tree keeps one task per operation
+  /// on its leaf (and, for a single request, on each level below coupled_bytes), whose misses to
+  /// DRAM the window overlaps with other operations'. Scans always take a task at the leaf.
+  /// Empty (the default): tessera::last_level_cache_bytes(), the cache the runtime's first
   /// workers share (coupled_leaf_fallback_bytes where hwloc does not tell). 0: never.
   std::optional<std::size_t> coupled_leaf_bytes{};
 };
