@@ -601,9 +601,8 @@ struct group_descent {
 /// Descends the first g.size (at most) of `requests` from the root through every level above
 /// `stop`, level by level for the whole group: each request reads its node of the level and
 /// prefetches the child it goes to (header and keys), which it reads a round later, after the
-/// other requests' reads of the level. Read one request after another, every level waited for
-/// its misses: those levels stay in the caches but not in L1, behind the leaves' traffic (perf
-/// at 10 M records: the descent ~15 % of a lookup, stalled on each node's header and keys).
+/// other requests' reads of the level. Read one request after another, every level would wait
+/// for its misses: those levels stay in the caches but not in L1, behind the leaves' traffic.
 /// A request whose read did not validate (or whose key is at or beyond a node's high key) stays
 /// on that node, above `stop`: its task reads it under the node's primitive. Returns how many.
 std::size_t descend_group(const task_tree& tree, std::span<request> requests, std::uint8_t stop,
@@ -635,8 +634,7 @@ std::size_t descend_together(task_tree& tree, std::span<request> requests,
                              tessera::context& ctx) {
   // Every inner level, whatever tree_options::coupled_bytes says (0: none, as for single
   // requests): the group's prefetches overlap a level's misses, as the prefetch window does for
-  // tasks, without a queued run a node. At 10 M records (a branch level of ~6 MiB) and at 50 M
-  // (~31 MiB, as large as the 2-core VM's last-level cache) YCSB's runs went 3-30 % faster so
+  // tasks, without a queued run a node, even where a level is larger than the last-level cache
   // (docs/performance-notes.md, "A batch descends every inner level").
   const std::uint8_t coupled = tree.couples_batches() ? 1 : tree.coupled_level();
   group_descent g;
