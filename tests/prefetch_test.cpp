@@ -4,7 +4,10 @@
 // version or take a latch, write intent for writers. Runtime: the `prefetches` counter equals the
 // sum of the planned line counts of every task that ran (distance > 0) or stays 0 (distance 0),
 // for bursts spawned from outside and from tasks and for chains that spawn while they run; and
-// set_prefetch_distance takes effect while the runtime runs.
+// set_prefetch_distance takes effect while the runtime runs. Adapting (the sampler given a clock
+// by the test): each worker moves to the distance its clock makes faster, within 1 .. 16, starts
+// again from every set_prefetch_distance, and keeps the distance set when told not to adapt or
+// when it is 0.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "runtime/prefetch.h"
+#include "runtime/test_hooks.h"
 #include "test_support.h"
 
 namespace tessera::test {
@@ -567,6 +571,162 @@ TEST_P(prefetch_test, set_prefetch_distance_rejects_values_above_the_maximum) {
 }
 
 TESSERA_INSTANTIATE_WORKER_COUNTS(prefetch_test);
+
+#if defined(TESSERA_DEBUG_CHECKS)
+// ---- adapting the distance (worker::choose_step_mode, given a clock by the test) ---------------
+
+/// What the sampler's clock hook saw: per worker, a bit per distance it ran an interval at since
+/// the last reset, the last one, and how many intervals.
+struct seen_distances {
+  static constexpr unsigned max_workers = 64;
+  std::array<std::atomic<std::uint64_t>, max_workers> mask{};
+  std::array<std::atomic<unsigned>, max_workers> last{};
+  std::array<std::atomic<std::uint64_t>, max_workers> intervals{};
+  void reset() {
+    for (auto& m : mask) m.store(0, std::memory_order_relaxed);
+    for (auto& n : intervals) n.store(0, std::memory_order_relaxed);
+  }
+};
+seen_distances g_seen;
+/// true: an interval is shorter the longer the distance; false: the shorter.
+std::atomic<bool> g_longer_is_faster{true};
+
+std::uint64_t fake_interval(unsigned w, unsigned distance, unsigned /*mode*/) {
+  g_seen.mask[w].fetch_or(std::uint64_t{1} << std::min(distance, 63u), std::memory_order_relaxed);
+  g_seen.last[w].store(distance, std::memory_order_relaxed);
+  g_seen.intervals[w].fetch_add(1, std::memory_order_relaxed);
+  // Every mode alike: a mode probe never wins. Each distance step is worth well over the
+  // sampler's 1/32.
+  return g_longer_is_faster.load(std::memory_order_relaxed) ? 1'000'000 / (distance + 1)
+                                                             : 10'000 * (distance + 1);
+}
+
+class adaptive_distance_test : public runtime_fixture {
+ protected:
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    g_seen.reset();
+    g_longer_is_faster.store(true, std::memory_order_relaxed);
+    detail::test_hooks::interval_ticks.store(&fake_interval, std::memory_order_release);
+  }
+  void TearDown() override {
+    m_stop.store(true, std::memory_order_relaxed);
+    if (m_running) rt().wait(m_group);
+    detail::test_hooks::interval_ticks.store(nullptr, std::memory_order_release);
+    runtime_fixture::TearDown();
+  }
+  /// Every worker busy with annotated tasks that re-run until the test ends.
+  void keep_busy(runtime& r) {
+    m_group = r.make_group();
+    for (unsigned i = 0; i < 4 * r.workers(); ++i) {
+      auto* t = r.make_task<endless_visits>(m_arena, i, m_stop);
+      t->annotate(worker_id(static_cast<std::uint16_t>(i % r.workers())));
+      r.spawn(t, m_group);
+    }
+    m_running = true;
+  }
+  /// Waits until `done(w)` holds for every worker (true), or a minute passed (false).
+  template <class F>
+  bool until_every_worker(const runtime& r, F done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      bool all = true;
+      for (unsigned w = 0; w < r.workers() && all; ++w) all = done(w);
+      if (all) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  static bool saw_only(unsigned w, unsigned d) {
+    return g_seen.mask[w].load(std::memory_order_relaxed) == (std::uint64_t{1} << d);
+  }
+
+  arena m_arena;
+  std::atomic<bool> m_stop{false};
+  group m_group{};
+  bool m_running = false;
+};
+
+TEST_P(adaptive_distance_test, climbs_to_the_longest_distance_when_it_is_faster) {
+  auto& r = start({.prefetch_distance = 2});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
+  })) << "a worker did not reach distance " << runtime::max_prefetch_distance;
+  EXPECT_EQ(r.prefetch_distance(), 2u) << "adapting changed the distance set";
+  // And stays there: in 3,000 more intervals each worker probes every change at least once.
+  for (unsigned w = 0; w < r.workers(); ++w) g_seen.intervals[w].store(0);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 3000;
+  }));
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    const std::uint64_t m = g_seen.mask[w].load(std::memory_order_relaxed);
+    EXPECT_EQ(m >> (runtime::max_prefetch_distance + 1), 0u) << "worker " << w << " above 16";
+    EXPECT_EQ(m & 1u, 0u) << "worker " << w << " ran at 0, prefetching off";
+    EXPECT_EQ(g_seen.last[w].load(std::memory_order_relaxed), runtime::max_prefetch_distance)
+        << "worker " << w;
+  }
+}
+
+TEST_P(adaptive_distance_test, descends_to_one_when_shorter_is_faster) {
+  g_longer_is_faster.store(false, std::memory_order_relaxed);
+  auto& r = start({.prefetch_distance = 8});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(
+      r, [](unsigned w) { return g_seen.last[w].load(std::memory_order_relaxed) == 1; }))
+      << "a worker did not reach distance 1";
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_EQ(g_seen.mask[w].load(std::memory_order_relaxed) & 1u, 0u)
+        << "worker " << w << " ran at 0, prefetching off";
+  }
+}
+
+TEST_P(adaptive_distance_test, set_prefetch_distance_starts_every_worker_again_from_it) {
+  auto& r = start({.prefetch_distance = 2});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
+  }));
+  g_longer_is_faster.store(false, std::memory_order_relaxed);
+  g_seen.reset();
+  r.set_prefetch_distance(5);
+  // Each worker runs at 5 (an interval under way when it looked may still end at 16), then goes
+  // down from there: no interval above 10 again (a probe of twice 5 runs a few at 10 and loses).
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return (g_seen.mask[w].load(std::memory_order_relaxed) & (1u << 5)) != 0;
+  })) << "a worker never ran at the distance set";
+  g_seen.reset();
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.last[w].load(std::memory_order_relaxed) == 1;
+  })) << "a worker did not go down from the distance set";
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_EQ(g_seen.mask[w].load(std::memory_order_relaxed) >> 11, 0u)
+        << "worker " << w << " went back to the distance it had adapted to";
+  }
+}
+
+TEST_P(adaptive_distance_test, keeps_the_distance_set_when_told_not_to_adapt) {
+  auto& r = start({.prefetch_distance = 3, .adapt_prefetch_distance = false});
+  keep_busy(r);
+  // Step modes are still probed, so the sampler runs: a few thousand intervals each.
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
+  }));
+  for (unsigned w = 0; w < r.workers(); ++w) EXPECT_TRUE(saw_only(w, 3)) << "worker " << w;
+}
+
+TEST_P(adaptive_distance_test, distance_zero_stays_zero) {
+  auto& r = start({.prefetch_distance = 0});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
+  }));
+  for (unsigned w = 0; w < r.workers(); ++w) EXPECT_TRUE(saw_only(w, 0)) << "worker " << w;
+  EXPECT_EQ(r.statistics().total().prefetches, 0u);
+}
+
+TESSERA_INSTANTIATE_WORKER_COUNTS(adaptive_distance_test);
+#endif  // TESSERA_DEBUG_CHECKS
 
 }  // namespace
 }  // namespace tessera::test

@@ -13,6 +13,7 @@ tessera_settings tessera_settings::from(const flag_values& flags) {
   s.statistics = flags.boolean("runtime-stats");
   s.spin_us = flags.integer("spin-us");
   s.resource_memory = flags.text("resource-memory");
+  s.adapt_distance = flags.boolean("adapt-distance");
   return s;
 }
 
@@ -29,6 +30,9 @@ std::vector<flag_definition> tessera_settings::add_flags(std::vector<flag_defini
       "resource-memory", "pool", {"pool", "heap"},
       "tessera: where resources (a tree's nodes) live: pool (the task allocator's 2 MiB chunks, "
       "advised for transparent huge pages) or heap (operator new, as the competitors' nodes)"));
+  own.push_back(bool_flag("adapt-distance", runtime_options{}.adapt_prefetch_distance,
+                          "tessera: each worker tries twice and half its prefetch distance now "
+                          "and then and keeps the faster (no: the distance set)"));
   own.push_back(bool_flag("runtime-stats", false,
                           "print tessera's per-worker statistics (stderr) per configuration"));
   return own;
@@ -41,6 +45,7 @@ runtime_options tessera_settings::options(unsigned workers) const {
   o.spin_before_park = std::chrono::microseconds(spin_us);
   o.resources = resource_memory == "heap" ? tessera::resource_memory::heap
                                           : tessera::resource_memory::pool;
+  o.adapt_prefetch_distance = adapt_distance;
   return o;
 }
 

@@ -31,6 +31,9 @@ struct tessera_settings {
   /// --resource-memory: where tessera's resources live (runtime_options::resources): "pool" (the
   /// task allocator's chunks, on huge pages) or "heap" (operator new)
   std::string resource_memory = "pool";
+  /// --[no-]adapt-distance: each worker adapts its prefetch distance
+  /// (runtime_options::adapt_prefetch_distance; the runtime's default: yes)
+  bool adapt_distance = true;
 
   static tessera_settings from(const flag_values& flags);
   /// `own` followed by the flags above.

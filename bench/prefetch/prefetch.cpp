@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -220,28 +221,42 @@ void run(const run_context& ctx) {
       throw bench_failure("prefetch: " + std::to_string(store.objects()) + " objects for " +
                           std::to_string(w) + " workers; give more --memory-mb");
     }
+    // The distances as set (no adapting), and with --adapt-distance a row more: the workers
+    // adapting from the runtime's default distance, in a runtime of their own.
     runtime_options options = settings.options(w);
     options.prefetch_distance = 0;
+    options.adapt_prefetch_distance = false;
     runtime rt(options);
+    std::unique_ptr<runtime> adapting;
+    if (settings.adapt_distance) {
+      runtime_options a = settings.options(w);
+      a.adapt_prefetch_distance = true;
+      adapting = std::make_unique<runtime>(a);
+    }
     for (const double ratio : ratios) {
       std::vector<config> configs;
-      for (const unsigned d : distances) {
+      auto add = [&](unsigned d, bool adaptive) {
         char details[96];
-        std::snprintf(details, sizeof details, "distance=%u write-ratio=%g", d, ratio);
+        std::snprintf(details, sizeof details, "distance=%s%u write-ratio=%g",
+                      adaptive ? "adapting from " : "", d, ratio);
         configs.push_back({.workers = w,
                            .distance = d,
+                           .adaptive = adaptive,
                            .write_ratio = ratio,
                            .in_flight = static_cast<unsigned>(ctx.flags.integer("in-flight")),
                            .visits = static_cast<std::uint64_t>(ctx.flags.integer("visits")),
                            .seed = static_cast<std::uint64_t>(ctx.flags.integer("seed")),
                            .label = ctx.label("tessera", w, details)});
-      }
+      };
+      for (const unsigned d : distances) add(d, false);
+      if (adapting != nullptr) add(runtime_options{}.prefetch_distance, true);
       // Repeats are interleaved over the distances, so that a change in the machine's load
       // (it may be shared) falls on all of them alike and their ratios stay comparable.
       std::vector<std::vector<sample>> samples(configs.size());
       for (unsigned run = 0; run < ctx.repeat; ++run) {
         for (std::size_t i = 0; i < configs.size(); ++i) {
-          samples[i].push_back(run_tessera(rt, store, configs[i], run));
+          runtime& r = configs[i].adaptive ? *adapting : rt;
+          samples[i].push_back(run_tessera(r, store, configs[i], run));
           std::fprintf(stderr, "tessera-bench: %s: run %u/%u %.4f s\n", configs[i].label.c_str(),
                        run + 1, ctx.repeat, samples[i].back().seconds);
         }
@@ -253,12 +268,17 @@ void run(const run_context& ctx) {
       };
       double baseline = 0;  // ops/s at distance 0, same workers and write ratio
       for (std::size_t i = 0; i < configs.size() && baseline == 0; ++i) {
-        if (configs[i].distance == 0) baseline = ops_per_second(results[i]);
+        if (configs[i].distance == 0 && !configs[i].adaptive) baseline = ops_per_second(results[i]);
       }
       for (std::size_t i = 0; i < configs.size(); ++i) {
         row r("prefetch", "tessera", w, results[i]);
-        r.with("write_ratio", ratio)
-            .with("prefetch_distance", configs[i].distance)
+        r.with("write_ratio", ratio);
+        if (configs[i].adaptive) {
+          r.with("prefetch_distance", "adapting from " + std::to_string(configs[i].distance));
+        } else {
+          r.with("prefetch_distance", configs[i].distance);
+        }
+        r
             .with("object_bytes", object_bytes)
             .with("memory_mb", static_cast<std::int64_t>(store.bytes() >> 20))
             .with("in_flight", configs[i].in_flight);
@@ -271,6 +291,7 @@ void run(const run_context& ctx) {
       }
     }
     settings.print_statistics(ctx.label("tessera", w), rt);
+    if (adapting != nullptr) settings.print_statistics(ctx.label("tessera", w, "adapting"), *adapting);
   }
 }
 

@@ -98,7 +98,8 @@ struct answer {
 
 struct config {
   unsigned workers = 1;
-  unsigned distance = 0;  ///< prefetch distance (0: none)
+  unsigned distance = 0;  ///< prefetch distance (0: none); where adapting, the one it starts from
+  bool adaptive = false;  ///< run in a runtime whose workers adapt the distance
   double write_ratio = 0;
   unsigned in_flight = 32;           ///< lanes per worker
   std::uint64_t visits = 1'000'000;  ///< per worker per run (ops = workers x visits)

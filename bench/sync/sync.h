@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tessera_settings.h"
 #include "common/timing.h"
 #include "tessera/optimistic.h"
 #include "tessera/resource.h"
@@ -120,9 +121,9 @@ struct config {
   std::string implementation;  ///< what a failed check names ("sync <implementation>: ...")
   unsigned workers = 1;
   unsigned lanes = 32;  ///< tessera: operations in flight per worker
-  bool pin = true;  ///< every implementation: worker i on tessera's CPU i (common/placement.h)
-  long long spin_us = 200;  ///< tessera: --spin-us (runtime_options::spin_before_park)
-  bool runtime_stats = false;
+  /// The runtime's flags (--pin, which the threads follow too: worker i on tessera's CPU i,
+  /// common/placement.h; --spin-us, --resource-memory, --adapt-distance, --runtime-stats).
+  tessera_settings tessera;
   std::string label;  ///< for progress lines
   std::string mix;    ///< "95/5"
   bool hot = false;

@@ -69,7 +69,7 @@ measurement run_with(const workload& wl, const config& cfg) {
     std::vector<std::thread> threads;
     for (unsigned w = 0; w < cfg.workers; ++w) {
       threads.emplace_back([&, w] {
-        if (cfg.pin) pin_worker_thread(w);  // tessera's CPU of worker w (best effort)
+        if (cfg.tessera.pin) pin_worker_thread(w);  // tessera's CPU of worker w (best effort)
         ready.fetch_add(1, std::memory_order_acq_rel);
         while (!go.load(std::memory_order_acquire)) cpu_pause();
         tally t;

@@ -148,8 +148,17 @@ struct runtime_options {
   /// Task pools (synchronization domains) per worker, 1-64; whole pools are the unit of
   /// stealing.
   unsigned pools_per_worker = 4;
-  /// Prefetch distance in tasks (0: no prefetching). Changeable at run time.
+  /// Prefetch distance in tasks (0: no prefetching), at most max_prefetch_distance: how many
+  /// tasks ahead of its run a task's annotated data is requested. Changeable at run time
+  /// (set_prefetch_distance).
   unsigned prefetch_distance = 2;
+  /// Each worker adapts its distance to the tasks it runs: now and then it runs a few hundred
+  /// tasks at twice or half its distance (1 .. max_prefetch_distance) and keeps the one that ran
+  /// them faster, starting from prefetch_distance (and again from each set_prefetch_distance).
+  /// Short tasks on data in DRAM need a longer distance than long ones ([MxTasks] §3.3 leaves
+  /// the distance to tuning and names this as an extension). false: every worker keeps the
+  /// distance set. A distance of 0 stays 0 either way.
+  bool adapt_prefetch_distance = true;
   task_allocator allocator = task_allocator::pool;
   /// Where make_resource places its resources. Under AddressSanitizer the default is the heap, so
   /// that LeakSanitizer sees a resource that is never retired (the pool's blocks are not
@@ -351,7 +360,12 @@ class runtime {
   unsigned active_workers() const noexcept;
   /// Grows or shrinks the set of workers that run tasks (1 .. workers()) without losing tasks.
   void set_active_workers(unsigned n);
+  /// The distance set (runtime_options::prefetch_distance, set_prefetch_distance); with
+  /// adapt_prefetch_distance each worker starts from it and may run at another.
   unsigned prefetch_distance() const noexcept;
+  /// Sets the distance every worker uses from its next task on, adapting from there or not as
+  /// runtime_options::adapt_prefetch_distance says; above max_prefetch_distance throws
+  /// std::invalid_argument.
   void set_prefetch_distance(unsigned d);
   static constexpr unsigned max_prefetch_distance = 16;
   /// The OS CPU a worker runs on, and its NUMA node.

@@ -46,6 +46,13 @@ inline std::atomic<void (*)(worker&, std::uint64_t spin_ns)> idle_spinning{nullp
 /// (the worker is neither marked asleep nor counted as parked yet).
 inline std::atomic<void (*)(worker&)> parking{nullptr};
 
+/// Called by worker::choose_step_mode, on the worker's thread, for each periodic() interval it
+/// takes as a sample: returns the interval's length in clock ticks in place of the clock's, given
+/// the worker's index, the prefetch distance and the step mode (worker::step_mode) it ran at. A
+/// test so decides which distance or mode is faster and watches the sampler's choices.
+inline std::atomic<std::uint64_t (*)(unsigned worker, unsigned distance, unsigned mode)>
+    interval_ticks{nullptr};
+
 /// While true, worker::periodic() acts as if it had woken a parked peer less than
 /// peer_wake_interval_ns ago (its once-per-millisecond limit in force), whatever the clock says.
 inline std::atomic<bool> peer_wake_limited{false};

@@ -100,7 +100,6 @@ void worker::run() {
   }
   init_step_mode();  // before the runtime's constructor returns (it waits for worker_started)
   m_sched.worker_started();  // the constructor waits for every worker's pin (see pinned())
-  m_distance = m_sched.prefetch_distance();
   const unsigned interval = m_sched.options().epoch_interval_tasks;
   unsigned until_periodic = interval;  // a local: a register across the task's call
   for (;;) {
@@ -147,7 +146,7 @@ void worker::periodic() {
   if (m_trace != nullptr) [[unlikely]] {
     trace_close_span();
   }
-  if (!m_step_fixed) choose_step_mode();
+  choose_step_mode();
   update_step_hold();  // the mode may have changed, and the window's urgent flag been cleared
   flush_group();
   m_epoch.publish();
@@ -158,7 +157,7 @@ void worker::periodic() {
   take_mail();
   offer_queued();
   m_spawns_until_offer = 2;
-  m_distance = m_sched.prefetch_distance();
+  refresh_distance(m_sched.prefetch_distance());
   // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
   // as much as a task of the spawn benchmark) is read only about 16 times per period: every
   // m_clock_every-th call, doubled while calls come faster than that, halved when slower.
@@ -348,7 +347,7 @@ TESSERA_ALWAYS_INLINE worker::window_entry worker::next() {
     // No data to wait for: run it now, without the window (the window fills again behind the
     // next task that has data; the distance is read then).
     if (hdr(t).m_data == nullptr) return from_pool({t, p});
-    m_distance = m_sched.prefetch_distance();
+    refresh_distance(m_sched.prefetch_distance());
     if (m_distance == 0) return from_pool({t, p});
     prefetch(t);
     // Nothing queued behind it (a chain, a lone request): run it now as well.
@@ -678,25 +677,60 @@ void worker::init_step_mode() noexcept {
   m_step_probe_every = step_probe_min;
   m_step_best = UINT64_MAX;
   m_step_sample_ok = false;
+  m_adapt_distance = m_sched.options().adapt_prefetch_distance;
+  m_distance_set = m_sched.prefetch_distance();
+  m_distance = m_distance_set;
+  m_distance_held = m_distance_set;
   update_step_hold();
 }
 
+bool worker::start_probe() noexcept {
+  for (unsigned tries = 0; tries < probe_turns; ++tries) {
+    const unsigned turn = m_probe_turn;
+    m_probe_turn = static_cast<std::uint8_t>((turn + 1) % probe_turns);
+    if (turn % 2 == 0) {  // a step mode: the next one, then the one after it
+      if (m_step_fixed) continue;
+      m_step_mode = static_cast<std::uint8_t>((m_step_mode + 1 + turn / 2) % step_modes);
+      return true;
+    }
+    // A distance: twice, then half the one held (0, prefetching off, is never probed). The
+    // window fills to the new distance or drains to it as tasks run (next()).
+    if (!m_adapt_distance || m_distance == 0) continue;
+    const unsigned d = turn == 1 ? std::min(2 * m_distance, runtime::max_prefetch_distance)
+                                 : std::max(m_distance / 2, 1u);
+    if (d == m_distance) continue;
+    m_distance = d;
+    return true;
+  }
+  return false;
+}
+
 void worker::choose_step_mode() noexcept {
+  if (m_step_fixed && !m_adapt_distance) return;  // nothing to probe: no clock read either
   const std::uint64_t now = trace_clock::now();
-  const std::uint64_t ticks = now - m_step_mark;
+  std::uint64_t ticks = now - m_step_mark;
   m_step_mark = now;
+#if defined(TESSERA_DEBUG_CHECKS)
+  if (auto* hook = test_hooks::interval_ticks.load(std::memory_order_acquire)) {
+    ticks = hook(m_index, m_distance, m_step_mode);
+  }
+#endif
   if (!m_step_sample_ok) {  // the interval had a pause (attention, idling): not a sample
     m_step_sample_ok = true;
     return;
   }
   if (m_step_phase == 0) {
-    // The held mode; its last step_samples intervals before a probe are what the probe is
+    // The held setting; its last step_samples intervals before a probe are what the probe is
     // compared with (the fastest of them: an interrupt or a preemption only lengthens one).
     if (m_step_countdown <= step_samples) m_step_best = std::min(m_step_best, ticks);
     if (--m_step_countdown != 0) return;
     m_step_held = m_step_mode;
-    m_step_mode = static_cast<std::uint8_t>((m_step_mode + m_step_probe_offset) % step_modes);
-    m_step_probe_offset = static_cast<std::uint8_t>(step_modes - m_step_probe_offset);
+    m_distance_held = m_distance;
+    if (!start_probe()) {
+      m_step_countdown = step_probe_max;
+      m_step_best = UINT64_MAX;
+      return;
+    }
     m_step_probe_best = UINT64_MAX;
     m_step_phase = 1;
     return;
@@ -707,7 +741,9 @@ void worker::choose_step_mode() noexcept {
   if (m_step_probe_best + m_step_probe_best / 32 < m_step_best) {
     m_step_probe_every = step_probe_min;  // switched: look at the others again soon
   } else {
+    // A probe changes the mode or the distance, never both: restoring both undoes it.
     m_step_mode = m_step_held;
+    m_distance = m_distance_held;
     m_step_probe_every = std::min(m_step_probe_every * 2, step_probe_max);
   }
   m_step_phase = 0;

@@ -270,7 +270,7 @@ class worker {
   /// Before start(): record this worker's events into `b` (tessera/trace.h). Without it the
   /// worker records nothing, at the cost of one predictable branch per event site.
   void attach_trace(trace_buffer* b) noexcept { m_trace = b; }
-  /// Holds step mode `name` (queued, prefetched or direct) without sampling: TESSERA_STEP_MODE,
+  /// Holds step mode `name` (queued, prefetched or direct), no other probed: TESSERA_STEP_MODE,
   /// read once per runtime by the scheduler before the workers start. False, and nothing
   /// changed, for another name.
   bool fix_step_mode(std::string_view name) noexcept;
@@ -337,9 +337,27 @@ class worker {
   /// Intervals between two probes: from step_probe_min, doubled after each probe that lost.
   static constexpr unsigned step_probe_min = 64;
   static constexpr unsigned step_probe_max = 2048;
+  /// What a probe tries, in turn (choose_step_mode): the next step mode, twice the prefetch
+  /// distance, the mode after it, half the distance. A probe that cannot apply (the mode fixed by
+  /// TESSERA_STEP_MODE, the distance fixed by runtime_options::adapt_prefetch_distance or 0, or
+  /// at its bound) gives its turn to the next.
+  static constexpr unsigned probe_turns = 4;
   void init_step_mode() noexcept;
-  /// periodic(): one interval's sample; probes another mode or decides after a probe.
+  /// periodic(): one interval's sample; probes another mode or distance, or decides after a
+  /// probe.
   void choose_step_mode() noexcept;
+  /// Starts the next probe that can apply (m_probe_turn); false if none can.
+  bool start_probe() noexcept;
+  /// `d`, the prefetch distance set for the runtime (scheduler::prefetch_distance), if it changed
+  /// since this worker last looked: the one in force from now on, wherever the sampler had taken
+  /// it (runtime::set_prefetch_distance starts every worker again from the distance it sets).
+  TESSERA_ALWAYS_INLINE void refresh_distance(unsigned d) noexcept {
+    if (d != m_distance_set) [[unlikely]] {
+      m_distance_set = d;
+      m_distance = d;
+      m_distance_held = d;  // a probe under way ends on d, won or lost
+    }
+  }
   /// finish() outside step_queued: true if `t` may run next (prefetching its lines under
   /// step_prefetched unless they are ran_on's); false if a more urgent task waits (t is queued
   /// instead). The loop runs a held step next, up to the next periodic() (worker::run).
@@ -521,13 +539,16 @@ class worker {
   std::array<window_entry, window_slots> m_window{};
   unsigned m_wbegin = 0;
   unsigned m_wsize = 0;
-  unsigned m_distance = 0;
+  unsigned m_distance = 0;      // the prefetch distance in force (the sampler's, or as set)
+  unsigned m_distance_set = 0;  // the runtime's distance when this worker last looked
+  unsigned m_distance_held = 0; // the distance held while another is probed
   // How a task returning itself with new data goes on (finish(), choose_step_mode).
   std::uint8_t m_step_mode = step_queued;
   std::uint8_t m_step_held = step_queued;  // the mode held while another is probed
   std::uint8_t m_step_phase = 0;           // 0: holding a mode; 1: probing, settling; 2..: sampling
-  std::uint8_t m_step_probe_offset = 1;    // the next probe: (mode + offset) % step_modes
-  bool m_step_fixed = false;               // TESSERA_STEP_MODE named a mode: no sampling
+  bool m_step_fixed = false;               // TESSERA_STEP_MODE named a mode: not probed
+  bool m_adapt_distance = false;           // runtime_options::adapt_prefetch_distance
+  std::uint8_t m_probe_turn = 0;           // the next probe's kind (probe_turns)
   bool m_urgent_in_window = false;         // see note_window_priority
   // What finish() does with a traversal's step, from m_step_mode and m_urgent_in_window
   // (update_step_hold): queue it (`queued`), hold it after the queues' test alone (`direct`, no

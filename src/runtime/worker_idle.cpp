@@ -104,7 +104,7 @@ void worker::idle() {
   }
   m_queued.store(0, std::memory_order_relaxed);
   m_spawns_until_offer = 2;
-  m_distance = m_sched.prefetch_distance();
+  refresh_distance(m_sched.prefetch_distance());
   const std::uint64_t start = m_sched.now_ns();  // one clock read: a hand-over comes through here
   advance_epoch(start);
   maybe_reclaim();
