@@ -582,9 +582,13 @@ struct seen_distances {
   std::array<std::atomic<std::uint64_t>, max_workers> mask{};
   std::array<std::atomic<unsigned>, max_workers> last{};
   std::array<std::atomic<std::uint64_t>, max_workers> intervals{};
+  /// The count of intervals (since the reset) at the first one not at distance `watched`.
+  std::array<std::atomic<std::uint64_t>, max_workers> first_other{};
+  std::atomic<unsigned> watched{~0u};
   void reset() {
     for (auto& m : mask) m.store(0, std::memory_order_relaxed);
     for (auto& n : intervals) n.store(0, std::memory_order_relaxed);
+    for (auto& n : first_other) n.store(0, std::memory_order_relaxed);
   }
 };
 seen_distances g_seen;
@@ -594,7 +598,11 @@ std::atomic<bool> g_longer_is_faster{true};
 std::uint64_t fake_interval(unsigned w, unsigned distance, unsigned /*mode*/) {
   g_seen.mask[w].fetch_or(std::uint64_t{1} << std::min(distance, 63u), std::memory_order_relaxed);
   g_seen.last[w].store(distance, std::memory_order_relaxed);
-  g_seen.intervals[w].fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t n = g_seen.intervals[w].fetch_add(1, std::memory_order_relaxed) + 1;
+  if (distance != g_seen.watched.load(std::memory_order_relaxed) &&
+      g_seen.first_other[w].load(std::memory_order_relaxed) == 0) {
+    g_seen.first_other[w].store(n, std::memory_order_relaxed);
+  }
   // Every mode alike: a mode probe never wins. Each distance step is worth well over the
   // sampler's 1/32.
   return g_longer_is_faster.load(std::memory_order_relaxed) ? 1'000'000 / (distance + 1)
@@ -606,6 +614,7 @@ class adaptive_distance_test : public runtime_fixture {
   void SetUp() override {
     runtime_fixture::SetUp();
     g_seen.reset();
+    g_seen.watched.store(~0u, std::memory_order_relaxed);
     g_longer_is_faster.store(true, std::memory_order_relaxed);
     detail::test_hooks::interval_ticks.store(&fake_interval, std::memory_order_release);
   }
@@ -702,6 +711,32 @@ TEST_P(adaptive_distance_test, set_prefetch_distance_starts_every_worker_again_f
   for (unsigned w = 0; w < r.workers(); ++w) {
     EXPECT_EQ(g_seen.mask[w].load(std::memory_order_relaxed) >> 11, 0u)
         << "worker " << w << " went back to the distance it had adapted to";
+  }
+}
+
+// The clock turns: after thousands of intervals at 16, each probe lost and the waits between
+// them grown to the longest (2,048 intervals), shorter becomes faster. The held distance runs
+// slower than when it was last compared, so the probes come again at once: the first interval
+// below 16 within a thousand (the waits alone would take up to ~6,000), then down to 1.
+TEST_P(adaptive_distance_test, follows_a_change_in_which_distance_is_faster) {
+  auto& r = start({.prefetch_distance = 2});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
+  }));
+  for (unsigned w = 0; w < r.workers(); ++w) g_seen.intervals[w].store(0);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
+  }));
+  g_seen.watched.store(runtime::max_prefetch_distance, std::memory_order_relaxed);
+  g_seen.reset();
+  g_longer_is_faster.store(false, std::memory_order_relaxed);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_seen.last[w].load(std::memory_order_relaxed) == 1;
+  })) << "a worker did not follow the clock down";
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_LE(g_seen.first_other[w].load(std::memory_order_relaxed), 1000u)
+        << "worker " << w << " waited out its probe interval before it looked again";
   }
 }
 

@@ -676,6 +676,8 @@ void worker::init_step_mode() noexcept {
   m_step_countdown = step_probe_min;
   m_step_probe_every = step_probe_min;
   m_step_best = UINT64_MAX;
+  m_step_ref = UINT64_MAX;
+  m_step_slow = 0;
   m_step_sample_ok = false;
   m_adapt_distance = m_sched.options().adapt_prefetch_distance;
   m_distance_set = m_sched.prefetch_distance();
@@ -720,8 +722,20 @@ void worker::choose_step_mode() noexcept {
     return;
   }
   if (m_step_phase == 0) {
-    // The held setting; its last step_samples intervals before a probe are what the probe is
-    // compared with (the fastest of them: an interrupt or a preemption only lengthens one).
+    // The held setting, step_samples intervals in a row a quarter slower than its fastest when
+    // it was last compared: the data moved (a tree grew out of the cache, the application went
+    // on to another phase), or a probe was won in a disturbed moment. The next probe comes after
+    // step_samples more, and the waits start again from the least.
+    if (ticks - ticks / 5 > m_step_ref) {
+      if (++m_step_slow >= step_samples && m_step_countdown > step_samples + 1) {
+        m_step_countdown = step_samples + 1;
+        m_step_probe_every = step_probe_min;
+      }
+    } else {
+      m_step_slow = 0;
+    }
+    // Its last step_samples intervals before a probe are what the probe is compared with (the
+    // fastest of them: an interrupt or a preemption only lengthens one).
     if (m_step_countdown <= step_samples) m_step_best = std::min(m_step_best, ticks);
     if (--m_step_countdown != 0) return;
     m_step_held = m_step_mode;
@@ -740,12 +754,15 @@ void worker::choose_step_mode() noexcept {
   if (++m_step_phase <= step_samples + 1) return;
   if (m_step_probe_best + m_step_probe_best / 32 < m_step_best) {
     m_step_probe_every = step_probe_min;  // switched: look at the others again soon
+    m_step_ref = m_step_probe_best;
   } else {
     // A probe changes the mode or the distance, never both: restoring both undoes it.
     m_step_mode = m_step_held;
     m_distance = m_distance_held;
     m_step_probe_every = std::min(m_step_probe_every * 2, step_probe_max);
+    m_step_ref = m_step_best;
   }
+  m_step_slow = 0;
   m_step_phase = 0;
   m_step_countdown = m_step_probe_every;
   m_step_best = UINT64_MAX;

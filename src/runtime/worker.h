@@ -334,7 +334,9 @@ class worker {
   static constexpr unsigned step_modes = 3;
   /// Intervals compared, each side (the fastest of them counts).
   static constexpr unsigned step_samples = 8;
-  /// Intervals between two probes: from step_probe_min, doubled after each probe that lost.
+  /// Intervals between two probes: from step_probe_min, doubled after each probe that lost, and
+  /// back to step_probe_min when the held setting ran step_samples intervals in a row a quarter
+  /// slower than when it was last compared.
   static constexpr unsigned step_probe_min = 64;
   static constexpr unsigned step_probe_max = 2048;
   /// What a probe tries, in turn (choose_step_mode): the next step mode, twice the prefetch
@@ -356,6 +358,7 @@ class worker {
       m_distance_set = d;
       m_distance = d;
       m_distance_held = d;  // a probe under way ends on d, won or lost
+      m_step_ref = UINT64_MAX;  // its speed at d not known yet
     }
   }
   /// finish() outside step_queued: true if `t` may run next (prefetching its lines under
@@ -562,6 +565,8 @@ class worker {
   std::uint64_t m_step_mark = 0;           // trace_clock ticks at the last periodic()
   std::uint64_t m_step_best = 0;           // the fastest interval of the held mode before a probe
   std::uint64_t m_step_probe_best = 0;     // the fastest interval of the probed mode
+  std::uint64_t m_step_ref = 0;            // the held setting's fastest when last compared
+  unsigned m_step_slow = 0;                // its intervals in a row since, a quarter slower
   // The work-first stack: fresh spawns and follow-ups without data of stack_priority, newest
   // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
