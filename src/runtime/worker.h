@@ -335,8 +335,8 @@ class worker {
   /// Intervals compared, each side (the fastest of them counts).
   static constexpr unsigned step_samples = 8;
   /// Intervals between two probes: from step_probe_min, doubled after each probe that lost, and
-  /// back to step_probe_min when the held setting ran step_samples intervals in a row a quarter
-  /// slower than when it was last compared.
+  /// back to step_probe_min when the held setting ran step_samples intervals in a row over twice
+  /// as long as when it was last compared.
   static constexpr unsigned step_probe_min = 64;
   static constexpr unsigned step_probe_max = 2048;
   /// What a probe tries, in turn (choose_step_mode): the next step mode, twice the prefetch
@@ -566,7 +566,7 @@ class worker {
   std::uint64_t m_step_best = 0;           // the fastest interval of the held mode before a probe
   std::uint64_t m_step_probe_best = 0;     // the fastest interval of the probed mode
   std::uint64_t m_step_ref = 0;            // the held setting's fastest when last compared
-  unsigned m_step_slow = 0;                // its intervals in a row since, a quarter slower
+  unsigned m_step_slow = 0;                // its intervals in a row since, over twice as long
   // The work-first stack: fresh spawns and follow-ups without data of stack_priority, newest
   // first, linked through m_next from m_stack_top (nullptr: empty)
   // (docs/architecture.md, note (†) of "A task's journey").
