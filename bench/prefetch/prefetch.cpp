@@ -268,7 +268,9 @@ void run(const run_context& ctx) {
       };
       double baseline = 0;  // ops/s at distance 0, same workers and write ratio
       for (std::size_t i = 0; i < configs.size() && baseline == 0; ++i) {
-        if (configs[i].distance == 0 && !configs[i].adaptive) baseline = ops_per_second(results[i]);
+        if (configs[i].distance == 0 && !configs[i].adaptive) {
+          baseline = ops_per_second(results[i]);
+        }
       }
       for (std::size_t i = 0; i < configs.size(); ++i) {
         row r("prefetch", "tessera", w, results[i]);
@@ -278,8 +280,7 @@ void run(const run_context& ctx) {
         } else {
           r.with("prefetch_distance", configs[i].distance);
         }
-        r
-            .with("object_bytes", object_bytes)
+        r.with("object_bytes", object_bytes)
             .with("memory_mb", static_cast<std::int64_t>(store.bytes() >> 20))
             .with("in_flight", configs[i].in_flight);
         if (baseline > 0) {
@@ -291,7 +292,9 @@ void run(const run_context& ctx) {
       }
     }
     settings.print_statistics(ctx.label("tessera", w), rt);
-    if (adapting != nullptr) settings.print_statistics(ctx.label("tessera", w, "adapting"), *adapting);
+    if (adapting != nullptr) {
+      settings.print_statistics(ctx.label("tessera", w, "adapting"), *adapting);
+    }
   }
 }
 

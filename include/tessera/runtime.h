@@ -363,9 +363,9 @@ class runtime {
   /// The distance set (runtime_options::prefetch_distance, set_prefetch_distance); with
   /// adapt_prefetch_distance each worker starts from it and may run at another.
   unsigned prefetch_distance() const noexcept;
-  /// Sets the distance every worker uses from its next task on, adapting from there or not as
-  /// runtime_options::adapt_prefetch_distance says; above max_prefetch_distance throws
-  /// std::invalid_argument.
+  /// Sets the distance; each worker takes it up within its next epoch_interval_tasks tasks (at
+  /// once when idle) and adapts from there or not, as runtime_options::adapt_prefetch_distance
+  /// says. Above max_prefetch_distance throws std::invalid_argument.
   void set_prefetch_distance(unsigned d);
   static constexpr unsigned max_prefetch_distance = 16;
   /// The OS CPU a worker runs on, and its NUMA node.
