@@ -273,9 +273,7 @@ void run(const run_context& ctx) {
     return;
   }
   if (ctx.selected("tessera") || ctx.selected("tessera-noprefetch")) {
-    const std::size_t leaf_bytes = s.tessera.coupled_leaf_bytes.value_or(
-        tessera::last_level_cache_bytes() != 0 ? tessera::last_level_cache_bytes()
-                                               : kv::coupled_leaf_fallback_bytes);
+    const std::size_t leaf_bytes = kv::resolve_coupled_leaf_bytes(s.tessera.coupled_leaf_bytes);
     const std::string coupled =
         s.tessera.coupled_bytes == 0
             ? std::string("no level read coupled")
@@ -284,9 +282,13 @@ void run(const run_context& ctx) {
                   " KiB), every level up to a tree of " + std::to_string(leaf_bytes / 1024) +
                   " KiB" + (s.tessera.coupled_leaf_bytes ? "" : " (the last-level cache)");
     std::fprintf(stderr,
-                 "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u, "
+                 "tessera-bench: ycsb: tessera: sync %s, prefetch distance %u%s, "
                  "batches of %u, %u in flight per worker, %s, %s\n",
-                 ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance, s.tessera.batch,
+                 ctx.flags.text("sync").c_str(), s.tessera.prefetch_distance,
+                 s.tessera.runtime.adapt_distance && s.tessera.prefetch_distance != 0
+                     ? " (each worker adapts it)"
+                     : "",
+                 s.tessera.batch,
                  s.tessera.batches_per_worker, coupled.c_str(),
                  s.tessera.runtime.pin ? "pinned" : "not pinned");
   }

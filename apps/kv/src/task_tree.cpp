@@ -733,12 +733,16 @@ std::size_t submit_coupled(task_tree& tree, std::span<request> requests, tessera
 
 }  // namespace
 
+std::size_t resolve_coupled_leaf_bytes(std::optional<std::size_t> given) noexcept {
+  if (given.has_value()) return *given;
+  const std::size_t llc = tessera::last_level_cache_bytes();
+  return llc != 0 ? llc : coupled_leaf_fallback_bytes;
+}
+
 task_tree::task_tree(tessera::runtime& rt, tree_options options)
     : m_rt(rt),
       m_options(options),
-      m_coupled_leaf_bytes(options.coupled_leaf_bytes.value_or(
-          tessera::last_level_cache_bytes() != 0 ? tessera::last_level_cache_bytes()
-                                                 : coupled_leaf_fallback_bytes)),
+      m_coupled_leaf_bytes(resolve_coupled_leaf_bytes(options.coupled_leaf_bytes)),
       m_root(nullptr) {
   m_root.store(make_node(node_kind::leaf, 0), std::memory_order_release);
 }

@@ -102,6 +102,10 @@ enum class tree_sync : std::uint8_t {
 /// tree_options::coupled_leaf_bytes where hwloc reports no last-level cache.
 inline constexpr std::size_t coupled_leaf_fallback_bytes = std::size_t{8} * 1024 * 1024;
 
+/// tree_options::coupled_leaf_bytes as a tree resolves it: `given` if set, else the last-level
+/// cache's size, else coupled_leaf_fallback_bytes.
+std::size_t resolve_coupled_leaf_bytes(std::optional<std::size_t> given) noexcept;
+
 struct tree_options {
   tree_sync sync = tree_sync::automatic;
   /// Bytes of a node each visit annotates (and so prefetches), from the node's start. The
