@@ -740,6 +740,46 @@ TEST_P(adaptive_distance_test, follows_a_change_in_which_distance_is_faster) {
   }
 }
 
+/// Distance 4 fast for the first 9 intervals a worker runs at it (one probe), slow after; 2 in
+/// between; every other distance slow. Records the longest run of intervals at 4.
+std::array<std::atomic<unsigned>, seen_distances::max_workers> g_at_four{};
+std::array<std::atomic<unsigned>, seen_distances::max_workers> g_run_at_four{};
+std::array<std::atomic<unsigned>, seen_distances::max_workers> g_longest_at_four{};
+
+std::uint64_t once_fast_at_four(unsigned w, unsigned distance, unsigned mode) {
+  fake_interval(w, distance, mode);  // the counts
+  if (distance != 4) {
+    g_run_at_four[w].store(0, std::memory_order_relaxed);
+    return distance == 2 ? 5'000 : 10'000;
+  }
+  const unsigned run = g_run_at_four[w].fetch_add(1, std::memory_order_relaxed) + 1;
+  if (run > g_longest_at_four[w].load(std::memory_order_relaxed)) {
+    g_longest_at_four[w].store(run, std::memory_order_relaxed);
+  }
+  return g_at_four[w].fetch_add(1, std::memory_order_relaxed) < 9 ? 1'000 : 10'000;
+}
+
+// A probe that wins once is tried again before its change is taken: here the first probe of
+// distance 4 wins and its repetition loses, so no worker ever holds 4 (runs of at most one
+// probe's 9 intervals there), where a single win would have held it for 64 intervals at least.
+TEST_P(adaptive_distance_test, a_change_is_taken_only_if_it_wins_twice) {
+  for (unsigned w = 0; w < seen_distances::max_workers; ++w) {
+    g_at_four[w].store(0);
+    g_run_at_four[w].store(0);
+    g_longest_at_four[w].store(0);
+  }
+  detail::test_hooks::interval_ticks.store(&once_fast_at_four, std::memory_order_release);
+  auto& r = start({.prefetch_distance = 2});
+  keep_busy(r);
+  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
+    return g_at_four[w].load(std::memory_order_relaxed) >= 30;  // three probes of 4 at least
+  }));
+  for (unsigned w = 0; w < r.workers(); ++w) {
+    EXPECT_LE(g_longest_at_four[w].load(std::memory_order_relaxed), 9u)
+        << "worker " << w << " held distance 4 after a single win";
+  }
+}
+
 TEST_P(adaptive_distance_test, keeps_the_distance_set_when_told_not_to_adapt) {
   auto& r = start({.prefetch_distance = 3, .adapt_prefetch_distance = false});
   keep_busy(r);

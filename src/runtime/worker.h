@@ -359,6 +359,7 @@ class worker {
       m_distance = d;
       m_distance_held = d;  // a probe under way ends on d, won or lost
       m_step_ref = UINT64_MAX;  // its speed at d not known yet
+      m_step_confirming = false;  // a win at the old distance says nothing of d
     }
   }
   /// finish() outside step_queued: true if `t` may run next (prefetching its lines under
@@ -566,6 +567,9 @@ class worker {
   std::uint64_t m_step_best = 0;           // the fastest interval of the held mode before a probe
   std::uint64_t m_step_probe_best = 0;     // the fastest interval of the probed mode
   std::uint64_t m_step_ref = 0;            // the held setting's fastest when last compared
+  bool m_step_confirming = false;          // the next probe repeats one that won (choose_step_mode)
+  std::uint8_t m_step_confirm_mode = 0;    // its mode
+  unsigned m_confirm_distance = 0;         // and its distance
   unsigned m_step_slow = 0;                // its intervals in a row since, over twice as long
   // The work-first stack: fresh spawns and follow-ups without data of stack_priority, newest
   // first, linked through m_next from m_stack_top (nullptr: empty)
