@@ -646,6 +646,16 @@ class adaptive_distance_test : public runtime_fixture {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+  /// Until every worker's last interval ran at distance `d`.
+  bool until_every_worker_at(const runtime& r, unsigned d) {
+    return until_every_worker(
+        r, [d](unsigned w) { return g_seen.last[w].load(std::memory_order_relaxed) == d; });
+  }
+  /// Until every worker ran `n` intervals since the counts were last reset.
+  bool until_every_worker_ran(const runtime& r, std::uint64_t n) {
+    return until_every_worker(
+        r, [n](unsigned w) { return g_seen.intervals[w].load(std::memory_order_relaxed) >= n; });
+  }
   static bool saw_only(unsigned w, unsigned d) {
     return g_seen.mask[w].load(std::memory_order_relaxed) == (std::uint64_t{1} << d);
   }
@@ -659,15 +669,12 @@ class adaptive_distance_test : public runtime_fixture {
 TEST_P(adaptive_distance_test, climbs_to_the_longest_distance_when_it_is_faster) {
   auto& r = start({.prefetch_distance = 2});
   keep_busy(r);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
-  })) << "a worker did not reach distance " << runtime::max_prefetch_distance;
+  ASSERT_TRUE(until_every_worker_at(r, runtime::max_prefetch_distance))
+      << "a worker did not reach distance " << runtime::max_prefetch_distance;
   EXPECT_EQ(r.prefetch_distance(), 2u) << "adapting changed the distance set";
   // And stays there: in 3,000 more intervals each worker probes every change at least once.
   for (unsigned w = 0; w < r.workers(); ++w) g_seen.intervals[w].store(0);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 3000;
-  }));
+  ASSERT_TRUE(until_every_worker_ran(r, 3000));
   for (unsigned w = 0; w < r.workers(); ++w) {
     const std::uint64_t m = g_seen.mask[w].load(std::memory_order_relaxed);
     EXPECT_EQ(m >> (runtime::max_prefetch_distance + 1), 0u) << "worker " << w << " above 16";
@@ -681,9 +688,7 @@ TEST_P(adaptive_distance_test, descends_to_one_when_shorter_is_faster) {
   g_longer_is_faster.store(false, std::memory_order_relaxed);
   auto& r = start({.prefetch_distance = 8});
   keep_busy(r);
-  ASSERT_TRUE(until_every_worker(
-      r, [](unsigned w) { return g_seen.last[w].load(std::memory_order_relaxed) == 1; }))
-      << "a worker did not reach distance 1";
+  ASSERT_TRUE(until_every_worker_at(r, 1)) << "a worker did not reach distance 1";
   for (unsigned w = 0; w < r.workers(); ++w) {
     EXPECT_EQ(g_seen.mask[w].load(std::memory_order_relaxed) & 1u, 0u)
         << "worker " << w << " ran at 0, prefetching off";
@@ -693,9 +698,7 @@ TEST_P(adaptive_distance_test, descends_to_one_when_shorter_is_faster) {
 TEST_P(adaptive_distance_test, set_prefetch_distance_starts_every_worker_again_from_it) {
   auto& r = start({.prefetch_distance = 2});
   keep_busy(r);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
-  }));
+  ASSERT_TRUE(until_every_worker_at(r, runtime::max_prefetch_distance));
   g_longer_is_faster.store(false, std::memory_order_relaxed);
   g_seen.reset();
   r.set_prefetch_distance(5);
@@ -705,9 +708,8 @@ TEST_P(adaptive_distance_test, set_prefetch_distance_starts_every_worker_again_f
     return (g_seen.mask[w].load(std::memory_order_relaxed) & (1u << 5)) != 0;
   })) << "a worker never ran at the distance set";
   g_seen.reset();
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.last[w].load(std::memory_order_relaxed) == 1;
-  })) << "a worker did not go down from the distance set";
+  ASSERT_TRUE(until_every_worker_at(r, 1))
+      << "a worker did not go down from the distance set";
   for (unsigned w = 0; w < r.workers(); ++w) {
     EXPECT_EQ(g_seen.mask[w].load(std::memory_order_relaxed) >> 11, 0u)
         << "worker " << w << " went back to the distance it had adapted to";
@@ -721,19 +723,13 @@ TEST_P(adaptive_distance_test, set_prefetch_distance_starts_every_worker_again_f
 TEST_P(adaptive_distance_test, follows_a_change_in_which_distance_is_faster) {
   auto& r = start({.prefetch_distance = 2});
   keep_busy(r);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.last[w].load(std::memory_order_relaxed) == runtime::max_prefetch_distance;
-  }));
+  ASSERT_TRUE(until_every_worker_at(r, runtime::max_prefetch_distance));
   for (unsigned w = 0; w < r.workers(); ++w) g_seen.intervals[w].store(0);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
-  }));
+  ASSERT_TRUE(until_every_worker_ran(r, 5000));
   g_seen.watched.store(runtime::max_prefetch_distance, std::memory_order_relaxed);
   g_seen.reset();
   g_longer_is_faster.store(false, std::memory_order_relaxed);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.last[w].load(std::memory_order_relaxed) == 1;
-  })) << "a worker did not follow the clock down";
+  ASSERT_TRUE(until_every_worker_at(r, 1)) << "a worker did not follow the clock down";
   for (unsigned w = 0; w < r.workers(); ++w) {
     EXPECT_LE(g_seen.first_other[w].load(std::memory_order_relaxed), 1000u)
         << "worker " << w << " waited out its probe interval before it looked again";
@@ -784,18 +780,14 @@ TEST_P(adaptive_distance_test, keeps_the_distance_set_when_told_not_to_adapt) {
   auto& r = start({.prefetch_distance = 3, .adapt_prefetch_distance = false});
   keep_busy(r);
   // Step modes are still probed, so the sampler runs: a few thousand intervals each.
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
-  }));
+  ASSERT_TRUE(until_every_worker_ran(r, 5000));
   for (unsigned w = 0; w < r.workers(); ++w) EXPECT_TRUE(saw_only(w, 3)) << "worker " << w;
 }
 
 TEST_P(adaptive_distance_test, distance_zero_stays_zero) {
   auto& r = start({.prefetch_distance = 0});
   keep_busy(r);
-  ASSERT_TRUE(until_every_worker(r, [](unsigned w) {
-    return g_seen.intervals[w].load(std::memory_order_relaxed) >= 5000;
-  }));
+  ASSERT_TRUE(until_every_worker_ran(r, 5000));
   for (unsigned w = 0; w < r.workers(); ++w) EXPECT_TRUE(saw_only(w, 0)) << "worker " << w;
   EXPECT_EQ(r.statistics().total().prefetches, 0u);
 }
