@@ -682,6 +682,15 @@ TEST_P(adaptive_distance_test, climbs_to_the_longest_distance_when_it_is_faster)
     EXPECT_EQ(g_seen.last[w].load(std::memory_order_relaxed), runtime::max_prefetch_distance)
         << "worker " << w;
   }
+  // The statistics say so: each worker at 16, having taken 2 -> 4 -> 8 -> 16 (three changes,
+  // each a probe that won twice) and probed since.
+  ASSERT_TRUE(until_every_worker(r, [&r](unsigned w) {
+    return r.statistics().workers[w].prefetch_distance == runtime::max_prefetch_distance;
+  }));
+  for (const worker_statistics& w : r.statistics().workers) {
+    EXPECT_GE(w.step_changes, 3u);
+    EXPECT_GE(w.step_probes, 2 * w.step_changes + 1);
+  }
 }
 
 TEST_P(adaptive_distance_test, descends_to_one_when_shorter_is_faster) {
@@ -782,6 +791,11 @@ TEST_P(adaptive_distance_test, keeps_the_distance_set_when_told_not_to_adapt) {
   // Step modes are still probed, so the sampler runs: a few thousand intervals each.
   ASSERT_TRUE(until_every_worker_ran(r, 5000));
   for (unsigned w = 0; w < r.workers(); ++w) EXPECT_TRUE(saw_only(w, 3)) << "worker " << w;
+  for (const worker_statistics& w : r.statistics().workers) {
+    EXPECT_EQ(w.prefetch_distance, 3u);
+    EXPECT_GT(w.step_probes, 0u);  // the modes'
+    EXPECT_EQ(w.step_changes, 0u) << "every mode runs alike here: no probe may win";
+  }
 }
 
 TEST_P(adaptive_distance_test, distance_zero_stays_zero) {

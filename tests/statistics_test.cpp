@@ -414,7 +414,10 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
                       .steal_requests = 13,
                       .steal_answers_empty = 14,
                       .idle_ns = 9,
-                      .parked_ns = 10};
+                      .parked_ns = 10,
+                      .step_probes = 16,
+                      .step_changes = 17,
+                      .prefetch_distance = 4};
   worker_statistics b = a;
   b += a;
   EXPECT_EQ(b.executed, 2u);
@@ -432,8 +435,14 @@ TEST_P(statistics_test, operator_plus_adds_every_counter) {
   EXPECT_EQ(b.steal_answers_empty, 28u);
   EXPECT_EQ(b.idle_ns, 18u);
   EXPECT_EQ(b.parked_ns, 20u);
+  EXPECT_EQ(b.step_probes, 32u);
+  EXPECT_EQ(b.step_changes, 34u);
+  EXPECT_EQ(b.prefetch_distance, 4u);  // a gauge: the larger, not the sum
   runtime_statistics rs;
-  rs.workers = {a, a, a};
+  worker_statistics c = a;
+  c.prefetch_distance = 16;
+  rs.workers = {a, c, a};
+  EXPECT_EQ(rs.total().prefetch_distance, 16u);
   EXPECT_EQ(rs.total().executed, 3u);
   EXPECT_EQ(rs.total().parked_ns, 30u);
 }

@@ -35,6 +35,14 @@ struct worker_statistics {
   std::uint64_t steal_answers_empty = 0;  ///< thieves' requests this worker answered with nothing
   std::uint64_t idle_ns = 0;           ///< time spent spinning for work (after a ~1 µs poll)
   std::uint64_t parked_ns = 0;         ///< time spent asleep
+  /// The step-mode and prefetch-distance sampler (runtime_options::adapt_prefetch_distance,
+  /// docs/architecture.md "How a traversal steps"): probes run (a probe that won runs a second
+  /// time, counted again), and the changes taken (a probe that won both times).
+  std::uint64_t step_probes = 0;
+  std::uint64_t step_changes = 0;
+  /// The prefetch distance this worker uses at the snapshot (the sampler's, or as set). Not a
+  /// count: in total() and operator+=, the larger of the two.
+  std::uint64_t prefetch_distance = 0;
 
   worker_statistics& operator+=(const worker_statistics& o) noexcept;
 };

@@ -288,6 +288,9 @@ worker_statistics& worker_statistics::operator+=(const worker_statistics& o) noe
   steal_answers_empty += o.steal_answers_empty;
   idle_ns += o.idle_ns;
   parked_ns += o.parked_ns;
+  step_probes += o.step_probes;
+  step_changes += o.step_changes;
+  prefetch_distance = std::max(prefetch_distance, o.prefetch_distance);
   return *this;
 }
 
@@ -301,15 +304,15 @@ std::string runtime_statistics::to_string() const {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line,
-                "%-7s %12s %12s %12s %10s %9s %12s %8s %8s %10s %8s %8s %6s %8s %6s %10s %10s\n",
+                "%-7s %12s %12s %12s %10s %9s %12s %8s %8s %10s %8s %8s %6s %8s %6s %10s %10s %7s %7s %5s\n",
                 "worker", "executed", "spawn-local", "spawn-remote", "retries", "fallbacks",
                 "prefetches", "pools-in", "tasks-out", "walked", "asked", "empty", "exc",
-                "dropped", "woke", "idle-ms", "parked-ms");
+                "dropped", "woke", "idle-ms", "parked-ms", "probes", "changes", "dist");
   out << line;
   auto row = [&](const std::string& name, const worker_statistics& w) {
     std::snprintf(line, sizeof line,
                   "%-7s %12llu %12llu %12llu %10llu %9llu %12llu %8llu %8llu %10llu %8llu %8llu %6llu "
-                  "%8llu %6llu %10.1f %10.1f\n",
+                  "%8llu %6llu %10.1f %10.1f %7llu %7llu %5llu\n",
                   name.c_str(), static_cast<unsigned long long>(w.executed),
                   static_cast<unsigned long long>(w.spawned_local),
                   static_cast<unsigned long long>(w.spawned_remote),
@@ -324,7 +327,10 @@ std::string runtime_statistics::to_string() const {
                   static_cast<unsigned long long>(w.exceptions),
                   static_cast<unsigned long long>(w.cancelled),
                   static_cast<unsigned long long>(w.peers_woken),
-                  static_cast<double>(w.idle_ns) / 1e6, static_cast<double>(w.parked_ns) / 1e6);
+                  static_cast<double>(w.idle_ns) / 1e6, static_cast<double>(w.parked_ns) / 1e6,
+                  static_cast<unsigned long long>(w.step_probes),
+                  static_cast<unsigned long long>(w.step_changes),
+                  static_cast<unsigned long long>(w.prefetch_distance));
     out << line;
   };
   for (std::size_t i = 0; i < workers.size(); ++i) row(std::to_string(i), workers[i]);

@@ -158,6 +158,10 @@ void worker::periodic() {
   offer_queued();
   m_spawns_until_offer = 2;
   refresh_distance(m_sched.prefetch_distance());
+  // For statistics(): relaxed, written here only (a load of this worker's own line).
+  if (m_stats.distance.load(std::memory_order_relaxed) != m_distance) {
+    m_stats.distance.store(m_distance, std::memory_order_relaxed);
+  }
   // The epoch advances at most once per epoch_period, so the clock (a vDSO call of 20-40 ns,
   // as much as a task of the spawn benchmark) is read only about 16 times per period: every
   // m_clock_every-th call, doubled while calls come faster than that, halved when slower.
@@ -675,7 +679,7 @@ void worker::init_step_mode() noexcept {
   m_step_phase = 0;
   m_step_countdown = step_probe_min;
   m_step_probe_every = step_probe_min;
-  m_step_best = UINT64_MAX;
+  m_step_held_sample = {};
   m_step_ref = UINT64_MAX;
   m_step_slow = 0;
   m_step_sample_ok = false;
@@ -722,7 +726,7 @@ void worker::choose_step_mode() noexcept {
     return;
   }
   if (m_step_phase == 0) {
-    // The held setting, step_samples intervals in a row over twice its fastest when it was last
+    // The held setting, step_samples intervals in a row over twice its mean when it was last
     // compared: the data moved (a tree grew out of the cache, the application went on to
     // another phase). The next probe comes after step_samples more, and the waits start again
     // from the least. (A quarter instead of twice: on YCSB's tree, whose 50-task intervals vary
@@ -735,9 +739,8 @@ void worker::choose_step_mode() noexcept {
     } else {
       m_step_slow = 0;
     }
-    // Its last step_samples intervals before a probe are what the probe is compared with (the
-    // fastest of them: an interrupt or a preemption only lengthens one).
-    if (m_step_countdown <= step_samples) m_step_best = std::min(m_step_best, ticks);
+    // Its last step_samples intervals before a probe are what the probe is compared with.
+    if (m_step_countdown <= step_samples) m_step_held_sample.add(ticks);
     if (--m_step_countdown != 0) return;
     m_step_held = m_step_mode;
     m_distance_held = m_distance;
@@ -747,17 +750,19 @@ void worker::choose_step_mode() noexcept {
       m_distance = m_confirm_distance;
     } else if (!start_probe()) {
       m_step_countdown = step_probe_max;
-      m_step_best = UINT64_MAX;
+      m_step_held_sample = {};
       return;
     }
-    m_step_probe_best = UINT64_MAX;
+    m_step_probe_sample = {};
     m_step_phase = 1;
+    bump(m_stats.step_probes);
     return;
   }
   // Probing: the first interval settles (the window fills or drains), then step_samples count.
-  if (m_step_phase > 1) m_step_probe_best = std::min(m_step_probe_best, ticks);
+  if (m_step_phase > 1) m_step_probe_sample.add(ticks);
   if (++m_step_phase <= step_samples + 1) return;
-  const bool won = m_step_probe_best + m_step_probe_best / 32 < m_step_best;
+  const std::uint64_t probed = m_step_probe_sample.trimmed();
+  const bool won = probed + probed / 32 < m_step_held_sample.trimmed();
   if (won && !m_step_confirming) {
     // A first win: back to the held setting for step_samples intervals (after one to settle),
     // then the same probe again. Where intervals vary by themselves (YCSB's tree) a third of
@@ -769,24 +774,25 @@ void worker::choose_step_mode() noexcept {
     m_distance = m_distance_held;
     m_step_phase = 0;
     m_step_countdown = step_samples + 1;
-    m_step_best = UINT64_MAX;
+    m_step_held_sample = {};
     return;
   }
   m_step_confirming = false;
   if (won) {
+    bump(m_stats.step_changes);
     m_step_probe_every = step_probe_min;  // switched: look at the others again soon
-    m_step_ref = m_step_probe_best;
+    m_step_ref = m_step_probe_sample.mean();
   } else {
     // A probe changes the mode or the distance, never both: restoring both undoes it.
     m_step_mode = m_step_held;
     m_distance = m_distance_held;
     m_step_probe_every = std::min(m_step_probe_every * 2, step_probe_max);
-    m_step_ref = m_step_best;
+    m_step_ref = m_step_held_sample.mean();
   }
   m_step_slow = 0;
   m_step_phase = 0;
   m_step_countdown = m_step_probe_every;
-  m_step_best = UINT64_MAX;
+  m_step_held_sample = {};
 }
 
 TESSERA_NOINLINE void worker::finish_other(task* t, task* follow, const void* ran_on, bool hold) {
@@ -891,6 +897,9 @@ worker_statistics worker::statistics() const noexcept {
   s.steal_answers_empty = m_stats.steal_answers_empty.load(std::memory_order_relaxed);
   s.idle_ns = m_stats.idle_ns.load(std::memory_order_relaxed);
   s.parked_ns = m_stats.parked_ns.load(std::memory_order_relaxed);
+  s.step_probes = m_stats.step_probes.load(std::memory_order_relaxed);
+  s.step_changes = m_stats.step_changes.load(std::memory_order_relaxed);
+  s.prefetch_distance = m_stats.distance.load(std::memory_order_relaxed);
   return s;
 }
 

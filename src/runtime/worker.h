@@ -20,6 +20,7 @@
 // "shared" block, whose contracts are stated where they are declared.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -70,6 +71,9 @@ struct worker_counters {
   std::atomic<std::uint64_t> idle_ns{0};
   std::atomic<std::uint64_t> parked_ns{0};
   std::atomic<std::uint64_t> cancelled{0};  // dropped: counted as completions, not executions
+  std::atomic<std::uint64_t> step_probes{0};   // choose_step_mode's probes, second runs included
+  std::atomic<std::uint64_t> step_changes{0};  // the changes it took (a probe won twice)
+  std::atomic<std::uint32_t> distance{0};      // m_distance, for statistics()
 };
 
 class worker {
@@ -332,8 +336,23 @@ class worker {
   /// holds and, now and then, in another one, and keeps the faster (choose_step_mode).
   enum step_mode : std::uint8_t { step_queued = 0, step_prefetched = 1, step_direct = 2 };
   static constexpr unsigned step_modes = 3;
-  /// Intervals compared, each side (the fastest of them counts).
+  /// Intervals compared, each side: their sum less the longest (step_sample).
   static constexpr unsigned step_samples = 8;
+  /// step_samples intervals of one setting. The sum less the longest interval: a setting's
+  /// average, an interrupt or a preemption (which lengthens one) left out. The fastest interval
+  /// alone was compared before: where intervals vary by what runs in them (YCSB's tree, a batch
+  /// task in a 50-task interval or not), that was which side had the luckier interval.
+  struct step_sample {
+    std::uint64_t sum = 0;
+    std::uint64_t longest = 0;
+    void add(std::uint64_t ticks) noexcept {
+      sum += ticks;
+      longest = std::max(longest, ticks);
+    }
+    std::uint64_t trimmed() const noexcept { return sum - longest; }
+    /// Per interval, for m_step_ref.
+    std::uint64_t mean() const noexcept { return trimmed() / (step_samples - 1); }
+  };
   /// Intervals between two probes: from step_probe_min, doubled after each probe that lost, and
   /// back to step_probe_min when the held setting ran step_samples intervals in a row over twice
   /// as long as when it was last compared.
@@ -564,9 +583,9 @@ class worker {
   unsigned m_step_countdown = 0;           // intervals until the next probe
   unsigned m_step_probe_every = 0;         // intervals between two probes
   std::uint64_t m_step_mark = 0;           // trace_clock ticks at the last periodic()
-  std::uint64_t m_step_best = 0;           // the fastest interval of the held mode before a probe
-  std::uint64_t m_step_probe_best = 0;     // the fastest interval of the probed mode
-  std::uint64_t m_step_ref = 0;            // the held setting's fastest when last compared
+  step_sample m_step_held_sample;          // the held setting's intervals before a probe
+  step_sample m_step_probe_sample;         // the probed setting's
+  std::uint64_t m_step_ref = 0;            // the held setting's mean interval when last compared
   bool m_step_confirming = false;          // the next probe repeats one that won (choose_step_mode)
   std::uint8_t m_step_confirm_mode = 0;    // its mode
   unsigned m_confirm_distance = 0;         // and its distance

@@ -639,7 +639,10 @@ std::string info_text(kv_server& srv, const std::vector<std::string>& sections) 
                ",tasks_stolen=" + std::to_string(w.tasks_stolen) +
                ",pools_stolen=" + std::to_string(w.pools_stolen) +
                ",idle_ms=" + std::to_string(w.idle_ns / 1'000'000) +
-               ",parked_ms=" + std::to_string(w.parked_ns / 1'000'000));
+               ",parked_ms=" + std::to_string(w.parked_ns / 1'000'000) +
+               ",step_probes=" + std::to_string(w.step_probes) +
+               ",step_changes=" + std::to_string(w.step_changes) +
+               ",prefetch_distance=" + std::to_string(w.prefetch_distance));
     }
     r += "\r\n";
   }
