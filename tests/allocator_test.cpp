@@ -91,6 +91,39 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
   t.join();
 }
 
+/// refill_ahead (a worker's periodic()) stocks the classes the thread refilled before, up to at
+/// least a batch, with blocks on top of what its list holds; other classes, and a full list, stay.
+TEST(task_allocator, refill_ahead_stocks_the_classes_a_thread_used) {
+  std::thread t([] {
+    alloc::refill_ahead();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "stocked a class this thread never used";
+    std::set<void*> seen{alloc::allocate(1000)};  // refills its class: a batch less one block
+    const std::size_t first = alloc::thread_cached_blocks();
+    ASSERT_LT(first, alloc::batch_blocks);
+    alloc::refill_ahead();
+    EXPECT_GT(alloc::thread_cached_blocks(), first);
+    // A batch from the heap may be a part of one (a flush gives back what a list held).
+    for (std::size_t i = 0; i < alloc::batch_blocks && alloc::thread_cached_blocks() <
+                                                            alloc::batch_blocks; ++i) {
+      alloc::refill_ahead();
+    }
+    const std::size_t stocked = alloc::thread_cached_blocks();
+    EXPECT_GE(stocked, alloc::batch_blocks);
+    alloc::refill_ahead();
+    EXPECT_EQ(alloc::thread_cached_blocks(), stocked) << "a stocked class took more";
+    // Every stocked block is a distinct, usable block of the class.
+    for (std::size_t i = 0; i < stocked; ++i) {
+      void* p = alloc::allocate(1000);
+      std::memset(p, 0x5a, 1000);
+      EXPECT_TRUE(seen.insert(p).second) << "a block handed out twice";
+    }
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+    for (void* p : seen) alloc::deallocate(p, 1000);
+    alloc::flush_thread_cache();
+  });
+  t.join();
+}
+
 /// A thread with ~1,000 tasks in flight (YCSB's two batch slots of 500) keeps the blocks it frees
 /// on its own list: another thread allocating meanwhile gets none of them, and the first thread
 /// gets every one of them back. With a limit of two batches they would go through the shared

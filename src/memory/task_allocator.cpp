@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -332,6 +333,7 @@ void* task_allocator::allocate(std::size_t bytes) {
     if (tc.closed) [[unlikely]] return allocate_after_exit(c, tc.node, bytes);
     if (!tc.registered) arm_thread_exit_flush(tc);
     const batch b = take_batch(c, tc.node);
+    tc.refilled = static_cast<std::uint8_t>(tc.refilled | (1u << c));
     // The list is empty: the batch becomes its bottom.
     TESSERA_UNPOISON(b.tail, sizeof(free_block));
     b.tail->next = tc.head[c];
@@ -343,6 +345,25 @@ void* task_allocator::allocate(std::size_t bytes) {
   tc.head[c] = blk->next;
   hand_out(blk, bytes, c);
   return blk;
+}
+
+void task_allocator::refill_ahead() noexcept {
+  task_cache& tc = tl_task_cache;
+  if (tc.closed) return;
+  for (unsigned m = tc.refilled; m != 0; m &= m - 1) {
+    const auto c = static_cast<unsigned>(std::countr_zero(m));
+    if (depth_of(tc.head[c]) >= batch_blocks) continue;
+    try {
+      batch b = take_batch(c, tc.node);
+      while (b.head != nullptr) {  // on top of the list, one by one: its depths count on
+        free_block* blk = b.head;
+        TESSERA_UNPOISON(blk, sizeof(free_block));
+        b.head = blk->next;
+        put_on_list(tc, c, blk);
+      }
+    } catch (...) {  // std::bad_alloc from a new chunk: left to the allocation that needs it
+    }
+  }
 }
 
 void task_allocator::release_slow(void* p, std::uint8_t block) noexcept {

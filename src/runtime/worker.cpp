@@ -157,6 +157,7 @@ void worker::periodic() {
   take_mail();
   offer_queued();
   m_spawns_until_offer = 2;
+  task_allocator::refill_ahead();  // fresh memory's first touch here, not under a task's latch
   refresh_distance(m_sched.prefetch_distance());
   // For statistics(): relaxed, written here only (a load of this worker's own line).
   if (m_stats.distance.load(std::memory_order_relaxed) != m_distance) {
