@@ -91,35 +91,42 @@ TEST(task_allocator, thread_cache_stays_bounded_and_flushes) {
   t.join();
 }
 
-/// refill_ahead (a worker's periodic()) stocks the classes the thread refilled before, up to at
-/// least a batch, with blocks on top of what its list holds; other classes, and a full list, stay.
-TEST(task_allocator, refill_ahead_stocks_the_classes_a_thread_used) {
+/// refill_ahead (a worker's periodic()) takes the next batch of a class the thread refilled
+/// before, when its list holds less than one, and holds it apart: the list's own blocks go first,
+/// the batch when the list runs dry. Not for a class never used, not twice; flushed with the rest.
+TEST(task_allocator, refill_ahead_holds_the_next_batch_until_the_list_runs_dry) {
   std::thread t([] {
     alloc::refill_ahead();
-    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "stocked a class this thread never used";
-    std::set<void*> seen{alloc::allocate(1000)};  // refills its class: a batch less one block
-    const std::size_t first = alloc::thread_cached_blocks();
-    ASSERT_LT(first, alloc::batch_blocks);
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "took a batch of a class never used";
+    std::set<void*> seen{alloc::allocate(1000)};
+    while (alloc::thread_cached_blocks() >= alloc::batch_blocks) seen.insert(alloc::allocate(1000));
+    const std::size_t listed = alloc::thread_cached_blocks();
     alloc::refill_ahead();
-    EXPECT_GT(alloc::thread_cached_blocks(), first);
-    // A batch from the heap may be a part of one (a flush gives back what a list held).
-    for (std::size_t i = 0; i < alloc::batch_blocks && alloc::thread_cached_blocks() <
-                                                            alloc::batch_blocks; ++i) {
-      alloc::refill_ahead();
+    const std::size_t held = alloc::thread_cached_blocks();
+    ASSERT_GT(held, listed);
+    alloc::refill_ahead();
+    EXPECT_EQ(alloc::thread_cached_blocks(), held) << "took a second batch";
+    // The list first: the held batch stays whole until the list is empty.
+    for (std::size_t i = 0; i < listed; ++i) {
+      void* p = alloc::allocate(1000);
+      std::memset(p, 0x5a, 1000);
+      EXPECT_TRUE(seen.insert(p).second) << "a block handed out twice";
     }
-    const std::size_t stocked = alloc::thread_cached_blocks();
-    EXPECT_GE(stocked, alloc::batch_blocks);
-    alloc::refill_ahead();
-    EXPECT_EQ(alloc::thread_cached_blocks(), stocked) << "a stocked class took more";
-    // Every stocked block is a distinct, usable block of the class.
-    for (std::size_t i = 0; i < stocked; ++i) {
+    EXPECT_EQ(alloc::thread_cached_blocks(), held - listed);
+    for (std::size_t i = 0; i < held - listed; ++i) {
       void* p = alloc::allocate(1000);
       std::memset(p, 0x5a, 1000);
       EXPECT_TRUE(seen.insert(p).second) << "a block handed out twice";
     }
     EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
     for (void* p : seen) alloc::deallocate(p, 1000);
+    // Taken ahead again, then given back by the flush with the list.
+    seen = {alloc::allocate(1000)};
+    while (alloc::thread_cached_blocks() >= alloc::batch_blocks) seen.insert(alloc::allocate(1000));
+    alloc::refill_ahead();
+    for (void* p : seen) alloc::deallocate(p, 1000);
     alloc::flush_thread_cache();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
   });
   t.join();
 }

@@ -53,12 +53,14 @@ class task_allocator {
   }
   static void release_slow(void* p, std::uint8_t block) noexcept;
 
-  /// Tops up each class the calling thread refilled before (task_cache::refilled) to at least a
-  /// batch, from its node heap or new chunks. A worker calls it between tasks (periodic()): the
-  /// first touch of a new chunk, a 2 MiB page the kernel zeroes (~0.1 ms, milliseconds on a VM
-  /// whose host takes free memory back), then happens there, not in a task's allocation, which
-  /// may hold a latch others wait for (a tree's split makes its new node under the leaf's).
-  /// Never throws: out of memory, the allocation that needs the block reports it.
+  /// For each class the calling thread refilled before (task_cache::refilled) whose list holds
+  /// less than a batch, takes the batch its next refill will need, from its node heap or new
+  /// chunks, and holds it apart until the list runs dry. A worker calls it between tasks
+  /// (periodic()): the first touch of a new chunk, a 2 MiB page the kernel zeroes (~0.1 ms,
+  /// milliseconds on a VM whose host takes free memory back), and the heap's mutex then come
+  /// there, not in a task's allocation, which may hold a latch others wait for (a tree's split
+  /// makes its new node under the leaf's). Never throws: out of memory, the allocation that needs
+  /// the block reports it.
   static void refill_ahead() noexcept;
   /// The NUMA node this thread's refills come from (workers call it once at start).
   static void set_thread_node(unsigned node) noexcept;

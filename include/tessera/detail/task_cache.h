@@ -59,8 +59,8 @@ struct task_cache {
   /// go straight to the node heap (task_allocator.cpp). In the padding after `registered`: the
   /// cache's size, and its place in the thread's TLS block, stay as they were.
   bool closed = false;
-  /// Classes this thread refilled out of line (bit c: class c), which
-  /// task_allocator::refill_ahead keeps stocked. In the padding too.
+  /// Classes this thread refilled out of line (bit c: class c), for which
+  /// task_allocator::refill_ahead takes a batch ahead. In the padding too.
   std::uint8_t refilled = 0;
 
   /// The bottoms of the lists: never handed out (their `next` is nullptr, which is how a pop sees
