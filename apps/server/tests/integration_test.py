@@ -317,6 +317,11 @@ def test_redis_py(srv):
         fail("LASTSAVE: %r" % r.lastsave())
     if "worker0" not in r.info("tessera"):
         fail("INFO tessera lacks the workers' statistics")
+    worker0 = r.info("tessera")["worker0"]
+    if not isinstance(worker0, dict) or not 0 <= int(worker0.get("prefetch_distance", -1)) <= 16:
+        fail("INFO tessera's worker0 lacks its prefetch distance: %r" % worker0)
+    if int(worker0.get("step_changes", -1)) > int(worker0.get("step_probes", -1)):
+        fail("INFO tessera's worker0: more changes than probes: %r" % worker0)
     # MEMORY PURGE after many values were written and deleted: OK, and nothing stored is lost.
     r.mset({f"purge:{i}": b"v" * 3000 for i in range(2000)})
     r.set("purge:keep", b"kept")
