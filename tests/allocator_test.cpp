@@ -127,6 +127,9 @@ TEST(task_allocator, refill_ahead_holds_the_next_batch_until_the_list_runs_dry) 
     for (void* p : seen) alloc::deallocate(p, 1000);
     alloc::flush_thread_cache();
     EXPECT_EQ(alloc::thread_cached_blocks(), 0u);
+    // And not taken ahead again before the thread's next refill: a flush gives memory back.
+    alloc::refill_ahead();
+    EXPECT_EQ(alloc::thread_cached_blocks(), 0u) << "took a batch back right after a flush";
   });
   t.join();
 }

@@ -256,8 +256,11 @@ batch take_batch(unsigned c, unsigned node) {
 constinit thread_local batch tl_reserve[task_allocator::class_count];
 
 /// Returns every block of the calling thread's cache (lists, spares and reserves) to its node
-/// heap.
+/// heap. Nothing is taken ahead again until the thread's next refill (a flush before
+/// release_free_chunks, MEMORY PURGE's, would otherwise see the next periodic() take a batch
+/// back and keep its chunk mapped).
 void flush(task_cache& tc) noexcept {
+  tc.refilled = 0;
   auto& heap = global_heaps().nodes[tc.node];
   detail::lock hold(heap.mutex);
   for (unsigned c = 0; c < task_allocator::class_count; ++c) {

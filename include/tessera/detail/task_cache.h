@@ -59,7 +59,7 @@ struct task_cache {
   /// go straight to the node heap (task_allocator.cpp). In the padding after `registered`: the
   /// cache's size, and its place in the thread's TLS block, stay as they were.
   bool closed = false;
-  /// Classes this thread refilled out of line (bit c: class c), for which
+  /// Classes this thread refilled out of line since its last flush (bit c: class c), for which
   /// task_allocator::refill_ahead takes a batch ahead. In the padding too.
   std::uint8_t refilled = 0;
 
