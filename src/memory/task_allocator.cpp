@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -250,9 +250,7 @@ batch take_batch(unsigned c, unsigned node) {
 
 /// Per class, a batch the calling thread took ahead (task_allocator::refill_ahead), held apart
 /// from its list until the list runs dry: the list's own blocks, freed here and warm in this
-/// core's cache, go first (stacked on top of them, a batch given back by another worker put its
-/// cold lines first: `spawn --pattern roundrobin`, 2 workers, 12 % slower). Trivially
-/// destructible; given back by flush().
+/// core's cache, go first. Trivially destructible; given back by flush().
 constinit thread_local batch tl_reserve[task_allocator::class_count];
 
 /// Returns every block of the calling thread's cache (lists, spares and reserves) to its node

@@ -339,9 +339,9 @@ class worker {
   /// Intervals compared, each side: their sum less the longest (step_sample).
   static constexpr unsigned step_samples = 8;
   /// step_samples intervals of one setting. The sum less the longest interval: a setting's
-  /// average, an interrupt or a preemption (which lengthens one) left out. The fastest interval
-  /// alone was compared before: where intervals vary by what runs in them (YCSB's tree, a batch
-  /// task in a 50-task interval or not), that was which side had the luckier interval.
+  /// average, an interrupt or a preemption (which lengthens one) left out. (The fastest interval
+  /// alone says which side was luckier where intervals vary by what runs in them: YCSB's tree,
+  /// a batch task in a 50-task interval or not.)
   struct step_sample {
     std::uint64_t sum = 0;
     std::uint64_t longest = 0;
