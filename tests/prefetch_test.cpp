@@ -798,6 +798,19 @@ TEST_P(adaptive_distance_test, keeps_the_distance_set_when_told_not_to_adapt) {
   }
 }
 
+TEST_P(adaptive_distance_test, statistics_give_the_distance_of_idle_workers) {
+  // No task runs: the distance a worker starts with, and one set later, reach its statistics
+  // all the same (a parked worker takes it up when its sleep ends).
+  auto& r = start({.prefetch_distance = 3, .adapt_prefetch_distance = false});
+  ASSERT_TRUE(until_every_worker(
+      r, [&r](unsigned w) { return r.statistics().workers[w].prefetch_distance == 3; }))
+      << "a worker's statistics lack the distance it started with";
+  r.set_prefetch_distance(5);
+  ASSERT_TRUE(until_every_worker(
+      r, [&r](unsigned w) { return r.statistics().workers[w].prefetch_distance == 5; }))
+      << "an idle worker's statistics lack the distance set";
+}
+
 TEST_P(adaptive_distance_test, distance_zero_stays_zero) {
   auto& r = start({.prefetch_distance = 0});
   keep_busy(r);

@@ -159,7 +159,8 @@ void worker::periodic() {
   m_spawns_until_offer = 2;
   task_allocator::refill_ahead();  // fresh memory's first touch here, not under a task's latch
   refresh_distance(m_sched.prefetch_distance());
-  // For statistics(): relaxed, written here only (a load of this worker's own line).
+  // For statistics(), the sampler's distance (refresh_distance publishes a distance set):
+  // relaxed, written by this worker only (a load of its own line).
   if (m_stats.distance.load(std::memory_order_relaxed) != m_distance) {
     m_stats.distance.store(m_distance, std::memory_order_relaxed);
   }
@@ -688,6 +689,7 @@ void worker::init_step_mode() noexcept {
   m_distance_set = m_sched.prefetch_distance();
   m_distance = m_distance_set;
   m_distance_held = m_distance_set;
+  m_stats.distance.store(m_distance, std::memory_order_relaxed);
   update_step_hold();
 }
 

@@ -376,6 +376,7 @@ class worker {
     if (d != m_distance_set) [[unlikely]] {
       m_distance_set = d;
       m_distance = d;
+      m_stats.distance.store(d, std::memory_order_relaxed);  // a parked worker's too (idle())
       m_distance_held = d;  // a probe under way ends on d, won or lost
       m_step_ref = UINT64_MAX;  // its speed at d not known yet
       m_step_confirming = false;  // a win at the old distance says nothing of d
