@@ -729,7 +729,7 @@ void worker::choose_step_mode() noexcept {
     return;
   }
   if (m_step_phase == 0) {
-    // The held setting, step_samples intervals in a row over twice its mean when it was last
+    // The held setting, step_samples intervals in a row over twice its fastest when it was last
     // compared: the data moved (a tree grew out of the cache, the application went on to
     // another phase). The next probe comes after step_samples more, and the waits start again
     // from the least. (A quarter instead of twice: on YCSB's tree, whose 50-task intervals vary
@@ -784,13 +784,13 @@ void worker::choose_step_mode() noexcept {
   if (won) {
     bump(m_stats.step_changes);
     m_step_probe_every = step_probe_min;  // switched: look at the others again soon
-    m_step_ref = m_step_probe_sample.mean();
+    m_step_ref = m_step_probe_sample.fastest;
   } else {
     // A probe changes the mode or the distance, never both: restoring both undoes it.
     m_step_mode = m_step_held;
     m_distance = m_distance_held;
     m_step_probe_every = std::min(m_step_probe_every * 2, step_probe_max);
-    m_step_ref = m_step_held_sample.mean();
+    m_step_ref = m_step_held_sample.fastest;
   }
   m_step_slow = 0;
   m_step_phase = 0;

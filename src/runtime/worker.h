@@ -338,20 +338,22 @@ class worker {
   static constexpr unsigned step_modes = 3;
   /// Intervals compared, each side: their sum less the longest (step_sample).
   static constexpr unsigned step_samples = 8;
-  /// step_samples intervals of one setting. The sum less the longest interval: a setting's
-  /// average, an interrupt or a preemption (which lengthens one) left out. (The fastest interval
-  /// alone says which side was luckier where intervals vary by what runs in them: YCSB's tree,
-  /// a batch task in a 50-task interval or not.)
+  /// step_samples intervals of one setting. Two settings are compared by the sum less the
+  /// longest interval: a setting's average, an interrupt or a preemption (which lengthens one)
+  /// left out (the fastest interval alone says which side was luckier where intervals vary by
+  /// what runs in them: YCSB's tree, a batch task in a 50-task interval or not). The fastest is
+  /// the slow-sample rule's reference (m_step_ref): a mean taken across a phase change, half
+  /// before and half after, could put the slower phase under twice it, and the rule not fire.
   struct step_sample {
     std::uint64_t sum = 0;
     std::uint64_t longest = 0;
+    std::uint64_t fastest = UINT64_MAX;
     void add(std::uint64_t ticks) noexcept {
       sum += ticks;
       longest = std::max(longest, ticks);
+      fastest = std::min(fastest, ticks);
     }
     std::uint64_t trimmed() const noexcept { return sum - longest; }
-    /// Per interval, for m_step_ref.
-    std::uint64_t mean() const noexcept { return trimmed() / (step_samples - 1); }
   };
   /// Intervals between two probes: from step_probe_min, doubled after each probe that lost, and
   /// back to step_probe_min when the held setting ran step_samples intervals in a row over twice
@@ -586,7 +588,7 @@ class worker {
   std::uint64_t m_step_mark = 0;           // trace_clock ticks at the last periodic()
   step_sample m_step_held_sample;          // the held setting's intervals before a probe
   step_sample m_step_probe_sample;         // the probed setting's
-  std::uint64_t m_step_ref = 0;            // the held setting's mean interval when last compared
+  std::uint64_t m_step_ref = 0;            // the held setting's fastest when last compared
   bool m_step_confirming = false;          // the next probe repeats one that won (choose_step_mode)
   std::uint8_t m_step_confirm_mode = 0;    // its mode
   unsigned m_confirm_distance = 0;         // and its distance
